@@ -1,0 +1,200 @@
+//! Wiring: turn the flags into running servers, and stop them in the right order.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use crate::config::ServeArgs;
+use crate::metrics::Metrics;
+use crate::preview::Offline;
+use crate::server::{self, AppState, ConnLimits, Health, WEBHOOK_PATH};
+use crate::snapshot::{self, SharedSnapshot};
+use crate::tls::{self, DevCerts, MinVersion, Reloader};
+
+const DEV_CERTS_DIR: &str = "certs";
+
+/// Everything `start` needs, resolved from the flags.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub cert_file: PathBuf,
+    pub key_file: PathBuf,
+    pub bind_address: SocketAddr,
+    pub admin_address: SocketAddr,
+    pub tls_min_version: MinVersion,
+    pub cert_reload_interval: Duration,
+    pub limits: ConnLimits,
+    pub body_timeout: Duration,
+    pub drain_timeout: Duration,
+}
+
+pub struct Running {
+    pub webhook_addr: SocketAddr,
+    pub admin_addr: SocketAddr,
+    pub health: Arc<Health>,
+    pub metrics: Metrics,
+    pub snapshot: SharedSnapshot,
+    stop_webhook: watch::Sender<bool>,
+    stop_admin: watch::Sender<bool>,
+    tasks: Vec<JoinHandle<()>>,
+    webhook: JoinHandle<()>,
+}
+
+/// Load the certificate, bind both ports and serve. `synced` says whether the snapshot is
+/// already complete (offline) or the watchers will say so later.
+pub async fn start(settings: Settings, snapshot: SharedSnapshot, synced: bool) -> anyhow::Result<Running> {
+    let reloader = Reloader::load(settings.cert_file.clone(), settings.key_file.clone())
+        .context("loading the serving certificate")?;
+    let tls_config = tls::server_config(reloader.resolver(), settings.tls_min_version)?;
+    let health = Arc::new(Health::default());
+    health.tls_loaded.store(true, Ordering::Release);
+    health.synced.store(synced, Ordering::Release);
+    let metrics = Metrics::new(Some(snapshot.clone()));
+
+    let webhook_listener = server::bind(settings.bind_address).await?;
+    let admin_listener = server::bind(settings.admin_address).await?;
+    let webhook_addr = webhook_listener.local_addr()?;
+    let admin_addr = admin_listener.local_addr()?;
+
+    let (stop_webhook, stop_webhook_rx) = watch::channel(false);
+    let (stop_admin, stop_admin_rx) = watch::channel(false);
+    let state = AppState {
+        snapshot: snapshot.clone(),
+        metrics: metrics.clone(),
+        health: health.clone(),
+        body_timeout: settings.body_timeout,
+    };
+    let webhook = tokio::spawn(server::serve_https(
+        webhook_listener,
+        tls_config,
+        server::webhook_router(state),
+        settings.limits,
+        stop_webhook_rx.clone(),
+        settings.drain_timeout,
+    ));
+    let tasks = vec![
+        tokio::spawn(server::serve_admin(
+            admin_listener,
+            server::admin_router(metrics.clone(), health.clone()),
+            stop_admin_rx,
+        )),
+        tokio::spawn(reloader.run(settings.cert_reload_interval, metrics.clone(), stop_webhook_rx)),
+    ];
+    tracing::info!(address = %webhook_addr, path = WEBHOOK_PATH, "serving the webhook on https://{webhook_addr}{WEBHOOK_PATH}");
+    tracing::info!(address = %admin_addr, "serving /healthz, /readyz, /metrics on http://{admin_addr}");
+    Ok(Running {
+        webhook_addr,
+        admin_addr,
+        health,
+        metrics,
+        snapshot,
+        stop_webhook,
+        stop_admin,
+        tasks,
+        webhook,
+    })
+}
+
+impl Running {
+    /// Readiness fails at once; requests are still served for `delay` (with
+    /// `Connection: close`) while endpoints drop us; then in-flight requests finish and
+    /// everything stops.
+    pub async fn shutdown(self, delay: Duration) {
+        self.health.shutting_down.store(true, Ordering::Release);
+        tracing::info!(?delay, "shutting down: readiness now fails");
+        tokio::time::sleep(delay).await;
+        let _ = self.stop_webhook.send(true);
+        let _ = self.webhook.await;
+        let _ = self.stop_admin.send(true);
+        for t in self.tasks {
+            let _ = t.await;
+        }
+        tracing::info!("stopped");
+    }
+}
+
+/// Use the dev certificates in `dir`, making them first if missing.
+fn dev_certs(dir: &Path) -> anyhow::Result<(PathBuf, PathBuf)> {
+    let (cert, key) = (dir.join("tls.crt"), dir.join("tls.key"));
+    if !(cert.exists() && key.exists()) {
+        DevCerts::generate(&["localhost".into(), "127.0.0.1".into(), "::1".into()])?.write(dir)?;
+        tracing::info!(dir = %dir.display(), "wrote a dev CA and serving certificate");
+    }
+    Ok((cert, key))
+}
+
+fn resolve(args: &ServeArgs) -> anyhow::Result<Settings> {
+    let (cert_file, key_file) = match (&args.tls_cert_file, &args.tls_private_key_file) {
+        (Some(c), Some(k)) => (c.clone(), k.clone()),
+        (None, None) if args.dev => dev_certs(Path::new(DEV_CERTS_DIR))?,
+        _ => bail!("give both --tls-cert-file and --tls-private-key-file (or --dev)"),
+    };
+    let host = if args.dev { [127, 0, 0, 1] } else { [0, 0, 0, 0] };
+    Ok(Settings {
+        cert_file,
+        key_file,
+        bind_address: args.bind_address.unwrap_or((host, 9443).into()),
+        admin_address: args.admin_address.unwrap_or((host, 8080).into()),
+        tls_min_version: args.tls_min_version,
+        cert_reload_interval: args.cert_reload_interval,
+        limits: ConnLimits {
+            handshake_timeout: args.body_timeout,
+            header_read_timeout: args.header_read_timeout,
+        },
+        body_timeout: args.body_timeout,
+        drain_timeout: args.drain_timeout,
+    })
+}
+
+async fn signal() -> anyhow::Result<&'static str> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate())?;
+    let mut int = signal(SignalKind::interrupt())?;
+    Ok(tokio::select! {
+        _ = term.recv() => "SIGTERM",
+        _ = int.recv() => "SIGINT",
+    })
+}
+
+/// `bootimage-webhook serve`.
+pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
+    let settings = resolve(&args)?;
+    if args.configmap_file.is_none() && !args.dev {
+        bail!("watching a live cluster is not available in this build yet: give --configmap-file FILE (offline mode) or --dev");
+    }
+    let offline = Offline {
+        configmap_file: args.configmap_file.as_deref(),
+        assume_masters_updated: args.assume_masters_updated,
+        control_plane_arch: args.control_plane_arch.as_deref(),
+        multi_arch: args.multi_arch,
+    };
+    let snap = offline.snapshot()?;
+    let gate = snap.cluster.gate.clone();
+    tracing::info!(
+        stream = snap.boot_images.as_ref().map(|b| b.stream_name.as_str()),
+        release = snap.boot_images.as_ref().map(|b| b.release_version.as_str()),
+        snapshot = %snap.id,
+        gate_open = gate.open,
+        "offline snapshot loaded from {}; gate {}: {}",
+        args.configmap_file.as_deref().map_or("the embedded default ConfigMap".into(), |p| p.display().to_string()),
+        if gate.open { "open" } else { "closed" },
+        gate.reason
+    );
+    let running = start(settings.clone(), snapshot::shared(snap), true).await?;
+    if args.dev {
+        println!(
+            "\nbootimage-webhook is up. Try it:\n  curl -sS --cacert {dir}/ca.crt -H 'Content-Type: application/json' \\\n    --data @examples/review-gcp-update.json https://{addr}{WEBHOOK_PATH}\n",
+            dir = settings.cert_file.parent().map_or(".".into(), |p| p.display().to_string()),
+            addr = running.webhook_addr,
+        );
+    }
+    let which = signal().await?;
+    tracing::info!("received {which}");
+    running.shutdown(args.shutdown_delay).await;
+    Ok(())
+}

@@ -1,0 +1,167 @@
+//! Command line. Every flag can also come from the environment variable named in `--help`.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+use crate::tls::MinVersion;
+
+#[derive(Debug, Parser)]
+#[command(name = "bootimage-webhook", version, about = "Keeps OpenShift MachineSets on the current RHCOS boot image")]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+    #[command(flatten)]
+    pub log: LogArgs,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Serve the mutating admission webhook (HTTPS) and the admin port (HTTP).
+    Serve(Box<ServeArgs>),
+    /// Show offline what the webhook would do to a MachineSet.
+    Preview(PreviewArgs),
+    /// Write a CA and a serving certificate, and print the caBundle.
+    Certs(CertsArgs),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+#[derive(Debug, Args)]
+pub struct LogArgs {
+    /// Log format: plain text lines for `oc logs`, or JSON objects.
+    #[arg(long, global = true, env = "BOOTIMAGE_WEBHOOK_LOG_FORMAT", value_enum, default_value = "text")]
+    pub log_format: LogFormat,
+    /// Log filter in RUST_LOG syntax, e.g. `info` or `info,bootimage_webhook=debug`.
+    #[arg(long, global = true, env = "RUST_LOG", default_value = "info")]
+    pub log_level: String,
+}
+
+fn duration(s: &str) -> Result<Duration, String> {
+    humantime::parse_duration(s).map_err(|e| e.to_string())
+}
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Serving certificate chain (PEM). With --dev: certs/tls.crt, generated if missing.
+    #[arg(long, env = "BOOTIMAGE_WEBHOOK_TLS_CERT_FILE")]
+    pub tls_cert_file: Option<PathBuf>,
+    /// Serving private key (PEM: PKCS#1, PKCS#8 or SEC1). With --dev: certs/tls.key.
+    #[arg(long, env = "BOOTIMAGE_WEBHOOK_TLS_PRIVATE_KEY_FILE")]
+    pub tls_private_key_file: Option<PathBuf>,
+    /// Webhook HTTPS address [default: 0.0.0.0:9443; 127.0.0.1:9443 with --dev].
+    #[arg(long, env = "BOOTIMAGE_WEBHOOK_BIND_ADDRESS")]
+    pub bind_address: Option<SocketAddr>,
+    /// Admin HTTP address for /healthz, /readyz, /metrics [default: 0.0.0.0:8080; 127.0.0.1:8080 with --dev].
+    #[arg(long, env = "BOOTIMAGE_WEBHOOK_ADMIN_ADDRESS")]
+    pub admin_address: Option<SocketAddr>,
+    /// Lowest TLS version accepted.
+    #[arg(long, env = "BOOTIMAGE_WEBHOOK_TLS_MIN_VERSION", value_enum, default_value = "1.2")]
+    pub tls_min_version: MinVersion,
+    /// How often the certificate files are checked for a new pair.
+    #[arg(long, env = "BOOTIMAGE_WEBHOOK_CERT_RELOAD_INTERVAL", value_parser = duration, default_value = "10s")]
+    pub cert_reload_interval: Duration,
+    /// Offline mode: take the boot images from this coreos-bootimages ConfigMap (YAML or
+    /// JSON) instead of watching the cluster.
+    #[arg(long, env = "BOOTIMAGE_WEBHOOK_CONFIGMAP_FILE")]
+    pub configmap_file: Option<PathBuf>,
+    /// Offline mode: open the gate even if the ConfigMap is not stamped by the MCO.
+    #[arg(long, env = "BOOTIMAGE_WEBHOOK_ASSUME_MASTERS_UPDATED")]
+    pub assume_masters_updated: bool,
+    /// Offline mode: control-plane architecture (amd64, arm64, ppc64le, s390x) [default: this machine's].
+    #[arg(long, env = "BOOTIMAGE_WEBHOOK_CONTROL_PLANE_ARCH")]
+    pub control_plane_arch: Option<String>,
+    /// Offline mode: behave as on a multi-arch cluster (no architecture guessing).
+    #[arg(long, env = "BOOTIMAGE_WEBHOOK_MULTI_ARCH")]
+    pub multi_arch: bool,
+    /// First run on one machine: make dev certificates in certs/ if missing, use the
+    /// embedded ConfigMap, listen on 127.0.0.1 only.
+    #[arg(long, env = "BOOTIMAGE_WEBHOOK_DEV")]
+    pub dev: bool,
+    /// Time a client has to send each request head.
+    #[arg(long, env = "BOOTIMAGE_WEBHOOK_HEADER_READ_TIMEOUT", value_parser = duration, default_value = "5s")]
+    pub header_read_timeout: Duration,
+    /// Time a client has to send a request body, and to finish the TLS handshake.
+    #[arg(long, env = "BOOTIMAGE_WEBHOOK_BODY_TIMEOUT", value_parser = duration, default_value = "10s")]
+    pub body_timeout: Duration,
+    /// On SIGTERM, keep serving (with readiness failing) this long so endpoints drop us.
+    #[arg(long, env = "BOOTIMAGE_WEBHOOK_SHUTDOWN_DELAY", value_parser = duration, default_value = "5s")]
+    pub shutdown_delay: Duration,
+    /// Then wait at most this long for in-flight requests.
+    #[arg(long, env = "BOOTIMAGE_WEBHOOK_DRAIN_TIMEOUT", value_parser = duration, default_value = "20s")]
+    pub drain_timeout: Duration,
+}
+
+#[derive(Debug, Args)]
+pub struct PreviewArgs {
+    /// The MachineSet, YAML or JSON (`oc get machineset NAME -o yaml`).
+    #[arg(long, env = "BOOTIMAGE_WEBHOOK_MACHINESET_FILE")]
+    pub machineset_file: PathBuf,
+    /// The coreos-bootimages ConfigMap, YAML or JSON [default: the embedded one].
+    #[arg(long, env = "BOOTIMAGE_WEBHOOK_CONFIGMAP_FILE")]
+    pub configmap_file: Option<PathBuf>,
+    /// Open the gate even if the ConfigMap is not stamped by the MCO.
+    #[arg(long, env = "BOOTIMAGE_WEBHOOK_ASSUME_MASTERS_UPDATED")]
+    pub assume_masters_updated: bool,
+    /// Control-plane architecture [default: this machine's].
+    #[arg(long, env = "BOOTIMAGE_WEBHOOK_CONTROL_PLANE_ARCH")]
+    pub control_plane_arch: Option<String>,
+    /// Behave as on a multi-arch cluster.
+    #[arg(long, env = "BOOTIMAGE_WEBHOOK_MULTI_ARCH")]
+    pub multi_arch: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct CertsArgs {
+    /// Directory for ca.crt, tls.crt, tls.key.
+    #[arg(long, env = "BOOTIMAGE_WEBHOOK_CERTS_OUT")]
+    pub out: PathBuf,
+    /// Names the serving certificate is valid for (DNS names or IP addresses), e.g.
+    /// bootimage-webhook.bootimage-webhook.svc.
+    #[arg(long = "dns", env = "BOOTIMAGE_WEBHOOK_CERTS_DNS", value_delimiter = ',', required = true)]
+    pub dns: Vec<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn cli_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn every_flag_has_an_env_var() {
+        fn walk(cmd: &clap::Command, missing: &mut Vec<String>) {
+            for arg in cmd.get_arguments() {
+                let builtin = matches!(arg.get_id().as_str(), "help" | "version");
+                if !builtin && !arg.is_positional() && arg.get_env().is_none() {
+                    missing.push(format!("{} --{}", cmd.get_name(), arg.get_id()));
+                }
+            }
+            for sub in cmd.get_subcommands() {
+                walk(sub, missing);
+            }
+        }
+        let mut missing = Vec::new();
+        walk(&Cli::command(), &mut missing);
+        assert!(missing.is_empty(), "flags without env: {missing:?}");
+    }
+
+    #[test]
+    fn defaults() {
+        let cli = Cli::try_parse_from(["bootimage-webhook", "serve"]).unwrap();
+        let Command::Serve(s) = cli.command else { panic!() };
+        assert_eq!(s.cert_reload_interval, Duration::from_secs(10));
+        assert_eq!(s.tls_min_version, MinVersion::Tls12);
+        assert_eq!(cli.log.log_format, LogFormat::Text);
+    }
+}

@@ -1,0 +1,304 @@
+//! The HTTPS webhook (axum on hyper over rustls, HTTP/1.1 keep-alive) and the plain-HTTP
+//! admin port. The request path reads the snapshot and nothing else.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::extract::{Request, State};
+use axum::http::{HeaderValue, Method, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use http_body_util::{BodyExt, LengthLimitError, Limited};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::server::graceful::GracefulShutdown;
+use hyper_util::service::TowerToHyperService;
+use rustls::ServerConfig;
+use tokio::io::AsyncWriteExt;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::watch;
+use tokio_rustls::TlsAcceptor;
+
+use crate::admission;
+use crate::metrics::{self, Metrics};
+use crate::snapshot::SharedSnapshot;
+
+pub const WEBHOOK_PATH: &str = "/mutate-machinesets";
+/// Well above the apiserver's 3 MiB request cap; an UPDATE carries two objects.
+pub const MAX_BODY: usize = 8 * 1024 * 1024;
+
+/// What `/readyz` reports.
+#[derive(Debug, Default)]
+pub struct Health {
+    pub tls_loaded: AtomicBool,
+    /// Offline: at start. With watchers: once every one of them has listed.
+    pub synced: AtomicBool,
+    pub shutting_down: AtomicBool,
+}
+
+impl Health {
+    pub fn ready(&self) -> Result<(), &'static str> {
+        if self.shutting_down.load(Ordering::Acquire) {
+            Err("shutting down")
+        } else if !self.tls_loaded.load(Ordering::Acquire) {
+            Err("serving certificate not loaded")
+        } else if !self.synced.load(Ordering::Acquire) {
+            Err("caches not synced yet")
+        } else {
+            Ok(())
+        }
+    }
+}
+
+#[derive(Clone)]
+pub struct AppState {
+    pub snapshot: SharedSnapshot,
+    pub metrics: Metrics,
+    pub health: Arc<Health>,
+    /// Time allowed for the body to arrive once the headers are in.
+    pub body_timeout: Duration,
+}
+
+pub fn webhook_router(state: AppState) -> Router {
+    Router::new()
+        .route(WEBHOOK_PATH, post(mutate).fallback(method_not_allowed))
+        .fallback(not_found)
+        .with_state(state)
+}
+
+/// One exit for every webhook response: metrics, content type, and `Connection: close`
+/// while draining so that clients move to another replica.
+fn respond(st: &AppState, start: Instant, code: StatusCode, reason: &str, body: Vec<u8>) -> Response {
+    st.metrics
+        .observe(reason, code.as_u16(), start.elapsed().as_secs_f64());
+    let mut res = (code, body).into_response();
+    let headers = res.headers_mut();
+    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    if st.health.shutting_down.load(Ordering::Acquire) {
+        headers.insert(header::CONNECTION, HeaderValue::from_static("close"));
+    }
+    res
+}
+
+fn fail(st: &AppState, start: Instant, code: StatusCode, reason: &str, message: &str) -> Response {
+    tracing::debug!(code = code.as_u16(), reason, "{message}");
+    respond(st, start, code, reason, admission::error_body(code.as_u16(), message))
+}
+
+async fn not_found(State(st): State<AppState>, req: Request) -> Response {
+    let msg = format!("no such path {}; the webhook is POST {WEBHOOK_PATH}", req.uri().path());
+    fail(&st, Instant::now(), StatusCode::NOT_FOUND, "NotFound", &msg)
+}
+
+async fn method_not_allowed(State(st): State<AppState>, method: Method) -> Response {
+    let msg = format!("method {method} not allowed; use POST");
+    let mut res = fail(&st, Instant::now(), StatusCode::METHOD_NOT_ALLOWED, "MethodNotAllowed", &msg);
+    res.headers_mut()
+        .insert(header::ALLOW, HeaderValue::from_static("POST"));
+    res
+}
+
+struct InFlight(Metrics);
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.in_flight.dec();
+    }
+}
+
+fn is_json(content_type: Option<&HeaderValue>) -> bool {
+    content_type
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .is_some_and(|essence| essence.trim().eq_ignore_ascii_case("application/json"))
+}
+
+async fn mutate(State(st): State<AppState>, req: Request) -> Response {
+    let start = Instant::now();
+    st.metrics.in_flight.inc();
+    let _in_flight = InFlight(st.metrics.clone());
+
+    if !is_json(req.headers().get(header::CONTENT_TYPE)) {
+        let got = req
+            .headers()
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("none");
+        let msg = format!("Content-Type must be application/json, got {got}");
+        return fail(&st, start, StatusCode::UNSUPPORTED_MEDIA_TYPE, "UnsupportedMediaType", &msg);
+    }
+    let too_large = || format!("request body is larger than the {MAX_BODY}-byte limit");
+    let declared = req
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > MAX_BODY as u64) {
+        return fail(&st, start, StatusCode::PAYLOAD_TOO_LARGE, "PayloadTooLarge", &too_large());
+    }
+    let body = Limited::new(req.into_body(), MAX_BODY).collect();
+    let bytes = match tokio::time::timeout(st.body_timeout, body).await {
+        Ok(Ok(collected)) => collected.to_bytes(),
+        Ok(Err(e)) if e.downcast_ref::<LengthLimitError>().is_some() => {
+            return fail(&st, start, StatusCode::PAYLOAD_TOO_LARGE, "PayloadTooLarge", &too_large());
+        }
+        Ok(Err(e)) => {
+            let msg = format!("request body truncated or unreadable: {e}");
+            return fail(&st, start, StatusCode::BAD_REQUEST, "BadBody", &msg);
+        }
+        Err(_) => {
+            let msg = format!("request body did not arrive within {:?}", st.body_timeout);
+            return fail(&st, start, StatusCode::REQUEST_TIMEOUT, "BodyTimeout", &msg);
+        }
+    };
+
+    let snapshot = st.snapshot.load();
+    match admission::review(&bytes, &snapshot) {
+        Ok(r) => {
+            let d = &r.decision;
+            tracing::info!(
+                uid = %r.uid,
+                machineset = %format_args!("{}/{}", r.namespace, r.name),
+                operation = %r.operation,
+                dry_run = r.dry_run,
+                reason = %d.reason,
+                platform = d.platform,
+                arch = d.arch.map(|a| a.rpm()),
+                current = d.current.as_deref(),
+                target = d.target.as_deref(),
+                snapshot = %snapshot.id,
+                "{}: {}", d.reason, d.message
+            );
+            respond(&st, start, StatusCode::OK, d.reason.as_str(), r.body)
+        }
+        Err(e) => fail(&st, start, StatusCode::BAD_REQUEST, "InvalidReview", &e.to_string()),
+    }
+}
+
+pub fn admin_router(metrics: Metrics, health: Arc<Health>) -> Router {
+    let ready = {
+        let health = health.clone();
+        move || async move {
+            match health.ready() {
+                Ok(()) => (StatusCode::OK, "ready\n".to_owned()),
+                Err(why) => (StatusCode::SERVICE_UNAVAILABLE, format!("not ready: {why}\n")),
+            }
+        }
+    };
+    Router::new()
+        .route("/healthz", get(|| async { "ok\n" }))
+        .route("/readyz", get(ready))
+        .route(
+            "/metrics",
+            get(move || async move { ([(header::CONTENT_TYPE, metrics::CONTENT_TYPE)], metrics.render()) }),
+        )
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct ConnLimits {
+    /// For the TLS handshake and for the first byte, against idle or slow clients.
+    pub handshake_timeout: Duration,
+    /// For each request head.
+    pub header_read_timeout: Duration,
+}
+
+const PLAIN_HTTP_REPLY: &[u8] = b"HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain\r\nConnection: close\r\nContent-Length: 48\r\n\r\nClient sent an HTTP request to an HTTPS server.\n";
+
+/// Serve HTTPS until `stop` turns true, then drain: in-flight requests finish (up to
+/// `drain_timeout`), idle keep-alive connections close.
+pub async fn serve_https(
+    listener: TcpListener,
+    tls: Arc<ServerConfig>,
+    router: Router,
+    limits: ConnLimits,
+    mut stop: watch::Receiver<bool>,
+    drain_timeout: Duration,
+) {
+    let acceptor = TlsAcceptor::from(tls);
+    let graceful = GracefulShutdown::new();
+    loop {
+        let accepted = tokio::select! {
+            a = listener.accept() => a,
+            _ = stopped(&mut stop) => break,
+        };
+        let (tcp, peer) = match accepted {
+            Ok(a) => a,
+            Err(e) => {
+                // EMFILE and friends: back off instead of spinning.
+                tracing::warn!(error = %e, "accept failed");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let acceptor = acceptor.clone();
+        let service = TowerToHyperService::new(router.clone());
+        let watcher = graceful.watcher();
+        tokio::spawn(async move {
+            let Some(tcp) = plain_http_guard(tcp, limits.handshake_timeout).await else {
+                return;
+            };
+            let tls = match tokio::time::timeout(limits.handshake_timeout, acceptor.accept(tcp)).await {
+                Ok(Ok(s)) => s,
+                Ok(Err(e)) => {
+                    tracing::debug!(%peer, error = %e, "TLS handshake failed");
+                    return;
+                }
+                Err(_) => {
+                    tracing::debug!(%peer, "TLS handshake timed out");
+                    return;
+                }
+            };
+            let mut http = hyper::server::conn::http1::Builder::new();
+            http.timer(TokioTimer::new())
+                .header_read_timeout(limits.header_read_timeout)
+                .keep_alive(true);
+            let conn = http.serve_connection(TokioIo::new(tls), service);
+            if let Err(e) = watcher.watch(conn).await {
+                tracing::debug!(%peer, error = %e, "connection ended with an error");
+            }
+        });
+    }
+    drop(listener);
+    tokio::select! {
+        _ = graceful.shutdown() => {}
+        _ = tokio::time::sleep(drain_timeout) => {
+            tracing::warn!(?drain_timeout, "connections still open after the drain timeout");
+        }
+    }
+}
+
+/// A TLS connection starts with a handshake record (0x16). A letter means someone spoke
+/// plain HTTP to the TLS port: tell them, as Go servers do, instead of a TLS alert.
+async fn plain_http_guard(mut tcp: TcpStream, wait: Duration) -> Option<TcpStream> {
+    let mut first = [0u8; 1];
+    match tokio::time::timeout(wait, tcp.peek(&mut first)).await {
+        Ok(Ok(1)) if first[0].is_ascii_alphabetic() => {
+            let _ = tcp.write_all(PLAIN_HTTP_REPLY).await;
+            let _ = tcp.shutdown().await;
+            None
+        }
+        Ok(Ok(1)) => Some(tcp),
+        _ => None,
+    }
+}
+
+/// Serve the admin port until `stop` turns true.
+pub async fn serve_admin(listener: TcpListener, router: Router, mut stop: watch::Receiver<bool>) {
+    let shutdown = async move { stopped(&mut stop).await };
+    if let Err(e) = axum::serve(listener, router).with_graceful_shutdown(shutdown).await {
+        tracing::error!(error = %e, "admin server failed");
+    }
+}
+
+async fn stopped(stop: &mut watch::Receiver<bool>) {
+    let _ = stop.wait_for(|s| *s).await;
+}
+
+/// Bind, saying which address in the error.
+pub async fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
+    TcpListener::bind(addr)
+        .await
+        .map_err(|e| std::io::Error::new(e.kind(), format!("binding {addr}: {e}")))
+}

@@ -1,0 +1,467 @@
+//! The in-memory picture of the cluster that every decision reads.
+//!
+//! A `Snapshot` is immutable; whoever learns something new (the offline loader, the
+//! watchers) builds a whole new one and swaps it into a [`SharedSnapshot`]. The request
+//! path only ever calls `load()`, which is lock-free.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use arc_swap::ArcSwap;
+use kube::core::Selector;
+use serde_json::Value;
+
+use crate::platforms;
+
+/// ConfigMap keys, exactly as the MCO and the CVO write them.
+pub const KEY_STREAM: &str = "stream";
+pub const KEY_RELEASE_VERSION: &str = "releaseVersion";
+pub const KEY_MCO_RELEASE_IMAGE_VERSION: &str = "MCOReleaseImageVersion";
+pub const KEY_MCO_VERSION_HASH: &str = "MCOVersionHash";
+
+/// The default ConfigMap that `--dev` and `preview` use when no file is given. Written by
+/// this project; the image names are the real RHCOS 9.8 (OCP 4.21) ones.
+pub const EMBEDDED_CONFIGMAP: &str = include_str!("defaults/coreos-bootimages.yaml");
+
+/// Architectures, with the Kubernetes/Go name used in MachineSets and the RPM name used
+/// in the stream.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Arch {
+    Amd64,
+    Arm64,
+    Ppc64le,
+    S390x,
+}
+
+impl Arch {
+    pub const ALL: [Arch; 4] = [Arch::Amd64, Arch::Arm64, Arch::Ppc64le, Arch::S390x];
+
+    pub fn k8s(self) -> &'static str {
+        match self {
+            Arch::Amd64 => "amd64",
+            Arch::Arm64 => "arm64",
+            Arch::Ppc64le => "ppc64le",
+            Arch::S390x => "s390x",
+        }
+    }
+
+    pub fn rpm(self) -> &'static str {
+        match self {
+            Arch::Amd64 => "x86_64",
+            Arch::Arm64 => "aarch64",
+            Arch::Ppc64le => "ppc64le",
+            Arch::S390x => "s390x",
+        }
+    }
+
+    pub fn from_k8s(name: &str) -> Option<Arch> {
+        Arch::ALL.into_iter().find(|a| a.k8s() == name)
+    }
+
+    pub fn from_rpm(name: &str) -> Option<Arch> {
+        Arch::ALL.into_iter().find(|a| a.rpm() == name)
+    }
+
+    /// Either spelling, for flags typed by people.
+    pub fn parse(name: &str) -> Option<Arch> {
+        Arch::from_k8s(name).or_else(|| Arch::from_rpm(name))
+    }
+
+    /// The architecture this binary was built for (the control plane's, when we run on it).
+    pub fn host() -> Option<Arch> {
+        match std::env::consts::ARCH {
+            "x86_64" => Some(Arch::Amd64),
+            "aarch64" => Some(Arch::Arm64),
+            "powerpc64" => Some(Arch::Ppc64le),
+            "s390x" => Some(Arch::S390x),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for Arch {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.rpm())
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum BootImagesError {
+    #[error("ConfigMap document is neither YAML nor JSON: {0}")]
+    Document(String),
+    #[error("ConfigMap has no data.{0}")]
+    MissingKey(&'static str),
+    #[error("data.stream is not valid CoreOS stream JSON: {0}")]
+    StreamJson(String),
+    #[error("data.stream: {0}")]
+    Stream(String),
+}
+
+/// The parsed `coreos-bootimages` ConfigMap.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BootImages {
+    /// `stream` field of the stream JSON, e.g. `rhcos-4.21`.
+    pub stream_name: String,
+    pub release_version: String,
+    pub mco_release_image_version: Option<String>,
+    pub mco_version_hash: Option<String>,
+    /// `architectures.<rpm-arch>` of the stream, kept as JSON: each platform reads its own
+    /// part of it, validated once here.
+    pub architectures: BTreeMap<Arch, Value>,
+    /// Content digest of the stream and release version: the touch annotation's value.
+    pub digest: String,
+}
+
+impl BootImages {
+    /// From a ConfigMap's `data` map.
+    pub fn from_data(data: &BTreeMap<String, String>) -> Result<Self, BootImagesError> {
+        let stream_text = data
+            .get(KEY_STREAM)
+            .ok_or(BootImagesError::MissingKey(KEY_STREAM))?;
+        let release_version = data
+            .get(KEY_RELEASE_VERSION)
+            .map(|s| s.trim())
+            .filter(|s| !s.is_empty())
+            .ok_or(BootImagesError::MissingKey(KEY_RELEASE_VERSION))?
+            .to_owned();
+        let stream: Value = serde_json::from_str(stream_text)
+            .map_err(|e| BootImagesError::StreamJson(e.to_string()))?;
+        let stream_name = stream
+            .get("stream")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_owned();
+        let arches = stream
+            .get("architectures")
+            .and_then(Value::as_object)
+            .ok_or_else(|| BootImagesError::Stream("no architectures object".into()))?;
+        let mut architectures = BTreeMap::new();
+        for (name, entry) in arches {
+            // Unknown architectures (riscv64 one day) are not ours to judge.
+            let Some(arch) = Arch::from_rpm(name) else {
+                continue;
+            };
+            if !entry.is_object() {
+                return Err(BootImagesError::Stream(format!(
+                    "architectures.{name} is not an object"
+                )));
+            }
+            for platform in platforms::ALL {
+                platform.validate_stream(entry).map_err(|e| {
+                    BootImagesError::Stream(format!("architectures.{name}: {e}"))
+                })?;
+            }
+            architectures.insert(arch, entry.clone());
+        }
+        let digest = digest(&[stream_text.as_bytes(), release_version.as_bytes()]);
+        let optional = |k: &str| {
+            data.get(k)
+                .map(|s| s.trim().to_owned())
+                .filter(|s| !s.is_empty())
+        };
+        Ok(BootImages {
+            stream_name,
+            release_version,
+            mco_release_image_version: optional(KEY_MCO_RELEASE_IMAGE_VERSION),
+            mco_version_hash: optional(KEY_MCO_VERSION_HASH),
+            architectures,
+            digest,
+        })
+    }
+
+    /// From a whole ConfigMap document, YAML or JSON (as `oc get -o yaml|json` prints it).
+    pub fn from_document(text: &str) -> Result<Self, BootImagesError> {
+        let doc: Value = parse_document(text).map_err(BootImagesError::Document)?;
+        let data = doc
+            .get("data")
+            .and_then(Value::as_object)
+            .ok_or(BootImagesError::MissingKey("data"))?;
+        let data: BTreeMap<String, String> = data
+            .iter()
+            .filter_map(|(k, v)| match v {
+                Value::String(s) => Some((k.clone(), s.clone())),
+                // An unquoted `releaseVersion: 4.21` in a hand-written YAML file.
+                Value::Number(_) | Value::Bool(_) => Some((k.clone(), v.to_string())),
+                _ => None,
+            })
+            .collect();
+        BootImages::from_data(&data)
+    }
+
+    /// The MCO stamps `MCOReleaseImageVersion` once a master runs the new release.
+    pub fn stamped(&self) -> bool {
+        self.mco_release_image_version.as_deref() == Some(self.release_version.as_str())
+    }
+}
+
+/// YAML or JSON text to a JSON value (JSON is read as JSON first: exact and faster).
+pub fn parse_document(text: &str) -> Result<Value, String> {
+    match serde_json::from_str(text) {
+        Ok(v) => Ok(v),
+        Err(json_err) => serde_saphyr::from_str::<Value>(text).map_err(|yaml_err| {
+            if text.trim_start().starts_with('{') {
+                format!("invalid JSON: {json_err}")
+            } else {
+                format!("invalid YAML: {yaml_err}")
+            }
+        }),
+    }
+}
+
+/// Short hex SHA-256 over the parts, separated so that ("ab","c") != ("a","bc").
+pub fn digest(parts: &[&[u8]]) -> String {
+    let mut ctx = ring::digest::Context::new(&ring::digest::SHA256);
+    for part in parts {
+        ctx.update(&(part.len() as u64).to_be_bytes());
+        ctx.update(part);
+    }
+    ctx.finish().as_ref()[..8]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// Whether boot images may move now (SPEC §3).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Gate {
+    pub open: bool,
+    /// Why, in words for the logs and for `UpgradeInProgress` messages.
+    pub reason: String,
+}
+
+impl Gate {
+    pub fn open(reason: impl Into<String>) -> Self {
+        Gate {
+            open: true,
+            reason: reason.into(),
+        }
+    }
+
+    pub fn closed(reason: impl Into<String>) -> Self {
+        Gate {
+            open: false,
+            reason: reason.into(),
+        }
+    }
+}
+
+/// Which MachineSets are managed, from MachineConfiguration `cluster`
+/// `status.managedBootImagesStatus` (absent: all of them).
+#[derive(Debug, Clone, Default)]
+pub enum Enrollment {
+    #[default]
+    All,
+    None,
+    Partial(Selector),
+}
+
+/// What the decision needs to know about the cluster besides the ConfigMap.
+#[derive(Debug, Clone)]
+pub struct ClusterFacts {
+    /// Infrastructure `status.platformStatus.type`. `None` offline: the providerSpec kind
+    /// decides.
+    pub platform: Option<String>,
+    pub control_plane_arch: Option<Arch>,
+    /// ClusterVersion `status.desired.architecture == Multi`.
+    pub multi_arch: bool,
+    pub gate: Gate,
+    pub enrollment: Enrollment,
+    /// user-data Secret name -> its Ignition `ignition.version`, for the Secrets we know.
+    pub stub_ignition: BTreeMap<String, String>,
+}
+
+impl Default for ClusterFacts {
+    fn default() -> Self {
+        ClusterFacts {
+            platform: None,
+            control_plane_arch: Arch::host(),
+            multi_arch: false,
+            gate: Gate::closed("no master upgrade state known yet"),
+            enrollment: Enrollment::All,
+            stub_ignition: BTreeMap::new(),
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Snapshot {
+    /// Changes whenever something that can move a target or the gate changes.
+    pub id: String,
+    /// `None` until the ConfigMap has been read: every decision is then `NotReady`.
+    pub boot_images: Option<Arc<BootImages>>,
+    pub cluster: ClusterFacts,
+    pub built_at: SystemTime,
+}
+
+impl Snapshot {
+    pub fn new(boot_images: Option<Arc<BootImages>>, cluster: ClusterFacts) -> Self {
+        let stream_digest = boot_images.as_ref().map_or("none", |b| b.digest.as_str());
+        let platform = cluster.platform.as_deref().unwrap_or("");
+        let arch = cluster.control_plane_arch.map_or("", Arch::k8s);
+        let id = digest(&[
+            stream_digest.as_bytes(),
+            &[u8::from(cluster.gate.open), u8::from(cluster.multi_arch)],
+            platform.as_bytes(),
+            arch.as_bytes(),
+        ]);
+        Snapshot {
+            id,
+            boot_images,
+            cluster,
+            built_at: SystemTime::now(),
+        }
+    }
+
+    /// The snapshot before anything is known.
+    pub fn empty() -> Self {
+        Snapshot::new(None, ClusterFacts::default())
+    }
+
+    /// Offline mode (`--configmap-file`, `--dev`, `preview`): the gate is the ConfigMap's
+    /// own stamp, unless the operator vouches for the masters.
+    pub fn offline(
+        boot_images: BootImages,
+        assume_masters_updated: bool,
+        control_plane_arch: Option<Arch>,
+        multi_arch: bool,
+    ) -> Self {
+        let gate = if assume_masters_updated {
+            Gate::open("--assume-masters-updated")
+        } else if boot_images.stamped() {
+            Gate::open(format!(
+                "ConfigMap stamped {KEY_MCO_RELEASE_IMAGE_VERSION}={}",
+                boot_images.release_version
+            ))
+        } else {
+            Gate::closed(format!(
+                "ConfigMap {KEY_MCO_RELEASE_IMAGE_VERSION}={} does not match {KEY_RELEASE_VERSION}={}: no master has completed the upgrade",
+                boot_images
+                    .mco_release_image_version
+                    .as_deref()
+                    .unwrap_or("<unset>"),
+                boot_images.release_version
+            ))
+        };
+        Snapshot::new(
+            Some(Arc::new(boot_images)),
+            ClusterFacts {
+                platform: None,
+                control_plane_arch,
+                multi_arch,
+                gate,
+                enrollment: Enrollment::All,
+                stub_ignition: BTreeMap::new(),
+            },
+        )
+    }
+}
+
+pub type SharedSnapshot = Arc<ArcSwap<Snapshot>>;
+
+pub fn shared(snapshot: Snapshot) -> SharedSnapshot {
+    Arc::new(ArcSwap::from_pointee(snapshot))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn data(stream: &str) -> BTreeMap<String, String> {
+        BTreeMap::from([
+            (KEY_STREAM.to_owned(), stream.to_owned()),
+            (KEY_RELEASE_VERSION.to_owned(), "4.21.0".to_owned()),
+        ])
+    }
+
+    #[test]
+    fn embedded_default_parses_and_is_stamped() {
+        let b = BootImages::from_document(EMBEDDED_CONFIGMAP).unwrap();
+        assert_eq!(b.stream_name, "rhcos-4.21");
+        assert!(b.stamped());
+        assert!(b.architectures.contains_key(&Arch::Amd64));
+        assert!(b.architectures.contains_key(&Arch::Arm64));
+    }
+
+    #[test]
+    fn arch_names_round_trip() {
+        for a in Arch::ALL {
+            assert_eq!(Arch::from_k8s(a.k8s()), Some(a));
+            assert_eq!(Arch::from_rpm(a.rpm()), Some(a));
+        }
+        assert_eq!(Arch::parse("x86_64"), Some(Arch::Amd64));
+        assert_eq!(Arch::parse("arm64"), Some(Arch::Arm64));
+        assert_eq!(Arch::parse("riscv64"), None);
+    }
+
+    #[test]
+    fn malformed_streams_are_errors_not_panics() {
+        for bad in [
+            "not json",
+            "[]",
+            "{}",
+            r#"{"architectures": []}"#,
+            r#"{"architectures": {"x86_64": 3}}"#,
+            r#"{"architectures": {"x86_64": {"images": {"gcp": {"project": "Rhcos Cloud", "name": "x"}}}}}"#,
+            r#"{"architectures": {"x86_64": {"images": {"gcp": {"project": "rhcos-cloud", "name": "../../etc"}}}}}"#,
+            r#"{"architectures": {"x86_64": {"images": {"gcp": {"project": "rhcos-cloud"}}}}}"#,
+            r#"{"architectures": {"x86_64": {"images": {"gcp": "projects/x"}}}}"#,
+        ] {
+            assert!(BootImages::from_data(&data(bad)).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn missing_keys_are_named() {
+        let err = BootImages::from_data(&BTreeMap::new()).unwrap_err();
+        assert!(err.to_string().contains("data.stream"), "{err}");
+        let only_stream = BTreeMap::from([(KEY_STREAM.to_owned(), "{}".to_owned())]);
+        let err = BootImages::from_data(&only_stream).unwrap_err();
+        assert!(err.to_string().contains("releaseVersion"), "{err}");
+    }
+
+    #[test]
+    fn unknown_architectures_are_ignored() {
+        let b = BootImages::from_data(&data(
+            r#"{"stream":"s","architectures":{"riscv64":{"images":{}},"x86_64":{"images":{}}}}"#,
+        ))
+        .unwrap();
+        assert_eq!(b.architectures.keys().collect::<Vec<_>>(), [&Arch::Amd64]);
+    }
+
+    #[test]
+    fn digest_changes_with_content() {
+        let a = BootImages::from_data(&data(r#"{"architectures":{}}"#)).unwrap();
+        let mut d = data(r#"{"architectures":{}}"#);
+        d.insert(KEY_RELEASE_VERSION.into(), "4.22.0".into());
+        let b = BootImages::from_data(&d).unwrap();
+        assert_ne!(a.digest, b.digest);
+        assert_eq!(a.digest.len(), 16);
+    }
+
+    #[test]
+    fn offline_gate_follows_the_stamp() {
+        let mut d = data(r#"{"architectures":{}}"#);
+        let unstamped = BootImages::from_data(&d).unwrap();
+        let s = Snapshot::offline(unstamped.clone(), false, None, false);
+        assert!(!s.cluster.gate.open);
+        assert!(s.cluster.gate.reason.contains("<unset>"));
+        let s2 = Snapshot::offline(unstamped, true, None, false);
+        assert!(s2.cluster.gate.open);
+        assert_ne!(s.id, s2.id, "the gate is part of the snapshot id");
+        d.insert(KEY_MCO_RELEASE_IMAGE_VERSION.into(), "4.21.0".into());
+        let stamped = BootImages::from_data(&d).unwrap();
+        assert!(Snapshot::offline(stamped, false, None, false).cluster.gate.open);
+    }
+
+    #[test]
+    fn documents_in_yaml_and_json() {
+        let yaml = "data:\n  releaseVersion: 4.21.0\n  stream: '{\"architectures\":{}}'\n";
+        assert!(BootImages::from_document(yaml).is_ok());
+        let json = r#"{"data":{"releaseVersion":"4.21.0","stream":"{\"architectures\":{}}"}}"#;
+        assert!(BootImages::from_document(json).is_ok());
+        assert!(BootImages::from_document("{ nope").is_err());
+        assert!(BootImages::from_document("kind: ConfigMap\n").is_err());
+    }
+}
