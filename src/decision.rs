@@ -150,7 +150,7 @@ fn machineset_arch(annotations: &BTreeMap<String, String>, snap: &Snapshot) -> R
             // Never guess on a multi-arch cluster (OCPBUGS-69674).
             return Err(Decision::new(
                 Reason::ArchitectureUnknown,
-                format!("multi-arch cluster and no {ARCH_ANNOTATION} annotation yet: not guessing the architecture"),
+                format!("no architecture annotation found on machineset ({ARCH_ANNOTATION}) in a multi-arch cluster: not guessing"),
             ));
         }
         return snap.cluster.control_plane_arch.ok_or_else(|| {
@@ -168,12 +168,12 @@ fn machineset_arch(annotations: &BTreeMap<String, String>, snap: &Snapshot) -> R
         Some(name) => Arch::from_k8s(name).ok_or_else(|| {
             Decision::new(
                 Reason::InvalidArchitecture,
-                format!("invalid architecture value found in annotation: {name:?}"),
+                format!("invalid architecture value found in annotation: {name}"),
             )
         }),
         None => Err(Decision::new(
             Reason::InvalidArchitecture,
-            format!("kubernetes.io/arch label not found in annotation {ARCH_ANNOTATION}: {value:?}"),
+            format!("kubernetes.io/arch label not found in annotation: {value}"),
         )),
     }
 }
@@ -244,7 +244,7 @@ pub fn decide(ms: &Value, snap: &Snapshot) -> Decision {
     {
         return Decision::new(
             Reason::UnsupportedOSStream,
-            format!("{OS_STREAM_LABEL}={stream}: only {SUPPORTED_OS_STREAM} is served"),
+            format!("unsupported stream: {stream} (label {OS_STREAM_LABEL}); only {SUPPORTED_OS_STREAM} is updated"),
         );
     }
 

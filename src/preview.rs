@@ -58,13 +58,25 @@ fn read(path: &Path) -> Result<String, PreviewError> {
     })
 }
 
-/// The MachineSet from a file, YAML or JSON.
+/// The MachineSet from a file, YAML or JSON. A YAML stream may carry other objects beside
+/// it (a MachineAutoscaler, say): the one MachineSet is taken.
 pub fn read_object(path: &Path) -> Result<Value, PreviewError> {
     let text = read(path)?;
-    let value = snapshot::parse_document(&text).map_err(|message| PreviewError::Parse {
+    let parse_error = |message: String| PreviewError::Parse {
         path: path.display().to_string(),
         message,
-    })?;
+    };
+    let mut docs = snapshot::parse_documents(&text).map_err(parse_error)?;
+    docs.retain(|d| !d.is_null());
+    let machinesets: Vec<usize> = (0..docs.len())
+        .filter(|&i| docs[i].get("kind").and_then(Value::as_str) == Some("MachineSet"))
+        .collect();
+    let value = match machinesets.as_slice() {
+        [i] => docs.swap_remove(*i),
+        [] if docs.len() == 1 => docs.swap_remove(0),
+        [] => return Err(parse_error(format!("no MachineSet among its {} documents", docs.len()))),
+        many => return Err(parse_error(format!("holds {} MachineSets; give one", many.len()))),
+    };
     if !value.is_object() {
         return Err(PreviewError::NotObject {
             path: path.display().to_string(),

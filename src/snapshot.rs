@@ -200,13 +200,17 @@ impl BootImages {
 pub fn parse_document(text: &str) -> Result<Value, String> {
     match serde_json::from_str(text) {
         Ok(v) => Ok(v),
-        Err(json_err) => serde_saphyr::from_str::<Value>(text).map_err(|yaml_err| {
-            if text.trim_start().starts_with('{') {
-                format!("invalid JSON: {json_err}")
-            } else {
-                format!("invalid YAML: {yaml_err}")
-            }
-        }),
+        Err(json_err) if text.trim_start().starts_with('{') => Err(format!("invalid JSON: {json_err}")),
+        Err(_) => serde_saphyr::from_str::<Value>(text).map_err(|e| format!("invalid YAML: {e}")),
+    }
+}
+
+/// Every document of a YAML stream (`---` separated), or the one JSON document.
+pub fn parse_documents(text: &str) -> Result<Vec<Value>, String> {
+    match serde_json::from_str(text) {
+        Ok(v) => Ok(vec![v]),
+        Err(json_err) if text.trim_start().starts_with('{') => Err(format!("invalid JSON: {json_err}")),
+        Err(_) => serde_saphyr::from_str_multiple::<Value, Vec<Value>>(text).map_err(|e| format!("invalid YAML: {e}")),
     }
 }
 
