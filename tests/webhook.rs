@@ -1,0 +1,424 @@
+//! The webhook end to end over real TLS: a server on 127.0.0.1:0 with a test CA, a real
+//! HTTPS client that verifies it, the AdmissionReview fixtures, patches applied with
+//! evanphx/json-patch, and a table of bad input that must each get a clear answer.
+
+mod support;
+
+use std::time::Duration;
+
+use bootimage_webhook::decision::BOOT_IMAGE_ANNOTATION;
+use bootimage_webhook::server::MAX_BODY;
+use bootimage_webhook::tls::MinVersion;
+use serde_json::{Value, json};
+use support::{CURRENT_X86, Https, Reply, TestServer, evanphx, fixture, request, review_object, send_on, start_server};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+fn review_bytes(v: &Value) -> Vec<u8> {
+    serde_json::to_vec(v).unwrap()
+}
+
+/// Send `review`, check the envelope, apply the patch with evanphx and return the result.
+async fn admit(server: &TestServer, review: &Value) -> (Reply, Value) {
+    let reply = server.post_review(&review_bytes(review)).await;
+    assert_eq!(reply.status, 200, "{}", String::from_utf8_lossy(&reply.body));
+    assert_eq!(reply.headers["content-type"], "application/json");
+    let v = reply.json();
+    assert_eq!(v["apiVersion"], "admission.k8s.io/v1");
+    assert_eq!(v["kind"], "AdmissionReview");
+    assert_eq!(v["response"]["uid"], review["request"]["uid"], "uid echoed");
+    assert_eq!(v["response"]["allowed"], true, "never denies a well-formed write");
+    let object = review_object(review);
+    let patched = match reply.patch() {
+        Some(patch) => {
+            assert_eq!(v["response"]["patchType"], "JSONPatch");
+            evanphx::apply(&object, &patch).unwrap_or_else(|e| panic!("evanphx: {e}"))
+        }
+        None => object,
+    };
+    (reply, patched)
+}
+
+fn with_object(review: &Value, object: Value) -> Value {
+    let mut r = review.clone();
+    r["request"]["object"] = object;
+    r
+}
+
+#[tokio::test]
+async fn create_and_update_fixtures_are_patched_and_reinvocation_is_a_no_op() {
+    let server = start_server().await;
+    for name in [
+        "admissionreview-v1-machineset-gcp-create.assembled.json",
+        "admissionreview-v1-machineset-gcp-update.assembled.json",
+    ] {
+        let review = fixture(name);
+        let (reply, patched) = admit(&server, &review).await;
+        let v = reply.json();
+        let r = &v["response"];
+        assert_eq!(r["auditAnnotations"]["reason"], "Updated", "{name}");
+        assert_eq!(r["auditAnnotations"]["boot-image"], CURRENT_X86, "{name}");
+        let warnings = r["warnings"].as_array().unwrap();
+        assert_eq!(warnings.len(), 1);
+        let w = warnings[0].as_str().unwrap();
+        assert!(w.len() <= 120 && w.contains("rhcos-9-8-20260428-0-gcp-x86-64"), "{w}");
+        let disk = &patched["spec"]["template"]["spec"]["providerSpec"]["value"]["disks"][0];
+        assert_eq!(disk["image"], CURRENT_X86);
+        assert_eq!(patched["metadata"]["annotations"][BOOT_IMAGE_ANNOTATION], CURRENT_X86);
+        assert_eq!(
+            support::without_image_fields(&patched),
+            support::without_image_fields(&review_object(&review)),
+            "{name}: nothing else changes"
+        );
+        // reinvocationPolicy IfNeeded: our own output comes back and is left alone.
+        let (again, _) = admit(&server, &with_object(&review, patched)).await;
+        assert!(again.patch().is_none(), "{name}: second pass patched");
+        assert_eq!(again.json()["response"]["auditAnnotations"]["reason"], "UpToDate");
+        assert!(again.json()["response"].get("warnings").is_none());
+    }
+}
+
+#[tokio::test]
+async fn dry_run_gets_the_same_answer() {
+    let server = start_server().await;
+    let mut review = fixture("admissionreview-v1-machineset-gcp-update.assembled.json");
+    let (wet, _) = admit(&server, &review).await;
+    review["request"]["dryRun"] = json!(true);
+    let (dry, _) = admit(&server, &review).await;
+    assert_eq!(wet.patch(), dry.patch());
+    assert!(dry.patch().is_some());
+}
+
+#[tokio::test]
+async fn keep_alive_and_the_full_chain() {
+    let server = start_server().await;
+    let tls = server.client.connect(server.addr()).await.unwrap();
+    let chain = tls.get_ref().1.peer_certificates().unwrap().len();
+    assert_eq!(chain, 2, "leaf and CA are served");
+    assert_eq!(support::peer_leaf(&tls), support::leaf_der(&server.certs.chain_pem));
+    drop(tls);
+    let body = review_bytes(&fixture("admissionreview-v1-machineset-gcp-update.assembled.json"));
+    let mut conn = server.client.conn(server.addr()).await.unwrap();
+    for _ in 0..50 {
+        let r = send_on(&mut conn, request("POST", "/mutate-machinesets", Some("application/json"), body.clone()))
+            .await
+            .unwrap();
+        assert_eq!(r.status, 200);
+        assert!(r.headers.get("connection").is_none(), "keep-alive");
+    }
+}
+
+#[tokio::test]
+async fn admin_port_health_and_metrics() {
+    let server = start_server().await;
+    assert_eq!(server.admin_get("/healthz").await, (200, "ok\n".into()));
+    assert_eq!(server.admin_get("/readyz").await, (200, "ready\n".into()));
+    server
+        .post_review(&review_bytes(&fixture("admissionreview-v1-machineset-gcp-update.assembled.json")))
+        .await;
+    server.post_review(b"nope").await;
+    let (code, text) = server.admin_get("/metrics").await;
+    assert_eq!(code, 200);
+    for want in [
+        r#"bootimage_webhook_requests_total{reason="Updated",code="200"} 1"#,
+        r#"bootimage_webhook_requests_total{reason="InvalidReview",code="400"} 1"#,
+        "bootimage_webhook_request_duration_seconds_count 2",
+        "bootimage_webhook_requests_in_flight 0",
+        "bootimage_webhook_certificate_reloads_total 0",
+        "bootimage_webhook_snapshot_age_seconds",
+    ] {
+        assert!(text.contains(want), "missing {want} in\n{text}");
+    }
+    assert_eq!(server.admin_get("/nope").await.0, 404);
+}
+
+/// One row of the bad-input table, sent over HTTPS.
+struct Case {
+    name: &'static str,
+    method: &'static str,
+    path: &'static str,
+    content_type: Option<&'static str>,
+    body: Vec<u8>,
+    status: u16,
+    /// In the response's status.message.
+    says: &'static str,
+}
+
+fn review_with(f: impl FnOnce(&mut Value)) -> Vec<u8> {
+    let mut v = fixture("admissionreview-v1-machineset-gcp-update.assembled.json");
+    f(&mut v);
+    review_bytes(&v)
+}
+
+fn cases() -> Vec<Case> {
+    let json = Some("application/json");
+    let post = |name, body: Vec<u8>, status, says| Case {
+        name,
+        method: "POST",
+        path: "/mutate-machinesets",
+        content_type: json,
+        body,
+        status,
+        says,
+    };
+    let provider = "/request/object/spec/template/spec/providerSpec/value";
+    vec![
+        post("not JSON", b"hello there".to_vec(), 400, "not JSON"),
+        post("empty body", Vec::new(), 400, "not JSON"),
+        post("invalid UTF-8", vec![b'{', 0xff, 0xfe, b'}'], 400, "not JSON"),
+        post("JSON array", b"[1,2,3]".to_vec(), 400, "not an AdmissionReview"),
+        post("JSON string", b"\"AdmissionReview\"".to_vec(), 400, "not an AdmissionReview"),
+        post(
+            "request of the wrong type",
+            br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":"x"}"#.to_vec(),
+            400,
+            "not an AdmissionReview",
+        ),
+        post(
+            "missing request",
+            br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview"}"#.to_vec(),
+            400,
+            "has no request",
+        ),
+        post("missing uid", review_with(|v| drop(v["request"].as_object_mut().unwrap().remove("uid"))), 400, "no uid"),
+        post("empty uid", review_with(|v| v["request"]["uid"] = json!("")), 400, "no uid"),
+        post("v1beta1 review", review_with(|v| v["apiVersion"] = json!("admission.k8s.io/v1beta1")), 400, "only admission.k8s.io/v1"),
+        post("not a review kind", review_with(|v| v["kind"] = json!("ConfigMap")), 400, "only admission.k8s.io/v1"),
+        post(
+            "object nested 100k deep",
+            format!(
+                r#"{{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{{"uid":"u","object":{}{}}}}}"#,
+                "[".repeat(100_000),
+                "]".repeat(100_000)
+            )
+            .into_bytes(),
+            400,
+            "recursion limit",
+        ),
+        post("truncated JSON", review_with(|_| {}).split_at(500).0.to_vec(), 400, "not JSON"),
+        Case {
+            name: "wrong path",
+            path: "/mutate",
+            ..post("", b"{}".to_vec(), 404, "no such path /mutate")
+        },
+        Case {
+            name: "GET",
+            method: "GET",
+            ..post("", Vec::new(), 405, "method GET not allowed")
+        },
+        Case {
+            name: "PUT",
+            method: "PUT",
+            ..post("", review_with(|_| {}), 405, "method PUT not allowed")
+        },
+        Case {
+            name: "text/plain",
+            content_type: Some("text/plain"),
+            ..post("", review_with(|_| {}), 415, "must be application/json, got text/plain")
+        },
+        Case {
+            name: "no content type",
+            content_type: None,
+            ..post("", review_with(|_| {}), 415, "got none")
+        },
+        post("9 MiB body", {
+            let mut b = review_with(|_| {});
+            b.resize(9 * 1024 * 1024, b' ');
+            b
+        }, 413, "larger than the"),
+        // Well-formed reviews of things we do not mutate: allowed, no patch.
+        post("object of another kind", review_bytes(&fixture("admissionreview-v1-pod-create.gke.kube-rs.json")), 200, "not a MachineSet"),
+        post("providerSpec value not an object", review_with(|v| *v.pointer_mut(provider).unwrap() = json!([1])), 200, "is not an object"),
+        post("disks not an array", review_with(|v| v.pointer_mut(provider).unwrap()["disks"] = json!("pd-ssd")), 200, "disks is not an array"),
+        post("image not a string", review_with(|v| v.pointer_mut(provider).unwrap()["disks"][0]["image"] = json!(7)), 200, "image is not a string"),
+        post("DELETE", review_with(|v| v["request"]["operation"] = json!("DELETE")), 200, "operation DELETE is not mutated"),
+        post("scale subresource", review_with(|v| v["request"]["subResource"] = json!("scale")), 200, "subresource"),
+        post("no object", review_with(|v| v["request"]["object"] = Value::Null), 200, "no object"),
+        Case {
+            name: "content type with charset",
+            content_type: Some("Application/JSON; charset=utf-8"),
+            ..post("", review_with(|_| {}), 200, "boot image")
+        },
+    ]
+}
+
+#[tokio::test]
+async fn bad_input_table() {
+    let server = start_server().await;
+    let table = cases();
+    assert!(table.len() >= 20);
+    for case in table {
+        let req = request(case.method, case.path, case.content_type, case.body);
+        let mut conn = server.client.conn(server.addr()).await.unwrap();
+        let reply = send_on(&mut conn, req).await.unwrap_or_else(|e| panic!("{}: {e}", case.name));
+        assert_eq!(reply.status, case.status, "{}: {}", case.name, String::from_utf8_lossy(&reply.body));
+        let v = reply.json();
+        let message = v["response"]["status"]["message"].as_str().unwrap_or_default();
+        assert!(message.contains(case.says), "{}: message {message:?} lacks {:?}", case.name, case.says);
+        if case.status == 200 {
+            assert_eq!(v["response"]["allowed"], true, "{}", case.name);
+        } else {
+            assert_eq!(v["response"]["status"]["code"], case.status, "{}", case.name);
+            assert_eq!(reply.headers["content-type"], "application/json", "{}", case.name);
+        }
+        if case.status == 405 {
+            assert_eq!(reply.headers["allow"], "POST");
+        }
+    }
+    // Still up, still right.
+    let (reply, _) = admit(&server, &fixture("admissionreview-v1-machineset-gcp-create.assembled.json")).await;
+    assert!(reply.patch().is_some());
+}
+
+#[tokio::test]
+async fn chunked_oversize_body_is_413() {
+    let server = start_server().await;
+    let mut tls = server.client.connect(server.addr()).await.unwrap();
+    let head = "POST /mutate-machinesets HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n";
+    tls.write_all(head.as_bytes()).await.unwrap();
+    let chunk = vec![b' '; 1024 * 1024];
+    let (mut rd, mut wr) = tokio::io::split(tls);
+    let writer = tokio::spawn(async move {
+        for _ in 0..(MAX_BODY / chunk.len() + 2) {
+            let frame = [format!("{:x}\r\n", chunk.len()).into_bytes(), chunk.clone(), b"\r\n".to_vec()].concat();
+            if wr.write_all(&frame).await.is_err() {
+                return;
+            }
+        }
+    });
+    let mut buf = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(10), rd.read_to_end(&mut buf)).await;
+    let text = String::from_utf8_lossy(&buf);
+    assert!(text.starts_with("HTTP/1.1 413"), "{text}");
+    assert!(text.contains("larger than the"), "{text}");
+    writer.abort();
+}
+
+#[tokio::test]
+async fn truncated_and_stalled_bodies() {
+    let server = start_server().await;
+    // The client promises 1000 bytes, sends 10 and closes its side.
+    let mut tls = server.client.connect(server.addr()).await.unwrap();
+    tls.write_all(b"POST /mutate-machinesets HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{\"apiVersi")
+        .await
+        .unwrap();
+    tls.shutdown().await.unwrap();
+    let mut buf = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(5), tls.read_to_end(&mut buf)).await;
+    let text = String::from_utf8_lossy(&buf);
+    assert!(text.starts_with("HTTP/1.1 400"), "{text}");
+    assert!(text.contains("truncated"), "{text}");
+
+    // The client sends the head and then nothing: 408 after the body timeout (2s here).
+    let mut tls = server.client.connect(server.addr()).await.unwrap();
+    tls.write_all(b"POST /mutate-machinesets HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n")
+        .await
+        .unwrap();
+    let mut buf = vec![0u8; 4096];
+    let n = tokio::time::timeout(Duration::from_secs(6), tls.read(&mut buf)).await.unwrap().unwrap();
+    let text = String::from_utf8_lossy(&buf[..n]);
+    assert!(text.starts_with("HTTP/1.1 408"), "{text}");
+}
+
+#[tokio::test]
+async fn slow_headers_are_cut_off() {
+    let server = start_server().await;
+    let mut tls = server.client.connect(server.addr()).await.unwrap();
+    tls.write_all(b"POST /mutate-machinesets HTTP/1.1\r\nHost: loc").await.unwrap();
+    // header_read_timeout is 800ms in the test settings.
+    let mut buf = vec![0u8; 1024];
+    let started = std::time::Instant::now();
+    let read = tokio::time::timeout(Duration::from_secs(5), tls.read(&mut buf)).await.expect("server hung up");
+    assert!(started.elapsed() >= Duration::from_millis(600));
+    match read {
+        Ok(0) | Err(_) => {}
+        Ok(n) => {
+            let text = String::from_utf8_lossy(&buf[..n]);
+            assert!(text.starts_with("HTTP/1.1 408"), "{text}");
+        }
+    }
+    // A silent TCP client (no TLS hello at all) is dropped after the handshake timeout.
+    let mut tcp = TcpStream::connect(server.addr()).await.unwrap();
+    let n = tokio::time::timeout(Duration::from_secs(5), tcp.read(&mut buf)).await.expect("not dropped");
+    assert!(matches!(n, Ok(0) | Err(_)));
+}
+
+/// A TLS 1.1 ClientHello, by hand: no TLS library here will still send one.
+fn tls11_client_hello() -> Vec<u8> {
+    let mut body = vec![0x03, 0x02];
+    body.extend([0x42u8; 32]);
+    body.push(0);
+    body.extend([0x00, 0x04, 0xc0, 0x13, 0x00, 0x2f]);
+    body.extend([0x01, 0x00]);
+    let mut hs = vec![0x01, 0x00, (body.len() >> 8) as u8, body.len() as u8];
+    hs.extend(body);
+    let mut rec = vec![0x16, 0x03, 0x01, (hs.len() >> 8) as u8, hs.len() as u8];
+    rec.extend(hs);
+    rec
+}
+
+#[tokio::test]
+async fn old_tls_plain_http_and_garbage_are_refused_cleanly() {
+    let server = start_server().await;
+    // TLS 1.1: a fatal alert (rustls says handshake_failure, 40) and no ServerHello.
+    let mut tcp = TcpStream::connect(server.addr()).await.unwrap();
+    tcp.write_all(&tls11_client_hello()).await.unwrap();
+    let mut buf = vec![0u8; 64];
+    let n = tokio::time::timeout(Duration::from_secs(5), tcp.read(&mut buf)).await.unwrap().unwrap();
+    assert!(n >= 7, "{:?}", &buf[..n]);
+    assert_eq!(buf[0], 0x15, "an alert record: {:?}", &buf[..n]);
+    assert_eq!(buf[5], 2, "fatal: {:?}", &buf[..n]);
+    assert!([40, 70].contains(&buf[6]), "handshake_failure or protocol_version: {:?}", &buf[..n]);
+
+    // Plain HTTP to the TLS port: told so in plain HTTP.
+    let mut tcp = TcpStream::connect(server.addr()).await.unwrap();
+    tcp.write_all(b"POST /mutate-machinesets HTTP/1.1\r\nHost: x\r\n\r\n").await.unwrap();
+    let mut out = Vec::new();
+    tokio::time::timeout(Duration::from_secs(5), tcp.read_to_end(&mut out)).await.unwrap().unwrap();
+    let text = String::from_utf8_lossy(&out);
+    assert!(text.starts_with("HTTP/1.1 400") && text.contains("HTTP request to an HTTPS server"), "{text}");
+
+    // Binary garbage: the connection is closed.
+    let mut tcp = TcpStream::connect(server.addr()).await.unwrap();
+    tcp.write_all(&[0u8, 1, 2, 3, 0xff, 0x16, 0x03]).await.unwrap();
+    let mut out = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(5), tcp.read_to_end(&mut out)).await.unwrap();
+
+    // An HTTP/2-only client: no common ALPN protocol.
+    let mut h2 = support::client_config(&server.certs.ca_pem, &[&rustls::version::TLS13]);
+    h2.alpn_protocols = vec![b"h2".to_vec()];
+    assert!(Https::with_config(h2).connect(server.addr()).await.is_err());
+
+    // And the server is fine.
+    let (reply, _) = admit(&server, &fixture("admissionreview-v1-machineset-gcp-create.assembled.json")).await;
+    assert!(reply.patch().is_some());
+}
+
+#[tokio::test]
+async fn tls_min_version_1_3() {
+    let server = start_server_13().await;
+    let only12 = Https::with_config(support::client_config(&server.certs.ca_pem, &[&rustls::version::TLS12]));
+    assert!(only12.connect(server.addr()).await.is_err(), "TLS 1.2 refused with --tls-min-version 1.3");
+    let tls = server.client.connect(server.addr()).await.unwrap();
+    assert_eq!(tls.get_ref().1.protocol_version(), Some(rustls::ProtocolVersion::TLSv1_3));
+    // And 1.2 works with the default.
+    let default = start_server().await;
+    let tls = only12.clone();
+    let default_ca = Https::with_config(support::client_config(&default.certs.ca_pem, &[&rustls::version::TLS12]));
+    let s = default_ca.connect(default.addr()).await.unwrap();
+    assert_eq!(s.get_ref().1.protocol_version(), Some(rustls::ProtocolVersion::TLSv1_2));
+    drop(tls);
+}
+
+async fn start_server_13() -> TestServer {
+    support::start_server_with(|s| s.tls_min_version = MinVersion::Tls13).await
+}
+
+#[tokio::test]
+async fn a_client_that_does_not_trust_the_ca_fails_verification() {
+    let server = start_server().await;
+    let other = support::dev_certs();
+    let stranger = Https::new(&other.ca_pem);
+    let err = stranger.connect(server.addr()).await.unwrap_err();
+    assert!(err.to_string().contains("certificate"), "{err}");
+}
