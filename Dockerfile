@@ -1,5 +1,3 @@
-# syntax=docker/dockerfile:1
-#
 # bootimage-webhook container image.
 #
 #   docker build -t quay.io/example/bootimage-webhook:latest .

@@ -112,8 +112,10 @@ def common(docs):
     }
     for key, want in expected.items():
         check(wh.get(key) == want, f"webhook {key} is {wh.get(key)!r}, want {want!r}")
-    check({c.get("name") for c in wh.get("matchConditions", [])} == {"supported-providerspec-kind", "not-windows"},
-          "webhook matchConditions must be supported-providerspec-kind and not-windows")
+    check(
+        {c.get("name") for c in wh.get("matchConditions", [])} == {"supported-providerspec-kind", "not-windows"},
+        "webhook matchConditions must be supported-providerspec-kind and not-windows",
+    )
     cc = wh.get("clientConfig", {})
     check("url" not in cc, "clientConfig must use the Service, not a url")
     check(not cc.get("caBundle"), "caBundle must be injected, not written in the manifest")
@@ -132,14 +134,20 @@ def common(docs):
     pod = tmpl.get("spec", {})
     check(spec.get("replicas") == 2, "Deployment replicas must be 2")
     check(selects(spec.get("selector", {}), pod_labels), "Deployment selector does not match its pod labels")
-    check(selects({"matchLabels": svc.get("spec", {}).get("selector", {})}, pod_labels),
-          "Service selector does not match the pods")
+    check(
+        selects({"matchLabels": svc.get("spec", {}).get("selector", {})}, pod_labels),
+        "Service selector does not match the pods",
+    )
     check(selects(pdb.get("spec", {}).get("selector", {}), pod_labels), "PDB selector does not match the pods")
     check(pdb.get("spec", {}).get("minAvailable") == 1, "PDB minAvailable must be 1")
     check(selects(netpol.get("spec", {}).get("podSelector", {}), pod_labels), "NetworkPolicy does not select the pods")
-    check(any(t.get("topologyKey") == "kubernetes.io/hostname" for t in pod.get("topologySpreadConstraints", [])),
-          "pods must be spread across nodes")
-    check("priorityClassName" not in pod, "no priorityClassName (system-* classes are refused outside openshift-/kube-)")
+    check(
+        any(t.get("topologyKey") == "kubernetes.io/hostname" for t in pod.get("topologySpreadConstraints", [])),
+        "pods must be spread across nodes",
+    )
+    check(
+        "priorityClassName" not in pod, "no priorityClassName (system-* classes are refused outside openshift-/kube-)"
+    )
     sa = pod.get("serviceAccountName")
     check(sa == NAME, f"serviceAccountName is {sa!r}")
     psc = pod.get("securityContext", {})
@@ -163,8 +171,12 @@ def common(docs):
     check(csc.get("readOnlyRootFilesystem") is True, "readOnlyRootFilesystem must be true")
     check(csc.get("capabilities", {}).get("drop") == ["ALL"], "capabilities must drop ALL")
     res = c.get("resources", {})
-    check(res.get("requests", {}).get("cpu") and res.get("requests", {}).get("memory")
-          and res.get("limits", {}).get("memory"), "cpu/memory requests and a memory limit are required")
+    check(
+        res.get("requests", {}).get("cpu")
+        and res.get("requests", {}).get("memory")
+        and res.get("limits", {}).get("memory"),
+        "cpu/memory requests and a memory limit are required",
+    )
     env = {e.get("name"): e for e in c.get("env", [])}
     check(env.get("BOOTIMAGE_WEBHOOK_TLS_CERT_FILE", {}).get("value") == f"{TLS_DIR}/tls.crt", "TLS cert file env")
     check(env.get("BOOTIMAGE_WEBHOOK_TLS_PRIVATE_KEY_FILE", {}).get("value") == f"{TLS_DIR}/tls.key", "TLS key env")
@@ -175,15 +187,19 @@ def common(docs):
     mounts = {m.get("mountPath").rstrip("/"): m for m in c.get("volumeMounts", [])}
     tls_mount = mounts.get(TLS_DIR, {})
     check(tls_mount.get("readOnly") is True, f"{TLS_DIR} must be a read-only mount")
-    check(vols.get(tls_mount.get("name"), {}).get("secret", {}).get("secretName") == TLS_SECRET,
-          f"{TLS_DIR} must mount the Secret {TLS_SECRET} as a whole")
+    check(
+        vols.get(tls_mount.get("name"), {}).get("secret", {}).get("secretName") == TLS_SECRET,
+        f"{TLS_DIR} must mount the Secret {TLS_SECRET} as a whole",
+    )
 
     # Every RBAC binding is for our ServiceAccount, except the monitoring one.
     for d in docs:
         if d.get("kind") in ("RoleBinding", "ClusterRoleBinding") and d["metadata"]["name"] == NAME:
             subjects = d.get("subjects", [])
-            check(subjects == [{"kind": "ServiceAccount", "name": NAME, "namespace": NAMESPACE}],
-                  f"{d['kind']} {d['metadata'].get('namespace', '')}/{NAME} subjects are {subjects}")
+            check(
+                subjects == [{"kind": "ServiceAccount", "name": NAME, "namespace": NAMESPACE}],
+                f"{d['kind']} {d['metadata'].get('namespace', '')}/{NAME} subjects are {subjects}",
+            )
     return {"svc": svc, "mwc": mwc, "netpol": netpol, "dep": dep}
 
 
@@ -198,25 +214,39 @@ def ingress_ports(netpol):
 def openshift(docs):
     o = common(docs)
     svc_ann = o["svc"]["metadata"].get("annotations", {})
-    check(svc_ann.get("service.beta.openshift.io/serving-cert-secret-name") == TLS_SECRET,
-          "the Service must ask service-ca for the TLS Secret")
+    check(
+        svc_ann.get("service.beta.openshift.io/serving-cert-secret-name") == TLS_SECRET,
+        "the Service must ask service-ca for the TLS Secret",
+    )
     mwc_ann = o["mwc"]["metadata"].get("annotations", {})
-    check(mwc_ann.get("service.beta.openshift.io/inject-cabundle") == "true", "the webhook needs service-ca CA injection")
+    check(
+        mwc_ann.get("service.beta.openshift.io/inject-cabundle") == "true", "the webhook needs service-ca CA injection"
+    )
     check(not any(k.startswith("cert-manager.io/") for k in mwc_ann), "no cert-manager annotations on OpenShift")
     peers = ingress_ports(o["netpol"]).get("webhook")
-    host_net = {"namespaceSelector": {"matchLabels": {"policy-group.network.openshift.io/host-network": ""}},
-                "podSelector": {}}
-    check(peers is None or host_net in peers,
-          "9443 must be open to the host network (namespaceSelector + podSelector {} in one peer), or to all")
+    host_net = {
+        "namespaceSelector": {"matchLabels": {"policy-group.network.openshift.io/host-network": ""}},
+        "podSelector": {},
+    }
+    check(
+        peers is None or host_net in peers,
+        "9443 must be open to the host network (namespaceSelector + podSelector {} in one peer), or to all",
+    )
     check("admin" in ingress_ports(o["netpol"]), "the admin port must be open to the monitoring namespaces")
     ns = find(docs, "Namespace")
-    check(ns.get("metadata", {}).get("labels", {}).get("openshift.io/cluster-monitoring") == "true",
-          "the namespace must be labelled for the platform Prometheus")
+    check(
+        ns.get("metadata", {}).get("labels", {}).get("openshift.io/cluster-monitoring") == "true",
+        "the namespace must be labelled for the platform Prometheus",
+    )
     sm = find(docs, "ServiceMonitor", namespace=NAMESPACE)
-    check(selects(sm.get("spec", {}).get("selector", {}), o["svc"]["metadata"].get("labels", {})),
-          "the ServiceMonitor does not select the Service")
-    check([e.get("port") for e in sm.get("spec", {}).get("endpoints", [])] == ["admin"],
-          "the ServiceMonitor must scrape the admin port")
+    check(
+        selects(sm.get("spec", {}).get("selector", {}), o["svc"]["metadata"].get("labels", {})),
+        "the ServiceMonitor does not select the Service",
+    )
+    check(
+        [e.get("port") for e in sm.get("spec", {}).get("endpoints", [])] == ["admin"],
+        "the ServiceMonitor must scrape the admin port",
+    )
     rule = find(docs, "PrometheusRule", namespace=NAMESPACE)
     exprs = {r.get("alert"): r.get("expr", "") for g in rule.get("spec", {}).get("groups", []) for r in g["rules"]}
     fail_open = [e for e in exprs.values() if "apiserver_admission_webhook_fail_open_count" in e]
@@ -226,8 +256,10 @@ def openshift(docs):
         if check(m, "the fail-open alert must select the webhook by name=~"):
             regex = m.group(1).replace("\\\\", "\\")  # PromQL string escaping
             check(re.fullmatch(regex, WEBHOOK_NAME), f"fail-open regex {regex!r} does not match {WEBHOOK_NAME}")
-    check(any("bootimage_webhook_touch_given_up_total" in e and "increase(" in e for e in exprs.values()),
-          "an alert on increase(bootimage_webhook_touch_given_up_total)")
+    check(
+        any("bootimage_webhook_touch_given_up_total" in e and "increase(" in e for e in exprs.values()),
+        "an alert on increase(bootimage_webhook_touch_given_up_total)",
+    )
     check(any(re.search(r"\bup\{", e) for e in exprs.values()), "an alert on the webhook being down (up)")
 
 
@@ -237,8 +269,10 @@ def cert_manager(docs):
         for k in d["metadata"].get("annotations", {}):
             check(not k.startswith("service.beta.openshift.io/"), f"{d['kind']} {d['metadata']['name']}: {k} left over")
         check(d["kind"] not in MONITORING_KINDS, f"{d['kind']} must not be in the cert-manager build")
-        check(d["kind"] != "Namespace" or "openshift.io/cluster-monitoring" not in d["metadata"].get("labels", {}),
-              "the OpenShift monitoring label must not be in the cert-manager build")
+        check(
+            d["kind"] != "Namespace" or "openshift.io/cluster-monitoring" not in d["metadata"].get("labels", {}),
+            "the OpenShift monitoring label must not be in the cert-manager build",
+        )
     inject = o["mwc"]["metadata"].get("annotations", {}).get("cert-manager.io/inject-ca-from", "")
     ns, _, cert_name = inject.partition("/")
     cert = find(docs, "Certificate", name=cert_name, namespace=ns)
@@ -257,6 +291,7 @@ def cert_manager(docs):
 
 
 # --- CEL ---------------------------------------------------------------------
+
 
 def static_guards(expr):
     """Every has(a.b) after has(a) (a != object); every a[k] after `k in a`."""
@@ -279,22 +314,28 @@ def cel(docs, fixtures):
         static_guards(expr)
         try:
             programs[name] = env.program(env.compile(expr))
-        except Exception as e:  # noqa: BLE001 - report any parse error
+        except celpy.CELParseError as e:
             check(False, f"CEL {name}: does not compile: {e}")
 
     def run(obj):
         out = {}
         for name, prg in programs.items():
+            # An evaluation error means "skip the webhook" under failurePolicy
+            # Ignore; cel-python raises it or returns it as a value.
             try:
-                out[name] = bool(prg.evaluate({"object": celpy.json_to_cel(obj)}))
-            except Exception as e:  # noqa: BLE001 - an error means "skip" under Ignore
-                out[name] = f"error: {e}"
+                value = prg.evaluate({"object": celpy.json_to_cel(obj)})
+            except celpy.CELEvalError as e:
+                value = e
+            out[name] = f"error: {value}" if isinstance(value, celpy.CELEvalError) else bool(value)
         return out
 
     real = {}
-    for f in ("machineset-gcp-build02-infra-a.yaml", "machineset-gcp.openshift-docs-sample.rendered.yaml",
-              "machineset-aws-build01-ci-tests-worker-us-east-1a.yaml",
-              "machineset-azure.openshift-docs-sample.rendered.yaml"):
+    for f in (
+        "machineset-gcp-build02-infra-a.yaml",
+        "machineset-gcp.openshift-docs-sample.rendered.yaml",
+        "machineset-aws-build01-ci-tests-worker-us-east-1a.yaml",
+        "machineset-azure.openshift-docs-sample.rendered.yaml",
+    ):
         for d in load(f"{fixtures}/{f}"):
             if d.get("kind") == "MachineSet":
                 real[f] = d
@@ -306,16 +347,44 @@ def cel(docs, fixtures):
         change(o)
         return o
 
-    tmpl = lambda o: o["spec"]["template"]  # noqa: E731
+    def tmpl(o):
+        return o["spec"]["template"]
+
     cases = [(f, o, True, True) for f, o in real.items()] + [
-        ("GCP, Windows os-id", variant(lambda o: tmpl(o).setdefault("metadata", {}).setdefault("labels", {})
-                                       .update({"machine.openshift.io/os-id": "Windows"})), True, False),
-        ("GCP, Linux os-id", variant(lambda o: tmpl(o).setdefault("metadata", {}).setdefault("labels", {})
-                                     .update({"machine.openshift.io/os-id": "Linux"})), True, True),
+        (
+            "GCP, Windows os-id",
+            variant(
+                lambda o: (
+                    tmpl(o)
+                    .setdefault("metadata", {})
+                    .setdefault("labels", {})
+                    .update({"machine.openshift.io/os-id": "Windows"})
+                )
+            ),
+            True,
+            False,
+        ),
+        (
+            "GCP, Linux os-id",
+            variant(
+                lambda o: (
+                    tmpl(o)
+                    .setdefault("metadata", {})
+                    .setdefault("labels", {})
+                    .update({"machine.openshift.io/os-id": "Linux"})
+                )
+            ),
+            True,
+            True,
+        ),
         ("GCP, no template labels", variant(lambda o: tmpl(o).get("metadata", {}).pop("labels", None)), True, True),
         ("GCP, no template metadata", variant(lambda o: tmpl(o).pop("metadata", None)), True, True),
-        ("vSphere kind", variant(lambda o: tmpl(o)["spec"]["providerSpec"]["value"]
-                                 .update({"kind": "VSphereMachineProviderSpec"})), False, True),
+        (
+            "vSphere kind",
+            variant(lambda o: tmpl(o)["spec"]["providerSpec"]["value"].update({"kind": "VSphereMachineProviderSpec"})),
+            False,
+            True,
+        ),
         ("providerSpec without value", variant(lambda o: tmpl(o)["spec"]["providerSpec"].pop("value")), False, True),
         ("no providerSpec", variant(lambda o: tmpl(o)["spec"].pop("providerSpec")), False, True),
         ("empty spec", {"spec": {}}, False, True),

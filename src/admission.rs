@@ -23,7 +23,9 @@ pub enum ReviewError {
     NotJson(serde_json::Error),
     #[error("request body is not an AdmissionReview: {0}")]
     NotReview(serde_json::Error),
-    #[error("unsupported AdmissionReview {api_version:?}/{kind:?}: only {API_VERSION} {KIND} is served")]
+    #[error(
+        "unsupported AdmissionReview {api_version:?}/{kind:?}: only {API_VERSION} {KIND} is served"
+    )]
     WrongVersion { api_version: String, kind: String },
     #[error("AdmissionReview has no request")]
     MissingRequest,
@@ -100,7 +102,10 @@ pub fn review(body: &[u8], snap: &Snapshot) -> Result<Reviewed, ReviewError> {
         return Err(ReviewError::MissingUid);
     }
     let decision = if req.kind.group != "machine.openshift.io" || req.kind.kind != "MachineSet" {
-        Decision::not_applicable(format!("not a MachineSet ({}/{})", req.kind.group, req.kind.kind))
+        Decision::not_applicable(format!(
+            "not a MachineSet ({}/{})",
+            req.kind.group, req.kind.kind
+        ))
     } else if req.sub_resource.as_deref().is_some_and(|s| !s.is_empty()) {
         Decision::not_applicable("subresource requests are not mutated")
     } else if req.operation != "CREATE" && req.operation != "UPDATE" {
@@ -117,7 +122,10 @@ pub fn review(body: &[u8], snap: &Snapshot) -> Result<Reviewed, ReviewError> {
             // CREATE with generateName has no name yet.
             req.object
                 .as_ref()
-                .and_then(|o| o.pointer("/metadata/name").or(o.pointer("/metadata/generateName")))
+                .and_then(|o| {
+                    o.pointer("/metadata/name")
+                        .or(o.pointer("/metadata/generateName"))
+                })
                 .and_then(Value::as_str)
                 .map(str::to_owned)
         })
@@ -219,7 +227,6 @@ fn warning(decision: &Decision) -> String {
     }
     truncate(w, MAX_WARNING)
 }
-
 
 fn truncate(mut s: String, max: usize) -> String {
     if s.len() > max {

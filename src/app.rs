@@ -47,7 +47,11 @@ pub struct Running {
 
 /// Load the certificate, bind both ports and serve. `synced` says whether the snapshot is
 /// already complete (offline) or the watchers will say so later.
-pub async fn start(settings: Settings, snapshot: SharedSnapshot, synced: bool) -> anyhow::Result<Running> {
+pub async fn start(
+    settings: Settings,
+    snapshot: SharedSnapshot,
+    synced: bool,
+) -> anyhow::Result<Running> {
     let reloader = Reloader::load(settings.cert_file.clone(), settings.key_file.clone())
         .context("loading the serving certificate")?;
     let tls_config = tls::server_config(reloader.resolver(), settings.tls_min_version)?;
@@ -83,7 +87,11 @@ pub async fn start(settings: Settings, snapshot: SharedSnapshot, synced: bool) -
             server::admin_router(metrics.clone(), health.clone()),
             stop_admin_rx,
         )),
-        tokio::spawn(reloader.run(settings.cert_reload_interval, metrics.clone(), stop_webhook_rx)),
+        tokio::spawn(reloader.run(
+            settings.cert_reload_interval,
+            metrics.clone(),
+            stop_webhook_rx,
+        )),
     ];
     tracing::info!(address = %webhook_addr, path = WEBHOOK_PATH, "serving the webhook on https://{webhook_addr}{WEBHOOK_PATH}");
     tracing::info!(address = %admin_addr, "serving /healthz, /readyz, /metrics on http://{admin_addr}");
@@ -134,7 +142,11 @@ fn resolve(args: &ServeArgs) -> anyhow::Result<Settings> {
         (None, None) if args.dev => dev_certs(Path::new(DEV_CERTS_DIR))?,
         _ => bail!("give both --tls-cert-file and --tls-private-key-file (or --dev)"),
     };
-    let host = if args.dev { [127, 0, 0, 1] } else { [0, 0, 0, 0] };
+    let host = if args.dev {
+        [127, 0, 0, 1]
+    } else {
+        [0, 0, 0, 0]
+    };
     Ok(Settings {
         cert_file,
         key_file,
@@ -165,7 +177,9 @@ async fn signal() -> anyhow::Result<&'static str> {
 pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let settings = resolve(&args)?;
     if args.configmap_file.is_none() && !args.dev {
-        bail!("watching a live cluster is not available in this build yet: give --configmap-file FILE (offline mode) or --dev");
+        bail!(
+            "watching a live cluster is not available in this build yet: give --configmap-file FILE (offline mode) or --dev"
+        );
     }
     let offline = Offline {
         configmap_file: args.configmap_file.as_deref(),
@@ -189,7 +203,10 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     if args.dev {
         println!(
             "\nbootimage-webhook is up. Try it:\n  curl -sS --cacert {dir}/ca.crt -H 'Content-Type: application/json' \\\n    --data @examples/review-gcp-update.json https://{addr}{WEBHOOK_PATH}\n",
-            dir = settings.cert_file.parent().map_or(".".into(), |p| p.display().to_string()),
+            dir = settings
+                .cert_file
+                .parent()
+                .map_or(".".into(), |p| p.display().to_string()),
             addr = running.webhook_addr,
         );
     }

@@ -9,7 +9,11 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use crate::tls::MinVersion;
 
 #[derive(Debug, Parser)]
-#[command(name = "bootimage-webhook", version, about = "Keeps OpenShift MachineSets on the current RHCOS boot image")]
+#[command(
+    name = "bootimage-webhook",
+    version,
+    about = "Keeps OpenShift MachineSets on the current RHCOS boot image"
+)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
@@ -36,7 +40,13 @@ pub enum LogFormat {
 #[derive(Debug, Args)]
 pub struct LogArgs {
     /// Log format: plain text lines for `oc logs`, or JSON objects.
-    #[arg(long, global = true, env = "BOOTIMAGE_WEBHOOK_LOG_FORMAT", value_enum, default_value = "text")]
+    #[arg(
+        long,
+        global = true,
+        env = "BOOTIMAGE_WEBHOOK_LOG_FORMAT",
+        value_enum,
+        default_value = "text"
+    )]
     pub log_format: LogFormat,
     /// Log filter in RUST_LOG syntax, e.g. `info` or `info,bootimage_webhook=debug`.
     #[arg(long, global = true, env = "RUST_LOG", default_value = "info")]
@@ -62,7 +72,12 @@ pub struct ServeArgs {
     #[arg(long, env = "BOOTIMAGE_WEBHOOK_ADMIN_ADDRESS")]
     pub admin_address: Option<SocketAddr>,
     /// Lowest TLS version accepted.
-    #[arg(long, env = "BOOTIMAGE_WEBHOOK_TLS_MIN_VERSION", value_enum, default_value = "1.2")]
+    #[arg(
+        long,
+        env = "BOOTIMAGE_WEBHOOK_TLS_MIN_VERSION",
+        value_enum,
+        default_value = "1.2"
+    )]
     pub tls_min_version: MinVersion,
     /// How often the certificate files are checked for a new pair.
     #[arg(long, env = "BOOTIMAGE_WEBHOOK_CERT_RELOAD_INTERVAL", value_parser = duration, default_value = "10s")]
@@ -124,7 +139,12 @@ pub struct CertsArgs {
     pub out: PathBuf,
     /// Names the serving certificate is valid for (DNS names or IP addresses), e.g.
     /// bootimage-webhook.bootimage-webhook.svc.
-    #[arg(long = "dns", env = "BOOTIMAGE_WEBHOOK_CERTS_DNS", value_delimiter = ',', required = true)]
+    #[arg(
+        long = "dns",
+        env = "BOOTIMAGE_WEBHOOK_CERTS_DNS",
+        value_delimiter = ',',
+        required = true
+    )]
     pub dns: Vec<String>,
 }
 
@@ -159,7 +179,9 @@ mod tests {
     #[test]
     fn defaults() {
         let cli = Cli::try_parse_from(["bootimage-webhook", "serve"]).unwrap();
-        let Command::Serve(s) = cli.command else { panic!() };
+        let Command::Serve(s) = cli.command else {
+            panic!()
+        };
         assert_eq!(s.cert_reload_interval, Duration::from_secs(10));
         assert_eq!(s.tls_min_version, MinVersion::Tls12);
         assert_eq!(cli.log.log_format, LogFormat::Text);

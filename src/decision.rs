@@ -144,13 +144,18 @@ fn str_map(v: Option<&Value>) -> BTreeMap<String, String> {
 }
 
 /// Arch from the autoscaler annotation (`k=v,k=v`), or the control plane's (SPEC §4.7).
-fn machineset_arch(annotations: &BTreeMap<String, String>, snap: &Snapshot) -> Result<Arch, Decision> {
+fn machineset_arch(
+    annotations: &BTreeMap<String, String>,
+    snap: &Snapshot,
+) -> Result<Arch, Decision> {
     let Some(value) = annotations.get(ARCH_ANNOTATION) else {
         if snap.cluster.multi_arch {
             // Never guess on a multi-arch cluster (OCPBUGS-69674).
             return Err(Decision::new(
                 Reason::ArchitectureUnknown,
-                format!("no architecture annotation found on machineset ({ARCH_ANNOTATION}) in a multi-arch cluster: not guessing"),
+                format!(
+                    "no architecture annotation found on machineset ({ARCH_ANNOTATION}) in a multi-arch cluster: not guessing"
+                ),
             ));
         }
         return snap.cluster.control_plane_arch.ok_or_else(|| {
@@ -234,7 +239,11 @@ pub fn decide(ms: &Value, snap: &Snapshot) -> Decision {
         let field = |k| first.get(k).and_then(Value::as_str).unwrap_or("?");
         return Decision::new(
             Reason::OwnedByController,
-            format!("owned by {}/{}: its owner manages the providerSpec", field("kind"), field("name")),
+            format!(
+                "owned by {}/{}: its owner manages the providerSpec",
+                field("kind"),
+                field("name")
+            ),
         );
     }
 
@@ -244,7 +253,9 @@ pub fn decide(ms: &Value, snap: &Snapshot) -> Decision {
     {
         return Decision::new(
             Reason::UnsupportedOSStream,
-            format!("unsupported stream: {stream} (label {OS_STREAM_LABEL}); only {SUPPORTED_OS_STREAM} is updated"),
+            format!(
+                "unsupported stream: {stream} (label {OS_STREAM_LABEL}); only {SUPPORTED_OS_STREAM} is updated"
+            ),
         );
     }
 
@@ -260,7 +271,10 @@ pub fn decide(ms: &Value, snap: &Snapshot) -> Decision {
 
     // 6. Not yet, or not now.
     let Some(boot_images) = snap.boot_images.as_deref() else {
-        return Decision::new(Reason::NotReady, "the coreos-bootimages ConfigMap has not been read yet");
+        return Decision::new(
+            Reason::NotReady,
+            "the coreos-bootimages ConfigMap has not been read yet",
+        );
     };
     if !snap.cluster.gate.open {
         return Decision::new(Reason::UpgradeInProgress, snap.cluster.gate.reason.clone());
@@ -280,7 +294,11 @@ pub fn decide(ms: &Value, snap: &Snapshot) -> Decision {
             Some(p) => {
                 return Decision::new(
                     Reason::UnsupportedPlatform,
-                    format!("providerSpec kind {spec_kind:?} does not match the cluster platform {} ({})", p.name(), p.provider_spec_kind()),
+                    format!(
+                        "providerSpec kind {spec_kind:?} does not match the cluster platform {} ({})",
+                        p.name(),
+                        p.provider_spec_kind()
+                    ),
                 );
             }
             None => {
@@ -306,7 +324,10 @@ pub fn decide(ms: &Value, snap: &Snapshot) -> Decision {
     let Some(arch_entry) = boot_images.architectures.get(&arch) else {
         return with_context(Decision::new(
             Reason::NoImageInStream,
-            format!("the stream {} has no {arch} architecture", boot_images.stream_name),
+            format!(
+                "the stream {} has no {arch} architecture",
+                boot_images.stream_name
+            ),
         ));
     };
 
@@ -377,7 +398,14 @@ pub fn decide(ms: &Value, snap: &Snapshot) -> Decision {
     ops.extend(annotation_op(metadata, BOOT_IMAGE_ANNOTATION, &target));
     let mut d = with_context(Decision::new(
         Reason::Updated,
-        format!("boot image {} -> {target}", if current.is_empty() { "<empty>" } else { &current }),
+        format!(
+            "boot image {} -> {target}",
+            if current.is_empty() {
+                "<empty>"
+            } else {
+                &current
+            }
+        ),
     ));
     d.patch = Patch(ops);
     d.current = Some(current);

@@ -53,7 +53,11 @@ impl Metrics {
             latency.clone(),
         );
         let in_flight = Gauge::default();
-        registry.register("requests_in_flight", "Admission requests being served", in_flight.clone());
+        registry.register(
+            "requests_in_flight",
+            "Admission requests being served",
+            in_flight.clone(),
+        );
         let cert_reloads = Counter::default();
         registry.register(
             "certificate_reloads",

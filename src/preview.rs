@@ -10,10 +10,7 @@ use crate::snapshot::{self, Arch, BootImages, Snapshot};
 #[derive(Debug, thiserror::Error)]
 pub enum PreviewError {
     #[error("reading {path}: {cause}")]
-    Read {
-        path: String,
-        cause: std::io::Error,
-    },
+    Read { path: String, cause: std::io::Error },
     #[error("{path}: {message}")]
     Parse { path: String, message: String },
     #[error("{path} is not a JSON/YAML object")]
@@ -37,17 +34,24 @@ pub struct Offline<'a> {
 impl Offline<'_> {
     pub fn snapshot(&self) -> Result<Snapshot, PreviewError> {
         let boot_images = match self.configmap_file {
-            Some(path) => BootImages::from_document(&read(path)?).map_err(|e| PreviewError::Parse {
-                path: path.display().to_string(),
-                message: e.to_string(),
-            })?,
+            Some(path) => {
+                BootImages::from_document(&read(path)?).map_err(|e| PreviewError::Parse {
+                    path: path.display().to_string(),
+                    message: e.to_string(),
+                })?
+            }
             None => BootImages::from_document(snapshot::EMBEDDED_CONFIGMAP)?,
         };
         let arch = match self.control_plane_arch {
             Some(a) => Some(Arch::parse(a).ok_or_else(|| PreviewError::Arch(a.to_owned()))?),
             None => Arch::host(),
         };
-        Ok(Snapshot::offline(boot_images, self.assume_masters_updated, arch, self.multi_arch))
+        Ok(Snapshot::offline(
+            boot_images,
+            self.assume_masters_updated,
+            arch,
+            self.multi_arch,
+        ))
     }
 }
 
@@ -74,8 +78,18 @@ pub fn read_object(path: &Path) -> Result<Value, PreviewError> {
     let value = match machinesets.as_slice() {
         [i] => docs.swap_remove(*i),
         [] if docs.len() == 1 => docs.swap_remove(0),
-        [] => return Err(parse_error(format!("no MachineSet among its {} documents", docs.len()))),
-        many => return Err(parse_error(format!("holds {} MachineSets; give one", many.len()))),
+        [] => {
+            return Err(parse_error(format!(
+                "no MachineSet among its {} documents",
+                docs.len()
+            )));
+        }
+        many => {
+            return Err(parse_error(format!(
+                "holds {} MachineSets; give one",
+                many.len()
+            )));
+        }
     };
     if !value.is_object() {
         return Err(PreviewError::NotObject {
@@ -87,7 +101,8 @@ pub fn read_object(path: &Path) -> Result<Value, PreviewError> {
 
 /// `{"reason", "message", "patch", "machineSet"}`: the MachineSet after the patch.
 pub fn render(mut machineset: Value, decision: &Decision) -> Result<Value, PreviewError> {
-    json_patch::patch(&mut machineset, &decision.patch.0).map_err(|e| PreviewError::Apply(e.to_string()))?;
+    json_patch::patch(&mut machineset, &decision.patch.0)
+        .map_err(|e| PreviewError::Apply(e.to_string()))?;
     Ok(json!({
         "reason": decision.reason,
         "message": decision.message,

@@ -70,12 +70,21 @@ pub fn webhook_router(state: AppState) -> Router {
 
 /// One exit for every webhook response: metrics, content type, and `Connection: close`
 /// while draining so that clients move to another replica.
-fn respond(st: &AppState, start: Instant, code: StatusCode, reason: &str, body: Vec<u8>) -> Response {
+fn respond(
+    st: &AppState,
+    start: Instant,
+    code: StatusCode,
+    reason: &str,
+    body: Vec<u8>,
+) -> Response {
     st.metrics
         .observe(reason, code.as_u16(), start.elapsed().as_secs_f64());
     let mut res = (code, body).into_response();
     let headers = res.headers_mut();
-    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
     if st.health.shutting_down.load(Ordering::Acquire) {
         headers.insert(header::CONNECTION, HeaderValue::from_static("close"));
     }
@@ -84,17 +93,32 @@ fn respond(st: &AppState, start: Instant, code: StatusCode, reason: &str, body: 
 
 fn fail(st: &AppState, start: Instant, code: StatusCode, reason: &str, message: &str) -> Response {
     tracing::debug!(code = code.as_u16(), reason, "{message}");
-    respond(st, start, code, reason, admission::error_body(code.as_u16(), message))
+    respond(
+        st,
+        start,
+        code,
+        reason,
+        admission::error_body(code.as_u16(), message),
+    )
 }
 
 async fn not_found(State(st): State<AppState>, req: Request) -> Response {
-    let msg = format!("no such path {}; the webhook is POST {WEBHOOK_PATH}", req.uri().path());
+    let msg = format!(
+        "no such path {}; the webhook is POST {WEBHOOK_PATH}",
+        req.uri().path()
+    );
     fail(&st, Instant::now(), StatusCode::NOT_FOUND, "NotFound", &msg)
 }
 
 async fn method_not_allowed(State(st): State<AppState>, method: Method) -> Response {
     let msg = format!("method {method} not allowed; use POST");
-    let mut res = fail(&st, Instant::now(), StatusCode::METHOD_NOT_ALLOWED, "MethodNotAllowed", &msg);
+    let mut res = fail(
+        &st,
+        Instant::now(),
+        StatusCode::METHOD_NOT_ALLOWED,
+        "MethodNotAllowed",
+        &msg,
+    );
     res.headers_mut()
         .insert(header::ALLOW, HeaderValue::from_static("POST"));
     res
@@ -127,7 +151,13 @@ async fn mutate(State(st): State<AppState>, req: Request) -> Response {
             .and_then(|v| v.to_str().ok())
             .unwrap_or("none");
         let msg = format!("Content-Type must be application/json, got {got}");
-        return fail(&st, start, StatusCode::UNSUPPORTED_MEDIA_TYPE, "UnsupportedMediaType", &msg);
+        return fail(
+            &st,
+            start,
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "UnsupportedMediaType",
+            &msg,
+        );
     }
     let too_large = || format!("request body is larger than the {MAX_BODY}-byte limit");
     let declared = req
@@ -136,13 +166,25 @@ async fn mutate(State(st): State<AppState>, req: Request) -> Response {
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok());
     if declared.is_some_and(|n| n > MAX_BODY as u64) {
-        return fail(&st, start, StatusCode::PAYLOAD_TOO_LARGE, "PayloadTooLarge", &too_large());
+        return fail(
+            &st,
+            start,
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "PayloadTooLarge",
+            &too_large(),
+        );
     }
     let body = Limited::new(req.into_body(), MAX_BODY).collect();
     let bytes = match tokio::time::timeout(st.body_timeout, body).await {
         Ok(Ok(collected)) => collected.to_bytes(),
         Ok(Err(e)) if e.downcast_ref::<LengthLimitError>().is_some() => {
-            return fail(&st, start, StatusCode::PAYLOAD_TOO_LARGE, "PayloadTooLarge", &too_large());
+            return fail(
+                &st,
+                start,
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "PayloadTooLarge",
+                &too_large(),
+            );
         }
         Ok(Err(e)) => {
             let msg = format!("request body truncated or unreadable: {e}");
@@ -173,7 +215,13 @@ async fn mutate(State(st): State<AppState>, req: Request) -> Response {
             );
             respond(&st, start, StatusCode::OK, d.reason.as_str(), r.body)
         }
-        Err(e) => fail(&st, start, StatusCode::BAD_REQUEST, "InvalidReview", &e.to_string()),
+        Err(e) => fail(
+            &st,
+            start,
+            StatusCode::BAD_REQUEST,
+            "InvalidReview",
+            &e.to_string(),
+        ),
     }
 }
 
@@ -183,7 +231,10 @@ pub fn admin_router(metrics: Metrics, health: Arc<Health>) -> Router {
         move || async move {
             match health.ready() {
                 Ok(()) => (StatusCode::OK, "ready\n".to_owned()),
-                Err(why) => (StatusCode::SERVICE_UNAVAILABLE, format!("not ready: {why}\n")),
+                Err(why) => (
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    format!("not ready: {why}\n"),
+                ),
             }
         }
     };
@@ -192,7 +243,12 @@ pub fn admin_router(metrics: Metrics, health: Arc<Health>) -> Router {
         .route("/readyz", get(ready))
         .route(
             "/metrics",
-            get(move || async move { ([(header::CONTENT_TYPE, metrics::CONTENT_TYPE)], metrics.render()) }),
+            get(move || async move {
+                (
+                    [(header::CONTENT_TYPE, metrics::CONTENT_TYPE)],
+                    metrics.render(),
+                )
+            }),
         )
 }
 
@@ -239,17 +295,18 @@ pub async fn serve_https(
             let Some(tcp) = plain_http_guard(tcp, limits.handshake_timeout).await else {
                 return;
             };
-            let tls = match tokio::time::timeout(limits.handshake_timeout, acceptor.accept(tcp)).await {
-                Ok(Ok(s)) => s,
-                Ok(Err(e)) => {
-                    tracing::debug!(%peer, error = %e, "TLS handshake failed");
-                    return;
-                }
-                Err(_) => {
-                    tracing::debug!(%peer, "TLS handshake timed out");
-                    return;
-                }
-            };
+            let tls =
+                match tokio::time::timeout(limits.handshake_timeout, acceptor.accept(tcp)).await {
+                    Ok(Ok(s)) => s,
+                    Ok(Err(e)) => {
+                        tracing::debug!(%peer, error = %e, "TLS handshake failed");
+                        return;
+                    }
+                    Err(_) => {
+                        tracing::debug!(%peer, "TLS handshake timed out");
+                        return;
+                    }
+                };
             let mut http = hyper::server::conn::http1::Builder::new();
             http.timer(TokioTimer::new())
                 .header_read_timeout(limits.header_read_timeout)
@@ -287,7 +344,10 @@ async fn plain_http_guard(mut tcp: TcpStream, wait: Duration) -> Option<TcpStrea
 /// Serve the admin port until `stop` turns true.
 pub async fn serve_admin(listener: TcpListener, router: Router, mut stop: watch::Receiver<bool>) {
     let shutdown = async move { stopped(&mut stop).await };
-    if let Err(e) = axum::serve(listener, router).with_graceful_shutdown(shutdown).await {
+    if let Err(e) = axum::serve(listener, router)
+        .with_graceful_shutdown(shutdown)
+        .await
+    {
         tracing::error!(error = %e, "admin server failed");
     }
 }

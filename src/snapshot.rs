@@ -149,9 +149,9 @@ impl BootImages {
                 )));
             }
             for platform in platforms::ALL {
-                platform.validate_stream(entry).map_err(|e| {
-                    BootImagesError::Stream(format!("architectures.{name}: {e}"))
-                })?;
+                platform
+                    .validate_stream(entry)
+                    .map_err(|e| BootImagesError::Stream(format!("architectures.{name}: {e}")))?;
             }
             architectures.insert(arch, entry.clone());
         }
@@ -200,7 +200,9 @@ impl BootImages {
 pub fn parse_document(text: &str) -> Result<Value, String> {
     match serde_json::from_str(text) {
         Ok(v) => Ok(v),
-        Err(json_err) if text.trim_start().starts_with('{') => Err(format!("invalid JSON: {json_err}")),
+        Err(json_err) if text.trim_start().starts_with('{') => {
+            Err(format!("invalid JSON: {json_err}"))
+        }
         Err(_) => serde_saphyr::from_str::<Value>(text).map_err(|e| format!("invalid YAML: {e}")),
     }
 }
@@ -209,8 +211,11 @@ pub fn parse_document(text: &str) -> Result<Value, String> {
 pub fn parse_documents(text: &str) -> Result<Vec<Value>, String> {
     match serde_json::from_str(text) {
         Ok(v) => Ok(vec![v]),
-        Err(json_err) if text.trim_start().starts_with('{') => Err(format!("invalid JSON: {json_err}")),
-        Err(_) => serde_saphyr::from_str_multiple::<Value, Vec<Value>>(text).map_err(|e| format!("invalid YAML: {e}")),
+        Err(json_err) if text.trim_start().starts_with('{') => {
+            Err(format!("invalid JSON: {json_err}"))
+        }
+        Err(_) => serde_saphyr::from_str_multiple::<Value, Vec<Value>>(text)
+            .map_err(|e| format!("invalid YAML: {e}")),
     }
 }
 
@@ -456,7 +461,12 @@ mod tests {
         assert_ne!(s.id, s2.id, "the gate is part of the snapshot id");
         d.insert(KEY_MCO_RELEASE_IMAGE_VERSION.into(), "4.21.0".into());
         let stamped = BootImages::from_data(&d).unwrap();
-        assert!(Snapshot::offline(stamped, false, None, false).cluster.gate.open);
+        assert!(
+            Snapshot::offline(stamped, false, None, false)
+                .cluster
+                .gate
+                .open
+        );
     }
 
     #[test]

@@ -121,7 +121,24 @@ pub struct Reloader {
     cert_path: PathBuf,
     key_path: PathBuf,
     resolver: Arc<CertResolver>,
-    last: Mutex<(Vec<u8>, Vec<u8>)>,
+    seen: Mutex<Seen>,
+}
+
+struct Seen {
+    good: (Vec<u8>, Vec<u8>),
+    /// The last pair that failed, so that one bad pair is reported once, not every poll.
+    bad: Option<(Vec<u8>, Vec<u8>)>,
+}
+
+/// What one poll found.
+#[derive(Debug)]
+pub enum Poll {
+    Unchanged,
+    Loaded,
+    /// Changed files that do not make a usable pair; the previous pair stays.
+    Failed(TlsError),
+    /// The same bad pair as last time.
+    StillBad,
 }
 
 impl Reloader {
@@ -133,7 +150,10 @@ impl Reloader {
             cert_path,
             key_path,
             resolver,
-            last: Mutex::new((cert, key)),
+            seen: Mutex::new(Seen {
+                good: (cert, key),
+                bad: None,
+            }),
         })
     }
 
@@ -141,17 +161,42 @@ impl Reloader {
         self.resolver.clone()
     }
 
-    /// One poll: `Ok(true)` if a new pair was loaded, `Ok(false)` if nothing changed. On an
-    /// error the old pair stays and the same bytes are tried again next time.
-    pub fn poll(&self) -> Result<bool, TlsError> {
-        let (cert, key) = (read(&self.cert_path)?, read(&self.key_path)?);
-        let mut last = self.last.lock().unwrap_or_else(|p| p.into_inner());
-        if last.0 == cert && last.1 == key {
-            return Ok(false);
+    pub fn poll(&self) -> Poll {
+        let pair = read(&self.cert_path).and_then(|c| Ok((c, read(&self.key_path)?)));
+        let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
+        let pair = match pair {
+            Ok(p) => p,
+            // Unreadable: report it once until the files can be read again.
+            Err(e) if seen.bad.as_ref().is_some_and(|b| b.0.is_empty()) => {
+                drop(e);
+                return Poll::StillBad;
+            }
+            Err(e) => {
+                seen.bad = Some((Vec::new(), Vec::new()));
+                return Poll::Failed(e);
+            }
+        };
+        if seen.good == pair {
+            seen.bad = None;
+            return Poll::Unchanged;
         }
-        self.resolver.set(certified_key(&cert, &key)?);
-        *last = (cert, key);
-        Ok(true)
+        if seen.bad.as_ref() == Some(&pair) {
+            return Poll::StillBad;
+        }
+        match certified_key(&pair.0, &pair.1) {
+            Ok(key) => {
+                self.resolver.set(key);
+                *seen = Seen {
+                    good: pair,
+                    bad: None,
+                };
+                Poll::Loaded
+            }
+            Err(e) => {
+                seen.bad = Some(pair);
+                Poll::Failed(e)
+            }
+        }
     }
 
     pub async fn run(self, every: Duration, metrics: Metrics, mut stop: watch::Receiver<bool>) {
@@ -163,27 +208,24 @@ impl Reloader {
                 _ = tick.tick() => {}
                 _ = stop.changed() => return,
             }
-            match self.poll() {
-                Ok(false) => {}
-                Ok(true) => {
+            let mut result = self.poll();
+            if matches!(result, Poll::Failed(_)) {
+                // The two files are read one after the other; a symlink swap between the
+                // reads gives a mismatched pair. Look once more before calling it bad.
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                if let again @ (Poll::Loaded | Poll::Unchanged | Poll::Failed(_)) = self.poll() {
+                    result = again;
+                }
+            }
+            match result {
+                Poll::Unchanged | Poll::StillBad => {}
+                Poll::Loaded => {
                     metrics.cert_reloads.inc();
                     tracing::info!(cert = %self.cert_path.display(), "loaded the new serving certificate");
                 }
-                Err(first) => {
-                    // The two files are read one after the other; a symlink swap between
-                    // the reads gives a mismatched pair. Look once more before calling it bad.
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                    match self.poll() {
-                        Ok(true) => {
-                            metrics.cert_reloads.inc();
-                            tracing::info!(cert = %self.cert_path.display(), "loaded the new serving certificate");
-                        }
-                        Ok(false) => {}
-                        Err(_) => {
-                            metrics.cert_reload_errors.inc();
-                            tracing::error!(error = %first, "new serving certificate not usable; keeping the previous one");
-                        }
-                    }
+                Poll::Failed(e) => {
+                    metrics.cert_reload_errors.inc();
+                    tracing::error!(error = %e, "new serving certificate not usable; keeping the previous one");
                 }
             }
         }

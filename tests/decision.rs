@@ -10,8 +10,8 @@ use std::sync::Arc;
 
 use bootimage_webhook::decision::{self, BOOT_IMAGE_ANNOTATION, Decision, Reason};
 use bootimage_webhook::snapshot::{
-    Arch, BootImages, ClusterFacts, Enrollment, Gate, KEY_MCO_RELEASE_IMAGE_VERSION, KEY_RELEASE_VERSION,
-    KEY_STREAM, Snapshot,
+    Arch, BootImages, ClusterFacts, Enrollment, Gate, KEY_MCO_RELEASE_IMAGE_VERSION,
+    KEY_RELEASE_VERSION, KEY_STREAM, Snapshot,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use serde_json::{Value, json};
@@ -92,11 +92,27 @@ fn apply_checked(ms: &Value, d: &Decision, snap: &Snapshot) -> Value {
         without_image_fields(ms),
         "only the boot image(s) and the annotation may change; patch {patch}"
     );
-    assert!(boot_images(&out).iter().all(|i| i == target), "{:?}", boot_images(&out));
-    assert_eq!(out["metadata"]["annotations"][BOOT_IMAGE_ANNOTATION], json!(target));
+    assert!(
+        boot_images(&out).iter().all(|i| i == target),
+        "{:?}",
+        boot_images(&out)
+    );
+    assert_eq!(
+        out["metadata"]["annotations"][BOOT_IMAGE_ANNOTATION],
+        json!(target)
+    );
     let again = decision::decide(&out, snap);
-    assert_eq!(again.reason, Reason::UpToDate, "second pass: {}", again.message);
-    assert!(again.patch.0.is_empty(), "second pass patched: {:?}", again.patch);
+    assert_eq!(
+        again.reason,
+        Reason::UpToDate,
+        "second pass: {}",
+        again.message
+    );
+    assert!(
+        again.patch.0.is_empty(),
+        "second pass patched: {:?}",
+        again.patch
+    );
     out
 }
 
@@ -104,7 +120,11 @@ fn expect(ms: &Value, snap: &Snapshot, reason: Reason) -> Decision {
     let d = decision::decide(ms, snap);
     assert_eq!(d.reason, reason, "message: {}", d.message);
     if reason != Reason::Updated {
-        assert!(d.patch.0.is_empty(), "{reason} must not patch: {:?}", d.patch);
+        assert!(
+            d.patch.0.is_empty(),
+            "{reason} must not patch: {:?}",
+            d.patch
+        );
     } else {
         apply_checked(ms, &d, snap);
     }
@@ -135,7 +155,11 @@ fn rule_11_updated_on_the_real_machineset() {
 #[test]
 fn rule_11_up_to_date() {
     let mut ms = gcp_ms();
-    set(&mut ms, "/spec/template/spec/providerSpec/value/disks/0/image", json!(CURRENT_X86));
+    set(
+        &mut ms,
+        "/spec/template/spec/providerSpec/value/disks/0/image",
+        json!(CURRENT_X86),
+    );
     let d = expect(&ms, &offline_snapshot(), Reason::UpToDate);
     assert_eq!(d.current.as_deref(), Some(CURRENT_X86));
 }
@@ -143,7 +167,11 @@ fn rule_11_up_to_date() {
 #[test]
 fn rule_1_not_applicable() {
     let snap = offline_snapshot();
-    expect(&fixture("admissionreview-v1-pod-create.gke.kube-rs.json")["request"]["object"], &snap, Reason::NotApplicable);
+    expect(
+        &fixture("admissionreview-v1-pod-create.gke.kube-rs.json")["request"]["object"],
+        &snap,
+        Reason::NotApplicable,
+    );
     let mut ms = gcp_ms();
     ms["spec"]["template"]["spec"]["providerSpec"] = json!({});
     expect(&ms, &snap, Reason::NotApplicable);
@@ -152,7 +180,13 @@ fn rule_1_not_applicable() {
     let mut other_group = gcp_ms();
     other_group["apiVersion"] = json!("cluster.x-k8s.io/v1beta1");
     expect(&other_group, &snap, Reason::NotApplicable);
-    for junk in [json!(null), json!(3), json!("MachineSet"), json!([]), json!({})] {
+    for junk in [
+        json!(null),
+        json!(3),
+        json!("MachineSet"),
+        json!([]),
+        json!({}),
+    ] {
         expect(&junk, &snap, Reason::NotApplicable);
     }
 }
@@ -180,14 +214,19 @@ fn rule_2_machineconfiguration_enrollment() {
     };
     // The selector reads the MachineSet's own labels (build02 has cluster-api-cluster).
     let selected = snap_with(|c| {
-        c.enrollment = selector(json!({"matchLabels": {"machine.openshift.io/cluster-api-cluster": "build02-fmpjh"}}))
+        c.enrollment = selector(
+            json!({"matchLabels": {"machine.openshift.io/cluster-api-cluster": "build02-fmpjh"}}),
+        )
     });
     expect(&ms, &selected, Reason::Updated);
-    let not_selected = snap_with(|c| c.enrollment = selector(json!({"matchLabels": {"test": "boot"}})));
+    let not_selected =
+        snap_with(|c| c.enrollment = selector(json!({"matchLabels": {"test": "boot"}})));
     let d = expect(&ms, &not_selected, Reason::OptedOut);
     assert!(d.message.contains("Partial"), "{}", d.message);
     let expr = snap_with(|c| {
-        c.enrollment = selector(json!({"matchExpressions": [{"key": "tier", "operator": "NotIn", "values": ["gold"]}]}))
+        c.enrollment = selector(
+            json!({"matchExpressions": [{"key": "tier", "operator": "NotIn", "values": ["gold"]}]}),
+        )
     });
     expect(&ms, &expr, Reason::Updated);
 }
@@ -218,7 +257,11 @@ fn rule_4_os_stream_upstream_table() {
         }
         let d = expect(&ms, &snap, reason);
         if let Some(v) = value.filter(|_| reason == Reason::UnsupportedOSStream) {
-            assert!(d.message.contains(&format!("unsupported stream: {v}")), "{}", d.message);
+            assert!(
+                d.message.contains(&format!("unsupported stream: {v}")),
+                "{}",
+                d.message
+            );
         }
     }
 }
@@ -241,19 +284,35 @@ fn rule_6_not_ready_and_gate_closed() {
     assert_eq!(d.message, "master pool still updating");
     // Offline, an unstamped ConfigMap keeps the gate closed.
     let mut data = BTreeMap::new();
-    data.insert(KEY_STREAM.to_owned(), support::fixture_text("stream-coreos-rhel-9.installer.json"));
+    data.insert(
+        KEY_STREAM.to_owned(),
+        support::fixture_text("stream-coreos-rhel-9.installer.json"),
+    );
     data.insert(KEY_RELEASE_VERSION.to_owned(), "4.21.0".to_owned());
-    data.insert(KEY_MCO_RELEASE_IMAGE_VERSION.to_owned(), "4.20.9".to_owned());
+    data.insert(
+        KEY_MCO_RELEASE_IMAGE_VERSION.to_owned(),
+        "4.20.9".to_owned(),
+    );
     let unstamped = BootImages::from_data(&data).unwrap();
-    expect(&ms, &Snapshot::offline(unstamped.clone(), false, Some(Arch::Amd64), false), Reason::UpgradeInProgress);
-    expect(&ms, &Snapshot::offline(unstamped, true, Some(Arch::Amd64), false), Reason::Updated);
+    expect(
+        &ms,
+        &Snapshot::offline(unstamped.clone(), false, Some(Arch::Amd64), false),
+        Reason::UpgradeInProgress,
+    );
+    expect(
+        &ms,
+        &Snapshot::offline(unstamped, true, Some(Arch::Amd64), false),
+        Reason::Updated,
+    );
 }
 
 #[test]
 fn rule_7_architecture_upstream_table() {
     // TestGetArchFromMachineSet, replayed from the transcribed upstream table.
     let table = fixture("unit-cases-boot-image-controller.json");
-    let cases = table["TestGetArchFromMachineSet"]["cases"].as_array().unwrap();
+    let cases = table["TestGetArchFromMachineSet"]["cases"]
+        .as_array()
+        .unwrap();
     assert!(cases.len() >= 13);
     for case in cases {
         let name = case["name"].as_str().unwrap();
@@ -265,21 +324,38 @@ fn rule_7_architecture_upstream_table() {
         let snap = snap_with(|c| c.multi_arch = multi);
         let d = decision::decide(&ms, &snap);
         if case["expectError"] == json!(true) {
-            let want = if case["annotation"].is_null() { Reason::ArchitectureUnknown } else { Reason::InvalidArchitecture };
+            let want = if case["annotation"].is_null() {
+                Reason::ArchitectureUnknown
+            } else {
+                Reason::InvalidArchitecture
+            };
             assert_eq!(d.reason, want, "{name}: {}", d.message);
-            if let Some(text) = case["errorText"].as_str().filter(|_| want == Reason::InvalidArchitecture) {
+            if let Some(text) = case["errorText"]
+                .as_str()
+                .filter(|_| want == Reason::InvalidArchitecture)
+            {
                 assert_eq!(d.message, text, "{name}");
             }
         } else {
             let expected = case["expectedArch"].as_str().unwrap();
-            let arch = d.arch.unwrap_or_else(|| panic!("{name}: no arch, {}", d.message));
+            let arch = d
+                .arch
+                .unwrap_or_else(|| panic!("{name}: no arch, {}", d.message));
             if let Some(rpm) = Arch::from_rpm(expected) {
                 assert_eq!(arch, rpm, "{name}");
             } else {
-                assert_eq!(arch, Arch::Amd64, "{name}: defaults to the control-plane arch");
+                assert_eq!(
+                    arch,
+                    Arch::Amd64,
+                    "{name}: defaults to the control-plane arch"
+                );
             }
             // ppc64le and s390x have no GCP image in the stream.
-            let want = if matches!(arch, Arch::Amd64 | Arch::Arm64) { Reason::Updated } else { Reason::NoImageInStream };
+            let want = if matches!(arch, Arch::Amd64 | Arch::Arm64) {
+                Reason::Updated
+            } else {
+                Reason::NoImageInStream
+            };
             assert_eq!(d.reason, want, "{name}: {}", d.message);
         }
     }
@@ -288,7 +364,11 @@ fn rule_7_architecture_upstream_table() {
 #[test]
 fn rule_7_arm64_gets_the_aarch64_image() {
     let mut ms = gcp_ms();
-    annotate(&mut ms, decision::ARCH_ANNOTATION, "kubernetes.io/arch=arm64");
+    annotate(
+        &mut ms,
+        decision::ARCH_ANNOTATION,
+        "kubernetes.io/arch=arm64",
+    );
     let d = expect(&ms, &offline_snapshot(), Reason::Updated);
     assert_eq!(d.target.as_deref(), Some(CURRENT_ARM));
 }
@@ -305,7 +385,11 @@ fn rule_8_unsupported_platform() {
     let aws = fixture("machineset-aws-build01-ci-tests-worker-us-east-1a.yaml");
     let d = expect(&aws, &snap, Reason::UnsupportedPlatform);
     assert!(d.message.contains("AWS"), "{}", d.message);
-    expect(&fixture("machineset-azure.openshift-docs-sample.rendered.yaml"), &snap, Reason::UnsupportedPlatform);
+    expect(
+        &fixture("machineset-azure.openshift-docs-sample.rendered.yaml"),
+        &snap,
+        Reason::UnsupportedPlatform,
+    );
     let mut weird = gcp_ms();
     weird["spec"]["template"]["spec"]["providerSpec"]["value"]["kind"] = json!("NopeProviderSpec");
     expect(&weird, &snap, Reason::UnsupportedPlatform);
@@ -321,14 +405,26 @@ fn rule_8_unsupported_platform() {
 fn rule_8_no_image_in_stream() {
     let snap = offline_snapshot();
     let mut ppc = gcp_ms();
-    annotate(&mut ppc, decision::ARCH_ANNOTATION, "kubernetes.io/arch=ppc64le");
+    annotate(
+        &mut ppc,
+        decision::ARCH_ANNOTATION,
+        "kubernetes.io/arch=ppc64le",
+    );
     let d = expect(&ppc, &snap, Reason::NoImageInStream);
     assert!(d.message.contains("ppc64le"), "{}", d.message);
     // An architecture missing from the stream altogether.
     let mut data = BTreeMap::new();
-    data.insert(KEY_STREAM.to_owned(), r#"{"stream":"s","architectures":{"aarch64":{"images":{}}}}"#.to_owned());
+    data.insert(
+        KEY_STREAM.to_owned(),
+        r#"{"stream":"s","architectures":{"aarch64":{"images":{}}}}"#.to_owned(),
+    );
     data.insert(KEY_RELEASE_VERSION.to_owned(), "4.21.0".to_owned());
-    let thin = Snapshot::offline(BootImages::from_data(&data).unwrap(), true, Some(Arch::Amd64), false);
+    let thin = Snapshot::offline(
+        BootImages::from_data(&data).unwrap(),
+        true,
+        Some(Arch::Amd64),
+        false,
+    );
     let d = expect(&gcp_ms(), &thin, Reason::NoImageInStream);
     assert!(d.message.contains("x86_64"), "{}", d.message);
 }
@@ -339,10 +435,16 @@ fn rule_9_custom_image_leaves_everything() {
     set(
         &mut ms,
         "/spec/template/spec/providerSpec/value/disks/0/image",
-        json!("projects/redhat-marketplace-public/global/images/redhat-coreos-ocp-413-x86-64-202305021736"),
+        json!(
+            "projects/redhat-marketplace-public/global/images/redhat-coreos-ocp-413-x86-64-202305021736"
+        ),
     );
     let d = expect(&ms, &offline_snapshot(), Reason::CustomImage);
-    assert!(d.message.contains("redhat-marketplace-public"), "{}", d.message);
+    assert!(
+        d.message.contains("redhat-marketplace-public"),
+        "{}",
+        d.message
+    );
 }
 
 #[test]
@@ -359,7 +461,11 @@ fn rule_9_empty_or_missing_boot_image_gets_the_target() {
         }
         let d = expect(&ms, &offline_snapshot(), Reason::Updated);
         let op = serde_json::to_value(&d.patch.0[0]).unwrap();
-        assert_eq!(op["op"], if image.is_none() { "add" } else { "replace" }, "{op}");
+        assert_eq!(
+            op["op"],
+            if image.is_none() { "add" } else { "replace" },
+            "{op}"
+        );
     }
 }
 
@@ -370,13 +476,20 @@ fn rule_9_derived_gcp_cases_replayed() {
     assert_eq!(cases.len(), 12);
     let stream = fixture("stream-coreos-rhel-9.installer.json");
     let snap = offline_snapshot();
-    assert_eq!(snap.boot_images.as_ref().unwrap().stream_name, stream["stream"]);
+    assert_eq!(
+        snap.boot_images.as_ref().unwrap().stream_name,
+        stream["stream"]
+    );
     for case in cases {
         let name = case["name"].as_str().unwrap();
         let mut ms = gcp_ms();
         ms["spec"]["template"]["spec"]["providerSpec"]["value"]["disks"] = case["disks"].clone();
         if case["arch"] == "aarch64" {
-            annotate(&mut ms, decision::ARCH_ANNOTATION, "kubernetes.io/arch=arm64");
+            annotate(
+                &mut ms,
+                decision::ARCH_ANNOTATION,
+                "kubernetes.io/arch=arm64",
+            );
         }
         let d = decision::decide(&ms, &snap);
         let expect = &case["expect"];
@@ -405,21 +518,28 @@ fn rule_9_derived_gcp_cases_replayed() {
 fn rule_10_stub_ignition_spec_2() {
     let ms = gcp_ms();
     let spec2 = snap_with(|c| {
-        c.stub_ignition.insert("worker-user-data".into(), "2.2.0".into());
+        c.stub_ignition
+            .insert("worker-user-data".into(), "2.2.0".into());
     });
     let d = expect(&ms, &spec2, Reason::StubIgnitionSpec2);
     assert!(d.message.contains("worker-user-data"), "{}", d.message);
     let spec3 = snap_with(|c| {
-        c.stub_ignition.insert("worker-user-data".into(), "3.4.0".into());
+        c.stub_ignition
+            .insert("worker-user-data".into(), "3.4.0".into());
     });
     expect(&ms, &spec3, Reason::Updated);
     // Another Secret's stub does not matter; and nothing to do is nothing to do.
     let other = snap_with(|c| {
-        c.stub_ignition.insert("infra-user-data".into(), "2.2.0".into());
+        c.stub_ignition
+            .insert("infra-user-data".into(), "2.2.0".into());
     });
     expect(&ms, &other, Reason::Updated);
     let mut current = gcp_ms();
-    set(&mut current, "/spec/template/spec/providerSpec/value/disks/0/image", json!(CURRENT_X86));
+    set(
+        &mut current,
+        "/spec/template/spec/providerSpec/value/disks/0/image",
+        json!(CURRENT_X86),
+    );
     expect(&current, &spec2, Reason::UpToDate);
 }
 
@@ -427,12 +547,30 @@ fn rule_10_stub_ignition_spec_2() {
 fn invalid_provider_specs_are_reported_not_touched() {
     let snap = offline_snapshot();
     let cases: [(&str, Value); 6] = [
-        ("/spec/template/spec/providerSpec/value", json!("GCPMachineProviderSpec")),
-        ("/spec/template/spec/providerSpec/value/disks", json!({"boot": true})),
-        ("/spec/template/spec/providerSpec/value/disks/0", json!("pd-ssd")),
-        ("/spec/template/spec/providerSpec/value/disks/0/image", json!(42)),
-        ("/spec/template/spec/providerSpec/value/disks/0/image", json!({"name": "x"})),
-        ("/spec/template/spec/providerSpec/value/disks/0/boot", json!("yes")),
+        (
+            "/spec/template/spec/providerSpec/value",
+            json!("GCPMachineProviderSpec"),
+        ),
+        (
+            "/spec/template/spec/providerSpec/value/disks",
+            json!({"boot": true}),
+        ),
+        (
+            "/spec/template/spec/providerSpec/value/disks/0",
+            json!("pd-ssd"),
+        ),
+        (
+            "/spec/template/spec/providerSpec/value/disks/0/image",
+            json!(42),
+        ),
+        (
+            "/spec/template/spec/providerSpec/value/disks/0/image",
+            json!({"name": "x"}),
+        ),
+        (
+            "/spec/template/spec/providerSpec/value/disks/0/boot",
+            json!("yes"),
+        ),
     ];
     for (pointer, value) in cases {
         let mut ms = gcp_ms();
@@ -449,11 +587,14 @@ fn unknown_fields_survive_byte_for_byte_semantics() {
     let spec = &mut ms["spec"]["template"]["spec"]["providerSpec"]["value"];
     spec["confidentialCompute"] = json!("IntelTrustedDomainExtensions");
     spec["futureField"] = json!({"nested": [1, 2.5, {"deep": null}], "unicode": "ünïcödé ✓ <&>", "big": 12345678901234567890u64, "neg": -0.0, "exp": 1e300});
-    spec["resourceManagerTags"] = json!([{"parentID": "organizations/1", "key": "k", "value": "v"}]);
-    spec["disks"][0]["encryptionKey"] = json!({"kmsKey": {"name": "k", "keyRing": "r"}, "kmsKeyServiceAccount": ""});
+    spec["resourceManagerTags"] =
+        json!([{"parentID": "organizations/1", "key": "k", "value": "v"}]);
+    spec["disks"][0]["encryptionKey"] =
+        json!({"kmsKey": {"name": "k", "keyRing": "r"}, "kmsKeyServiceAccount": ""});
     spec["disks"][0]["x-unknown"] = json!([[], {}, "", 0]);
     spec["disks"].as_array_mut().unwrap().push(json!({"boot": false, "image": "projects/me/global/images/data", "sizeGb": 10, "mystery": true}));
-    ms["status"] = json!({"replicas": 3, "observedGeneration": 7, "authoritativeAPI": "MachineAPI"});
+    ms["status"] =
+        json!({"replicas": 3, "observedGeneration": 7, "authoritativeAPI": "MachineAPI"});
     ms["metadata"]["annotations"] = json!({"a/b~c": "1", "machine.openshift.io/memoryMb": "16384"});
     ms["metadata"]["managedFields"] = json!([{"manager": "m", "fieldsV1": {"f:spec": {}}}]);
     let snap = offline_snapshot();
@@ -462,7 +603,10 @@ fn unknown_fields_survive_byte_for_byte_semantics() {
     assert_eq!(out["metadata"]["annotations"]["a/b~c"], "1");
     // With an annotations map present the annotation is one escaped add.
     let last = serde_json::to_value(d.patch.0.last().unwrap()).unwrap();
-    assert_eq!(last["path"], "/metadata/annotations/bootimages.machineconfiguration.openshift.io~1boot-image");
+    assert_eq!(
+        last["path"],
+        "/metadata/annotations/bootimages.machineconfiguration.openshift.io~1boot-image"
+    );
 }
 
 #[test]
@@ -472,7 +616,10 @@ fn annotation_shapes() {
     let mut stale = gcp_ms();
     annotate(&mut stale, BOOT_IMAGE_ANNOTATION, OLD_X86);
     let d = expect(&stale, &snap, Reason::Updated);
-    assert_eq!(serde_json::to_value(&d.patch.0[1]).unwrap()["op"], "replace");
+    assert_eq!(
+        serde_json::to_value(&d.patch.0[1]).unwrap()["op"],
+        "replace"
+    );
     let mut null = gcp_ms();
     null["metadata"]["annotations"] = Value::Null;
     expect(&null, &snap, Reason::Updated);
@@ -493,24 +640,74 @@ fn every_reason_code_is_reachable() {
     };
     check(json!({"kind": "Pod"}), &snap);
     check(with(&|m| label(m, decision::OPT_OUT_LABEL, "false")), &snap);
-    check(with(&|m| m["metadata"]["ownerReferences"] = json!([{"kind": "K", "name": "n"}])), &snap);
-    check(with(&|m| label(m, decision::OS_STREAM_LABEL, "rhel-10")), &snap);
-    check(with(&|m| m["spec"]["template"]["metadata"]["labels"][decision::OS_ID_LABEL] = json!("Windows")), &snap);
+    check(
+        with(&|m| m["metadata"]["ownerReferences"] = json!([{"kind": "K", "name": "n"}])),
+        &snap,
+    );
+    check(
+        with(&|m| label(m, decision::OS_STREAM_LABEL, "rhel-10")),
+        &snap,
+    );
+    check(
+        with(&|m| {
+            m["spec"]["template"]["metadata"]["labels"][decision::OS_ID_LABEL] = json!("Windows")
+        }),
+        &snap,
+    );
     check(gcp_ms(), &snap_with(|c| c.gate = Gate::closed("x")));
     check(gcp_ms(), &Snapshot::empty());
-    check(with(&|m| annotate(m, decision::ARCH_ANNOTATION, "kubernetes.io/arch=sparc")), &snap);
+    check(
+        with(&|m| annotate(m, decision::ARCH_ANNOTATION, "kubernetes.io/arch=sparc")),
+        &snap,
+    );
     check(gcp_ms(), &snap_with(|c| c.multi_arch = true));
-    check(fixture("machineset-aws-build01-ci-tests-worker-us-east-1a.yaml"), &snap);
-    check(with(&|m| annotate(m, decision::ARCH_ANNOTATION, "kubernetes.io/arch=s390x")), &snap);
-    check(with(&|m| set(m, "/spec/template/spec/providerSpec/value/disks/0/image", json!("projects/x/global/images/y"))), &snap);
-    check(gcp_ms(), &snap_with(|c| {
-        c.stub_ignition.insert("worker-user-data".into(), "2.2.0".into());
-    }));
+    check(
+        fixture("machineset-aws-build01-ci-tests-worker-us-east-1a.yaml"),
+        &snap,
+    );
+    check(
+        with(&|m| annotate(m, decision::ARCH_ANNOTATION, "kubernetes.io/arch=s390x")),
+        &snap,
+    );
+    check(
+        with(&|m| {
+            set(
+                m,
+                "/spec/template/spec/providerSpec/value/disks/0/image",
+                json!("projects/x/global/images/y"),
+            )
+        }),
+        &snap,
+    );
+    check(
+        gcp_ms(),
+        &snap_with(|c| {
+            c.stub_ignition
+                .insert("worker-user-data".into(), "2.2.0".into());
+        }),
+    );
     check(gcp_ms(), &snap);
-    check(with(&|m| set(m, "/spec/template/spec/providerSpec/value/disks/0/image", json!(CURRENT_X86))), &snap);
-    check(with(&|m| set(m, "/spec/template/spec/providerSpec/value/disks", json!(7))), &snap);
+    check(
+        with(&|m| {
+            set(
+                m,
+                "/spec/template/spec/providerSpec/value/disks/0/image",
+                json!(CURRENT_X86),
+            )
+        }),
+        &snap,
+    );
+    check(
+        with(&|m| set(m, "/spec/template/spec/providerSpec/value/disks", json!(7))),
+        &snap,
+    );
     let all: BTreeSet<Reason> = Reason::ALL.into_iter().collect();
-    assert_eq!(seen, all, "missing: {:?}", all.difference(&seen).collect::<Vec<_>>());
+    assert_eq!(
+        seen,
+        all,
+        "missing: {:?}",
+        all.difference(&seen).collect::<Vec<_>>()
+    );
 }
 
 #[test]
@@ -533,7 +730,10 @@ fn every_fixture_machineset_is_decided_without_panic() {
 #[test]
 fn the_docs_sample_with_placeholders_is_left_alone() {
     // The docs sample's image is `<path_to_image>`: not an RHCOS image.
-    let d = decision::decide(&fixture("machineset-gcp.openshift-docs-sample.rendered.yaml"), &offline_snapshot());
+    let d = decision::decide(
+        &fixture("machineset-gcp.openshift-docs-sample.rendered.yaml"),
+        &offline_snapshot(),
+    );
     assert_eq!(d.reason, Reason::CustomImage, "{}", d.message);
 }
 

@@ -10,7 +10,10 @@ use bootimage_webhook::decision::BOOT_IMAGE_ANNOTATION;
 use bootimage_webhook::server::MAX_BODY;
 use bootimage_webhook::tls::MinVersion;
 use serde_json::{Value, json};
-use support::{CURRENT_X86, Https, Reply, TestServer, evanphx, fixture, request, review_object, send_on, start_server};
+use support::{
+    CURRENT_X86, Https, Reply, TestServer, evanphx, fixture, request, review_object, send_on,
+    start_server,
+};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
@@ -21,13 +24,21 @@ fn review_bytes(v: &Value) -> Vec<u8> {
 /// Send `review`, check the envelope, apply the patch with evanphx and return the result.
 async fn admit(server: &TestServer, review: &Value) -> (Reply, Value) {
     let reply = server.post_review(&review_bytes(review)).await;
-    assert_eq!(reply.status, 200, "{}", String::from_utf8_lossy(&reply.body));
+    assert_eq!(
+        reply.status,
+        200,
+        "{}",
+        String::from_utf8_lossy(&reply.body)
+    );
     assert_eq!(reply.headers["content-type"], "application/json");
     let v = reply.json();
     assert_eq!(v["apiVersion"], "admission.k8s.io/v1");
     assert_eq!(v["kind"], "AdmissionReview");
     assert_eq!(v["response"]["uid"], review["request"]["uid"], "uid echoed");
-    assert_eq!(v["response"]["allowed"], true, "never denies a well-formed write");
+    assert_eq!(
+        v["response"]["allowed"], true,
+        "never denies a well-formed write"
+    );
     let object = review_object(review);
     let patched = match reply.patch() {
         Some(patch) => {
@@ -61,10 +72,16 @@ async fn create_and_update_fixtures_are_patched_and_reinvocation_is_a_no_op() {
         let warnings = r["warnings"].as_array().unwrap();
         assert_eq!(warnings.len(), 1);
         let w = warnings[0].as_str().unwrap();
-        assert!(w.len() <= 120 && w.contains("rhcos-9-8-20260428-0-gcp-x86-64"), "{w}");
+        assert!(
+            w.len() <= 120 && w.contains("rhcos-9-8-20260428-0-gcp-x86-64"),
+            "{w}"
+        );
         let disk = &patched["spec"]["template"]["spec"]["providerSpec"]["value"]["disks"][0];
         assert_eq!(disk["image"], CURRENT_X86);
-        assert_eq!(patched["metadata"]["annotations"][BOOT_IMAGE_ANNOTATION], CURRENT_X86);
+        assert_eq!(
+            patched["metadata"]["annotations"][BOOT_IMAGE_ANNOTATION],
+            CURRENT_X86
+        );
         assert_eq!(
             support::without_image_fields(&patched),
             support::without_image_fields(&review_object(&review)),
@@ -73,7 +90,10 @@ async fn create_and_update_fixtures_are_patched_and_reinvocation_is_a_no_op() {
         // reinvocationPolicy IfNeeded: our own output comes back and is left alone.
         let (again, _) = admit(&server, &with_object(&review, patched)).await;
         assert!(again.patch().is_none(), "{name}: second pass patched");
-        assert_eq!(again.json()["response"]["auditAnnotations"]["reason"], "UpToDate");
+        assert_eq!(
+            again.json()["response"]["auditAnnotations"]["reason"],
+            "UpToDate"
+        );
         assert!(again.json()["response"].get("warnings").is_none());
     }
 }
@@ -95,14 +115,27 @@ async fn keep_alive_and_the_full_chain() {
     let tls = server.client.connect(server.addr()).await.unwrap();
     let chain = tls.get_ref().1.peer_certificates().unwrap().len();
     assert_eq!(chain, 2, "leaf and CA are served");
-    assert_eq!(support::peer_leaf(&tls), support::leaf_der(&server.certs.chain_pem));
+    assert_eq!(
+        support::peer_leaf(&tls),
+        support::leaf_der(&server.certs.chain_pem)
+    );
     drop(tls);
-    let body = review_bytes(&fixture("admissionreview-v1-machineset-gcp-update.assembled.json"));
+    let body = review_bytes(&fixture(
+        "admissionreview-v1-machineset-gcp-update.assembled.json",
+    ));
     let mut conn = server.client.conn(server.addr()).await.unwrap();
     for _ in 0..50 {
-        let r = send_on(&mut conn, request("POST", "/mutate-machinesets", Some("application/json"), body.clone()))
-            .await
-            .unwrap();
+        let r = send_on(
+            &mut conn,
+            request(
+                "POST",
+                "/mutate-machinesets",
+                Some("application/json"),
+                body.clone(),
+            ),
+        )
+        .await
+        .unwrap();
         assert_eq!(r.status, 200);
         assert!(r.headers.get("connection").is_none(), "keep-alive");
     }
@@ -114,7 +147,9 @@ async fn admin_port_health_and_metrics() {
     assert_eq!(server.admin_get("/healthz").await, (200, "ok\n".into()));
     assert_eq!(server.admin_get("/readyz").await, (200, "ready\n".into()));
     server
-        .post_review(&review_bytes(&fixture("admissionreview-v1-machineset-gcp-update.assembled.json")))
+        .post_review(&review_bytes(&fixture(
+            "admissionreview-v1-machineset-gcp-update.assembled.json",
+        )))
         .await;
     server.post_review(b"nope").await;
     let (code, text) = server.admin_get("/metrics").await;
@@ -250,23 +285,50 @@ async fn bad_input_table() {
     for case in table {
         let req = request(case.method, case.path, case.content_type, case.body);
         let mut conn = server.client.conn(server.addr()).await.unwrap();
-        let reply = send_on(&mut conn, req).await.unwrap_or_else(|e| panic!("{}: {e}", case.name));
-        assert_eq!(reply.status, case.status, "{}: {}", case.name, String::from_utf8_lossy(&reply.body));
+        let reply = send_on(&mut conn, req)
+            .await
+            .unwrap_or_else(|e| panic!("{}: {e}", case.name));
+        assert_eq!(
+            reply.status,
+            case.status,
+            "{}: {}",
+            case.name,
+            String::from_utf8_lossy(&reply.body)
+        );
         let v = reply.json();
-        let message = v["response"]["status"]["message"].as_str().unwrap_or_default();
-        assert!(message.contains(case.says), "{}: message {message:?} lacks {:?}", case.name, case.says);
+        let message = v["response"]["status"]["message"]
+            .as_str()
+            .unwrap_or_default();
+        assert!(
+            message.contains(case.says),
+            "{}: message {message:?} lacks {:?}",
+            case.name,
+            case.says
+        );
         if case.status == 200 {
             assert_eq!(v["response"]["allowed"], true, "{}", case.name);
         } else {
-            assert_eq!(v["response"]["status"]["code"], case.status, "{}", case.name);
-            assert_eq!(reply.headers["content-type"], "application/json", "{}", case.name);
+            assert_eq!(
+                v["response"]["status"]["code"], case.status,
+                "{}",
+                case.name
+            );
+            assert_eq!(
+                reply.headers["content-type"], "application/json",
+                "{}",
+                case.name
+            );
         }
         if case.status == 405 {
             assert_eq!(reply.headers["allow"], "POST");
         }
     }
     // Still up, still right.
-    let (reply, _) = admit(&server, &fixture("admissionreview-v1-machineset-gcp-create.assembled.json")).await;
+    let (reply, _) = admit(
+        &server,
+        &fixture("admissionreview-v1-machineset-gcp-create.assembled.json"),
+    )
+    .await;
     assert!(reply.patch().is_some());
 }
 
@@ -280,7 +342,12 @@ async fn chunked_oversize_body_is_413() {
     let (mut rd, mut wr) = tokio::io::split(tls);
     let writer = tokio::spawn(async move {
         for _ in 0..(MAX_BODY / chunk.len() + 2) {
-            let frame = [format!("{:x}\r\n", chunk.len()).into_bytes(), chunk.clone(), b"\r\n".to_vec()].concat();
+            let frame = [
+                format!("{:x}\r\n", chunk.len()).into_bytes(),
+                chunk.clone(),
+                b"\r\n".to_vec(),
+            ]
+            .concat();
             if wr.write_all(&frame).await.is_err() {
                 return;
             }
@@ -315,7 +382,10 @@ async fn truncated_and_stalled_bodies() {
         .await
         .unwrap();
     let mut buf = vec![0u8; 4096];
-    let n = tokio::time::timeout(Duration::from_secs(6), tls.read(&mut buf)).await.unwrap().unwrap();
+    let n = tokio::time::timeout(Duration::from_secs(6), tls.read(&mut buf))
+        .await
+        .unwrap()
+        .unwrap();
     let text = String::from_utf8_lossy(&buf[..n]);
     assert!(text.starts_with("HTTP/1.1 408"), "{text}");
 }
@@ -324,11 +394,15 @@ async fn truncated_and_stalled_bodies() {
 async fn slow_headers_are_cut_off() {
     let server = start_server().await;
     let mut tls = server.client.connect(server.addr()).await.unwrap();
-    tls.write_all(b"POST /mutate-machinesets HTTP/1.1\r\nHost: loc").await.unwrap();
+    tls.write_all(b"POST /mutate-machinesets HTTP/1.1\r\nHost: loc")
+        .await
+        .unwrap();
     // header_read_timeout is 800ms in the test settings.
     let mut buf = vec![0u8; 1024];
     let started = std::time::Instant::now();
-    let read = tokio::time::timeout(Duration::from_secs(5), tls.read(&mut buf)).await.expect("server hung up");
+    let read = tokio::time::timeout(Duration::from_secs(5), tls.read(&mut buf))
+        .await
+        .expect("server hung up");
     assert!(started.elapsed() >= Duration::from_millis(600));
     match read {
         Ok(0) | Err(_) => {}
@@ -339,7 +413,9 @@ async fn slow_headers_are_cut_off() {
     }
     // A silent TCP client (no TLS hello at all) is dropped after the handshake timeout.
     let mut tcp = TcpStream::connect(server.addr()).await.unwrap();
-    let n = tokio::time::timeout(Duration::from_secs(5), tcp.read(&mut buf)).await.expect("not dropped");
+    let n = tokio::time::timeout(Duration::from_secs(5), tcp.read(&mut buf))
+        .await
+        .expect("not dropped");
     assert!(matches!(n, Ok(0) | Err(_)));
 }
 
@@ -364,25 +440,44 @@ async fn old_tls_plain_http_and_garbage_are_refused_cleanly() {
     let mut tcp = TcpStream::connect(server.addr()).await.unwrap();
     tcp.write_all(&tls11_client_hello()).await.unwrap();
     let mut buf = vec![0u8; 64];
-    let n = tokio::time::timeout(Duration::from_secs(5), tcp.read(&mut buf)).await.unwrap().unwrap();
+    let n = tokio::time::timeout(Duration::from_secs(5), tcp.read(&mut buf))
+        .await
+        .unwrap()
+        .unwrap();
     assert!(n >= 7, "{:?}", &buf[..n]);
     assert_eq!(buf[0], 0x15, "an alert record: {:?}", &buf[..n]);
     assert_eq!(buf[5], 2, "fatal: {:?}", &buf[..n]);
-    assert!([40, 70].contains(&buf[6]), "handshake_failure or protocol_version: {:?}", &buf[..n]);
+    assert!(
+        [40, 70].contains(&buf[6]),
+        "handshake_failure or protocol_version: {:?}",
+        &buf[..n]
+    );
 
     // Plain HTTP to the TLS port: told so in plain HTTP.
     let mut tcp = TcpStream::connect(server.addr()).await.unwrap();
-    tcp.write_all(b"POST /mutate-machinesets HTTP/1.1\r\nHost: x\r\n\r\n").await.unwrap();
+    tcp.write_all(b"POST /mutate-machinesets HTTP/1.1\r\nHost: x\r\n\r\n")
+        .await
+        .unwrap();
     let mut out = Vec::new();
-    tokio::time::timeout(Duration::from_secs(5), tcp.read_to_end(&mut out)).await.unwrap().unwrap();
+    tokio::time::timeout(Duration::from_secs(5), tcp.read_to_end(&mut out))
+        .await
+        .unwrap()
+        .unwrap();
     let text = String::from_utf8_lossy(&out);
-    assert!(text.starts_with("HTTP/1.1 400") && text.contains("HTTP request to an HTTPS server"), "{text}");
+    assert!(
+        text.starts_with("HTTP/1.1 400") && text.contains("HTTP request to an HTTPS server"),
+        "{text}"
+    );
 
     // Binary garbage: the connection is closed.
     let mut tcp = TcpStream::connect(server.addr()).await.unwrap();
-    tcp.write_all(&[0u8, 1, 2, 3, 0xff, 0x16, 0x03]).await.unwrap();
+    tcp.write_all(&[0u8, 1, 2, 3, 0xff, 0x16, 0x03])
+        .await
+        .unwrap();
     let mut out = Vec::new();
-    let _ = tokio::time::timeout(Duration::from_secs(5), tcp.read_to_end(&mut out)).await.unwrap();
+    let _ = tokio::time::timeout(Duration::from_secs(5), tcp.read_to_end(&mut out))
+        .await
+        .unwrap();
 
     // An HTTP/2-only client: no common ALPN protocol.
     let mut h2 = support::client_config(&server.certs.ca_pem, &[&rustls::version::TLS13]);
@@ -390,23 +485,42 @@ async fn old_tls_plain_http_and_garbage_are_refused_cleanly() {
     assert!(Https::with_config(h2).connect(server.addr()).await.is_err());
 
     // And the server is fine.
-    let (reply, _) = admit(&server, &fixture("admissionreview-v1-machineset-gcp-create.assembled.json")).await;
+    let (reply, _) = admit(
+        &server,
+        &fixture("admissionreview-v1-machineset-gcp-create.assembled.json"),
+    )
+    .await;
     assert!(reply.patch().is_some());
 }
 
 #[tokio::test]
 async fn tls_min_version_1_3() {
     let server = start_server_13().await;
-    let only12 = Https::with_config(support::client_config(&server.certs.ca_pem, &[&rustls::version::TLS12]));
-    assert!(only12.connect(server.addr()).await.is_err(), "TLS 1.2 refused with --tls-min-version 1.3");
+    let only12 = Https::with_config(support::client_config(
+        &server.certs.ca_pem,
+        &[&rustls::version::TLS12],
+    ));
+    assert!(
+        only12.connect(server.addr()).await.is_err(),
+        "TLS 1.2 refused with --tls-min-version 1.3"
+    );
     let tls = server.client.connect(server.addr()).await.unwrap();
-    assert_eq!(tls.get_ref().1.protocol_version(), Some(rustls::ProtocolVersion::TLSv1_3));
+    assert_eq!(
+        tls.get_ref().1.protocol_version(),
+        Some(rustls::ProtocolVersion::TLSv1_3)
+    );
     // And 1.2 works with the default.
     let default = start_server().await;
     let tls = only12.clone();
-    let default_ca = Https::with_config(support::client_config(&default.certs.ca_pem, &[&rustls::version::TLS12]));
+    let default_ca = Https::with_config(support::client_config(
+        &default.certs.ca_pem,
+        &[&rustls::version::TLS12],
+    ));
     let s = default_ca.connect(default.addr()).await.unwrap();
-    assert_eq!(s.get_ref().1.protocol_version(), Some(rustls::ProtocolVersion::TLSv1_2));
+    assert_eq!(
+        s.get_ref().1.protocol_version(),
+        Some(rustls::ProtocolVersion::TLSv1_2)
+    );
     drop(tls);
 }
 

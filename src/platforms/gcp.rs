@@ -25,7 +25,9 @@ fn stream_image(arch_entry: &Value) -> Result<Option<(&str, &str)>, String> {
     let (project, name) = (field("project")?, field("name")?);
     for (k, v) in [("project", project), ("name", name)] {
         if !is_resource_name(v) {
-            return Err(format!("images.gcp.{k} {v:?} is not a valid GCP resource name"));
+            return Err(format!(
+                "images.gcp.{k} {v:?} is not a valid GCP resource name"
+            ));
         }
     }
     Ok(Some((project, name)))

@@ -86,8 +86,7 @@ pub(crate) fn is_resource_name(s: &str) -> bool {
         && b.len() <= 63
         && b[0].is_ascii_lowercase()
         && b[b.len() - 1] != b'-'
-        && b
-            .iter()
+        && b.iter()
             .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
 }
 
@@ -100,7 +99,16 @@ mod tests {
         for ok in ["rhcos-cloud", "rhcos-9-8-20260428-0-gcp-x86-64", "a"] {
             assert!(is_resource_name(ok), "{ok}");
         }
-        for bad in ["", "Rhcos", "9abc", "abc-", "a/b", "a_b", "a.b", &"a".repeat(64)] {
+        for bad in [
+            "",
+            "Rhcos",
+            "9abc",
+            "abc-",
+            "a/b",
+            "a_b",
+            "a.b",
+            &"a".repeat(64),
+        ] {
             assert!(!is_resource_name(bad), "{bad}");
         }
     }
@@ -108,8 +116,14 @@ mod tests {
     #[test]
     fn lookup() {
         assert_eq!(by_kind("GCPMachineProviderSpec").unwrap().name(), "GCP");
-        assert_eq!(by_name("GCP").unwrap().provider_spec_kind(), "GCPMachineProviderSpec");
+        assert_eq!(
+            by_name("GCP").unwrap().provider_spec_kind(),
+            "GCPMachineProviderSpec"
+        );
         assert!(by_kind("AWSMachineProviderConfig").is_none());
-        assert_eq!(known_platform_of_kind("AWSMachineProviderConfig"), Some("AWS"));
+        assert_eq!(
+            known_platform_of_kind("AWSMachineProviderConfig"),
+            Some("AWS")
+        );
     }
 }

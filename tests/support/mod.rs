@@ -35,7 +35,9 @@ pub fn install_provider() {
 
 /// `../shared/<rel>`, beside the checkout (as in CI).
 pub fn shared(rel: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared").join(rel)
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../shared")
+        .join(rel)
 }
 
 pub fn fixture_path(name: &str) -> PathBuf {
@@ -49,7 +51,9 @@ pub fn fixture_text(name: &str) -> String {
 
 /// A fixture as JSON (YAML fixtures are converted; of a YAML stream, the first document).
 pub fn fixture(name: &str) -> Value {
-    snapshot::parse_documents(&fixture_text(name)).unwrap().swap_remove(0)
+    snapshot::parse_documents(&fixture_text(name))
+        .unwrap()
+        .swap_remove(0)
 }
 
 /// The boot images of the real stream, as the assembled ConfigMap carries them.
@@ -87,7 +91,11 @@ impl SecretVolume {
     /// Write a new timestamped directory and atomically repoint `..data` at it.
     pub fn update(&mut self, cert: &[u8], key: &[u8]) {
         self.generation += 1;
-        let ts = format!("..2026_12_02_00_00_{:02}.{}", self.generation, std::process::id());
+        let ts = format!(
+            "..2026_12_02_00_00_{:02}.{}",
+            self.generation,
+            std::process::id()
+        );
         let data = self.dir.join(&ts);
         std::fs::create_dir_all(&data).unwrap();
         std::fs::write(data.join("tls.crt"), cert).unwrap();
@@ -168,7 +176,12 @@ impl TestServer {
 
     pub async fn post_review(&self, body: &[u8]) -> Reply {
         self.client
-            .post(self.addr(), "/mutate-machinesets", Some("application/json"), body.to_vec())
+            .post(
+                self.addr(),
+                "/mutate-machinesets",
+                Some("application/json"),
+                body.to_vec(),
+            )
             .await
             .unwrap()
     }
@@ -181,7 +194,9 @@ impl TestServer {
 /// Plain HTTP GET on the admin port.
 pub async fn admin_get(addr: SocketAddr, path: &str) -> (u16, String) {
     let tcp = TcpStream::connect(addr).await.unwrap();
-    let (mut send, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tcp)).await.unwrap();
+    let (mut send, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tcp))
+        .await
+        .unwrap();
     tokio::spawn(conn);
     let req = hyper::Request::get(path)
         .header("host", "localhost")
@@ -202,15 +217,24 @@ pub struct Reply {
 
 impl Reply {
     pub fn json(&self) -> Value {
-        serde_json::from_slice(&self.body)
-            .unwrap_or_else(|e| panic!("reply is not JSON ({e}): {}", String::from_utf8_lossy(&self.body)))
+        serde_json::from_slice(&self.body).unwrap_or_else(|e| {
+            panic!(
+                "reply is not JSON ({e}): {}",
+                String::from_utf8_lossy(&self.body)
+            )
+        })
     }
 
     /// The decoded JSON Patch of an AdmissionReview response, if any.
     pub fn patch(&self) -> Option<Value> {
         let v = self.json();
-        let b64 = v.pointer("/response/patch")?.as_str().expect("patch is a base64 string");
-        let bytes = base64::engine::general_purpose::STANDARD.decode(b64).expect("patch is base64");
+        let b64 = v
+            .pointer("/response/patch")?
+            .as_str()
+            .expect("patch is a base64 string");
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(b64)
+            .expect("patch is base64");
         Some(serde_json::from_slice(&bytes).expect("patch is JSON"))
     }
 }
@@ -223,7 +247,10 @@ pub struct Https {
 
 impl Https {
     pub fn new(ca_pem: &str) -> Self {
-        Https::with_config(client_config(ca_pem, &[&rustls::version::TLS13, &rustls::version::TLS12]))
+        Https::with_config(client_config(
+            ca_pem,
+            &[&rustls::version::TLS13, &rustls::version::TLS12],
+        ))
     }
 
     pub fn with_config(config: rustls::ClientConfig) -> Self {
@@ -261,7 +288,12 @@ impl Https {
     }
 }
 
-pub fn request(method: &str, path: &str, content_type: Option<&str>, body: Vec<u8>) -> hyper::Request<Full<Bytes>> {
+pub fn request(
+    method: &str,
+    path: &str,
+    content_type: Option<&str>,
+    body: Vec<u8>,
+) -> hyper::Request<Full<Bytes>> {
     let mut b = hyper::Request::builder()
         .method(method)
         .uri(path)
@@ -272,9 +304,15 @@ pub fn request(method: &str, path: &str, content_type: Option<&str>, body: Vec<u
     b.body(Full::new(Bytes::from(body))).unwrap()
 }
 
-pub async fn send_on(send: &mut SendRequest<Full<Bytes>>, req: hyper::Request<Full<Bytes>>) -> std::io::Result<Reply> {
+pub async fn send_on(
+    send: &mut SendRequest<Full<Bytes>>,
+    req: hyper::Request<Full<Bytes>>,
+) -> std::io::Result<Reply> {
     send.ready().await.map_err(std::io::Error::other)?;
-    let res = send.send_request(req).await.map_err(std::io::Error::other)?;
+    let res = send
+        .send_request(req)
+        .await
+        .map_err(std::io::Error::other)?;
     let status = res.status().as_u16();
     let headers = res.headers().clone();
     let body = res
@@ -284,27 +322,37 @@ pub async fn send_on(send: &mut SendRequest<Full<Bytes>>, req: hyper::Request<Fu
         .map_err(std::io::Error::other)?
         .to_bytes()
         .to_vec();
-    Ok(Reply { status, headers, body })
+    Ok(Reply {
+        status,
+        headers,
+        body,
+    })
 }
 
-pub fn client_config(ca_pem: &str, versions: &[&'static rustls::SupportedProtocolVersion]) -> rustls::ClientConfig {
+pub fn client_config(
+    ca_pem: &str,
+    versions: &[&'static rustls::SupportedProtocolVersion],
+) -> rustls::ClientConfig {
     install_provider();
     let mut roots = rustls::RootCertStore::empty();
     for cert in CertificateDer::pem_slice_iter(ca_pem.as_bytes()) {
         roots.add(cert.unwrap()).unwrap();
     }
-    let mut config = rustls::ClientConfig::builder_with_provider(bootimage_webhook::tls::provider())
-        .with_protocol_versions(versions)
-        .unwrap()
-        .with_root_certificates(roots)
-        .with_no_client_auth();
+    let mut config =
+        rustls::ClientConfig::builder_with_provider(bootimage_webhook::tls::provider())
+            .with_protocol_versions(versions)
+            .unwrap()
+            .with_root_certificates(roots)
+            .with_no_client_auth();
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
     config
 }
 
 /// The leaf certificate the server presented on this connection.
 pub fn peer_leaf(tls: &TlsStream<TcpStream>) -> Vec<u8> {
-    tls.get_ref().1.peer_certificates().unwrap()[0].as_ref().to_vec()
+    tls.get_ref().1.peer_certificates().unwrap()[0]
+        .as_ref()
+        .to_vec()
 }
 
 /// DER of the first certificate in a PEM chain.
@@ -326,7 +374,10 @@ pub fn review_object(review: &Value) -> Value {
 /// except for the image(s) and the annotation" comparisons.
 pub fn without_image_fields(doc: &Value) -> Value {
     let mut d = doc.clone();
-    if let Some(ann) = d.pointer_mut("/metadata/annotations").and_then(Value::as_object_mut) {
+    if let Some(ann) = d
+        .pointer_mut("/metadata/annotations")
+        .and_then(Value::as_object_mut)
+    {
         ann.remove(bootimage_webhook::decision::BOOT_IMAGE_ANNOTATION);
     }
     let empty = |a: &Value| a.is_null() || a.as_object().is_some_and(|a| a.is_empty());

@@ -1,0 +1,197 @@
+//! Serving certificates: every key format the service-ca and cert-manager write, and
+//! rotation the way the kubelet updates a Secret volume (the `..data` symlink swap) while
+//! a client keeps sending.
+
+mod support;
+
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use bootimage_webhook::tls;
+use support::{Https, admin_get, fixture, request, send_on, start_server};
+use tokio::sync::Mutex;
+
+fn data(name: &str) -> Vec<u8> {
+    std::fs::read(
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/data")
+            .join(name),
+    )
+    .unwrap()
+}
+
+#[tokio::test]
+async fn pkcs1_rsa_and_sec1_ec_keys_serve_full_chains() {
+    for (crt, key) in [
+        ("rsa-pkcs1.crt", "rsa-pkcs1.key"),
+        ("ec-sec1.crt", "ec-sec1.key"),
+    ] {
+        let mut server = start_server().await;
+        server.volume.update(&data(crt), &data(key));
+        let ca = String::from_utf8(data("ca.crt")).unwrap();
+        let client = Https::new(&ca);
+        let deadline = Instant::now() + Duration::from_secs(3);
+        loop {
+            if let Ok(tls) = client.connect(server.addr()).await {
+                assert_eq!(
+                    tls.get_ref().1.peer_certificates().unwrap().len(),
+                    2,
+                    "{crt}: chain served"
+                );
+                break;
+            }
+            assert!(Instant::now() < deadline, "{crt} never served");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let pair = tls::certified_key(&data(crt), &data(key)).unwrap();
+        assert_eq!(pair.cert.len(), 2);
+    }
+}
+
+#[tokio::test]
+async fn rotation_by_symlink_swap_while_a_client_keeps_sending() {
+    let mut server = start_server().await;
+    let old_leaf = support::leaf_der(&server.certs.chain_pem);
+    let new = support::dev_certs();
+    let new_leaf = support::leaf_der(&new.chain_pem);
+    // During a CA rotation the caBundle carries both CAs. No session resumption: a resumed
+    // session shows the certificate of the session it resumes, not the one served now.
+    let mut config = support::client_config(
+        &format!("{}{}", server.certs.ca_pem, new.ca_pem),
+        &[&rustls::version::TLS13, &rustls::version::TLS12],
+    );
+    config.resumption = rustls::client::Resumption::disabled();
+    let client = Https::with_config(config);
+    let body = serde_json::to_vec(&fixture(
+        "admissionreview-v1-machineset-gcp-update.assembled.json",
+    ))
+    .unwrap();
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let sent = Arc::new(AtomicUsize::new(0));
+    let failures = Arc::new(Mutex::new(Vec::<String>::new()));
+    let seen = Arc::new(Mutex::new(Vec::<(Instant, Vec<u8>)>::new()));
+    let mut workers = Vec::new();
+    // Two clients with a new connection per request, one on a single keep-alive connection.
+    for w in 0..3 {
+        let (client, body, stop, sent, failures, seen, addr) = (
+            client.clone(),
+            body.clone(),
+            stop.clone(),
+            sent.clone(),
+            failures.clone(),
+            seen.clone(),
+            server.addr(),
+        );
+        workers.push(tokio::spawn(async move {
+            let mut keep = if w == 2 {
+                Some(client.conn(addr).await.unwrap())
+            } else {
+                None
+            };
+            while !stop.load(Ordering::Relaxed) {
+                let req = request(
+                    "POST",
+                    "/mutate-machinesets",
+                    Some("application/json"),
+                    body.clone(),
+                );
+                let result = match keep.as_mut() {
+                    Some(conn) => send_on(conn, req).await,
+                    None => match client.connect(addr).await {
+                        Ok(tls) => {
+                            seen.lock()
+                                .await
+                                .push((Instant::now(), support::peer_leaf(&tls)));
+                            let (mut send, conn) = hyper::client::conn::http1::handshake(
+                                hyper_util::rt::TokioIo::new(tls),
+                            )
+                            .await
+                            .unwrap();
+                            tokio::spawn(conn);
+                            send_on(&mut send, req).await
+                        }
+                        Err(e) => Err(e),
+                    },
+                };
+                sent.fetch_add(1, Ordering::Relaxed);
+                match result {
+                    Ok(r) if r.status == 200 => {}
+                    Ok(r) => failures.lock().await.push(format!("status {}", r.status)),
+                    Err(e) => failures.lock().await.push(e.to_string()),
+                }
+            }
+        }));
+    }
+
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let volume = &mut server.volume;
+    let swapped = Instant::now();
+    volume.update(new.chain_pem.as_bytes(), new.key_pem.as_bytes());
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+
+    // A bad pair (key of another certificate) and then junk: the last good pair stays.
+    let stranger = support::dev_certs();
+    volume.update(new.chain_pem.as_bytes(), stranger.key_pem.as_bytes());
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    volume.update(b"not a certificate", b"not a key");
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    stop.store(true, Ordering::Relaxed);
+    for w in workers {
+        w.await.unwrap();
+    }
+
+    let failures = failures.lock().await;
+    assert!(
+        failures.is_empty(),
+        "{} of {} requests failed: {:?}",
+        failures.len(),
+        sent.load(Ordering::Relaxed),
+        &failures[..failures.len().min(5)]
+    );
+    assert!(
+        sent.load(Ordering::Relaxed) > 50,
+        "the clients kept sending"
+    );
+    let seen = seen.lock().await;
+    let first_new = seen
+        .iter()
+        .find(|(_, leaf)| *leaf == new_leaf)
+        .map(|(t, _)| t.duration_since(swapped))
+        .expect("new connections see the new certificate");
+    // One poll interval is 200ms here; allow scheduling slack on a loaded machine.
+    assert!(
+        first_new <= Duration::from_millis(200 + 300),
+        "took {first_new:?}"
+    );
+    assert!(
+        seen.iter().any(|(_, l)| *l == old_leaf),
+        "the old one was served before"
+    );
+    let after = seen
+        .iter()
+        .filter(|(t, _)| t.duration_since(swapped) > Duration::from_millis(600));
+    assert!(after.clone().count() > 0);
+    assert!(
+        after.into_iter().all(|(_, l)| *l == new_leaf),
+        "bad pairs never replace the good one"
+    );
+
+    let (_, metrics) = admin_get(server.running.admin_addr, "/metrics").await;
+    assert!(
+        metrics.contains("bootimage_webhook_certificate_reloads_total 1\n"),
+        "{metrics}"
+    );
+    let errors: u64 = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("bootimage_webhook_certificate_reload_errors_total "))
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert_eq!(
+        errors, 2,
+        "each bad pair is counted once, not once per poll"
+    );
+}
