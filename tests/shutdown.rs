@@ -1,0 +1,216 @@
+//! The real binary, SIGTERM in the middle of a stream of requests: readiness fails first,
+//! requests keep being answered while endpoints drop the pod, in-flight ones finish, and
+//! the process exits 0.
+
+mod support;
+
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use support::{Https, admin_get, dev_certs, fixture, fixture_path, request, send_on};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::sync::Mutex;
+
+/// Read the server's log until both addresses are announced.
+fn addresses(
+    lines: &mut impl Iterator<Item = String>,
+    log: &mut Vec<String>,
+) -> (SocketAddr, SocketAddr) {
+    let (mut webhook, mut admin) = (None, None);
+    for line in lines.by_ref() {
+        log.push(line.clone());
+        let addr = |prefix: &str| {
+            line.split_once(prefix)
+                .and_then(|(_, rest)| rest.split(['/', ' ']).next())
+                .and_then(|a| a.parse::<SocketAddr>().ok())
+        };
+        if line.contains("serving the webhook") {
+            webhook = addr("https://");
+        }
+        if line.contains("serving /healthz") {
+            admin = addr("http://");
+        }
+        if let (Some(w), Some(a)) = (webhook, admin) {
+            return (w, a);
+        }
+    }
+    panic!("server exited early:\n{}", log.join("\n"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_during_a_stream_of_requests_fails_none() {
+    support::install_provider();
+    let dir = tempfile::tempdir().unwrap();
+    let certs = dev_certs();
+    certs.write(dir.path()).unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_bootimage-webhook"))
+        .args([
+            "serve",
+            "--bind-address",
+            "127.0.0.1:0",
+            "--admin-address",
+            "127.0.0.1:0",
+        ])
+        .args(["--shutdown-delay", "1s", "--drain-timeout", "10s"])
+        .arg("--tls-cert-file")
+        .arg(dir.path().join("tls.crt"))
+        .arg("--tls-private-key-file")
+        .arg(dir.path().join("tls.key"))
+        .arg("--configmap-file")
+        .arg(fixture_path("configmap-coreos-bootimages.assembled.yaml"))
+        .env("RUST_LOG", "info")
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap())
+        .lines()
+        .map_while(Result::ok);
+    let mut log = Vec::new();
+    let (webhook, admin) = addresses(&mut lines, &mut log);
+    let log_rest = std::thread::spawn(move || lines.collect::<Vec<_>>());
+
+    let client = Https::new(&certs.ca_pem);
+    let body = serde_json::to_vec(&fixture(
+        "admissionreview-v1-machineset-gcp-update.assembled.json",
+    ))
+    .unwrap();
+    // Stands in for the endpoints controller: once /readyz fails, no new requests go here.
+    let removed = Arc::new(AtomicBool::new(false));
+    let ok = Arc::new(AtomicUsize::new(0));
+    let closes = Arc::new(AtomicUsize::new(0));
+    let failures = Arc::new(Mutex::new(Vec::<String>::new()));
+    let mut clients = Vec::new();
+    for _ in 0..4 {
+        let (client, body, removed, ok, closes, failures) = (
+            client.clone(),
+            body.clone(),
+            removed.clone(),
+            ok.clone(),
+            closes.clone(),
+            failures.clone(),
+        );
+        clients.push(tokio::spawn(async move {
+            let mut conn = None;
+            while !removed.load(Ordering::Acquire) {
+                if conn.is_none() {
+                    conn = Some(
+                        client
+                            .conn(webhook)
+                            .await
+                            .expect("connect while endpoints list us"),
+                    );
+                }
+                let req = request(
+                    "POST",
+                    "/mutate-machinesets",
+                    Some("application/json"),
+                    body.clone(),
+                );
+                match send_on(conn.as_mut().unwrap(), req).await {
+                    Ok(r) if r.status == 200 => {
+                        ok.fetch_add(1, Ordering::Relaxed);
+                        // Draining: the server asks us to move on; take a new connection.
+                        if r.headers.get("connection").is_some_and(|v| v == "close") {
+                            closes.fetch_add(1, Ordering::Relaxed);
+                            conn = None;
+                        }
+                    }
+                    Ok(r) => failures.lock().await.push(format!("status {}", r.status)),
+                    Err(e) => failures.lock().await.push(format!("request failed: {e}")),
+                }
+            }
+        }));
+    }
+    // One slow upload that is in flight across SIGTERM and the start of the drain.
+    let slow = {
+        let (client, body) = (client.clone(), body.clone());
+        tokio::spawn(async move {
+            let mut tls = client.connect(webhook).await.unwrap();
+            let head = format!(
+                "POST /mutate-machinesets HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+                body.len()
+            );
+            tls.write_all(head.as_bytes()).await.unwrap();
+            for chunk in body.chunks(body.len() / 20 + 1) {
+                tls.write_all(chunk).await.unwrap();
+                tls.flush().await.unwrap();
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            let mut out = Vec::new();
+            tls.read_to_end(&mut out).await.unwrap();
+            String::from_utf8_lossy(&out).into_owned()
+        })
+    };
+
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    let before = ok.load(Ordering::Relaxed);
+    assert!(before > 0, "requests flow before SIGTERM");
+    let status = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let signalled = Instant::now();
+    // Readiness fails promptly.
+    loop {
+        let (code, _) = admin_get(admin, "/readyz").await;
+        if code == 503 {
+            break;
+        }
+        assert!(
+            signalled.elapsed() < Duration::from_millis(900),
+            "readiness still passing"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let unready_after = signalled.elapsed();
+    // Endpoints take a moment to follow; the pod keeps answering meanwhile.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let during_delay = ok.load(Ordering::Relaxed);
+    removed.store(true, Ordering::Release);
+    for c in clients {
+        c.await.unwrap();
+    }
+    let slow_reply = slow.await.unwrap();
+    let exit = tokio::task::spawn_blocking(move || child.wait().unwrap())
+        .await
+        .unwrap();
+    let stopped_after = signalled.elapsed();
+    let rest = log_rest.join().unwrap();
+
+    let failures = failures.lock().await;
+    assert!(
+        failures.is_empty(),
+        "{} failed after {} ok: {:?}",
+        failures.len(),
+        ok.load(Ordering::Relaxed),
+        &failures[..failures.len().min(5)]
+    );
+    assert!(
+        slow_reply.starts_with("HTTP/1.1 200"),
+        "in-flight upload finished: {slow_reply}"
+    );
+    assert!(slow_reply.contains(r#""allowed":true"#));
+    assert!(exit.success(), "exit status {exit:?}");
+    assert!(unready_after < Duration::from_millis(900));
+    assert!(
+        stopped_after >= Duration::from_secs(1),
+        "served through the shutdown delay"
+    );
+    assert!(stopped_after < Duration::from_secs(8), "{stopped_after:?}");
+    assert!(
+        rest.iter().any(|l| l.contains("received SIGTERM")),
+        "{rest:?}"
+    );
+    assert!(
+        rest.last().is_some_and(|l| l.contains("stopped")),
+        "{rest:?}"
+    );
+    // Answered during the delay, and told to close so clients move to another replica.
+    assert!(during_delay > before, "served during the shutdown delay");
+    assert!(closes.load(Ordering::Relaxed) > 0);
+}
