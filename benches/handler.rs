@@ -1,0 +1,126 @@
+//! The full handler (AdmissionReview bytes in, response bytes out) against the floor of
+//! serde_json parsing the same bytes to a `Value` and writing one back, measured side by
+//! side in one run: rounds alternate between the two, and medians of the per-round means
+//! are compared, so machine noise hits both alike.
+//!
+//!     cargo bench --bench handler
+//!
+//! Reviews: the shared UPDATE fixture (object + oldObject), and the same with the
+//! managedFields a real apiserver adds (larger, so parsing dominates).
+
+use std::hint::black_box;
+use std::path::Path;
+use std::time::Instant;
+
+use bootimage_webhook::admission;
+use bootimage_webhook::snapshot::{Arch, BootImages, Snapshot, parse_document};
+use serde_json::{Value, json};
+
+const ROUNDS: usize = 41;
+
+fn shared(rel: &str) -> String {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../shared/fixtures")
+        .join(rel);
+    std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+}
+
+fn with_managed_fields(review: &Value) -> Value {
+    let mut r = review.clone();
+    let entry = json!({
+        "manager": "machine-api-operator", "operation": "Update", "apiVersion": "machine.openshift.io/v1beta1",
+        "time": "2026-11-30T09:12:44Z", "fieldsType": "FieldsV1",
+        "fieldsV1": {"f:metadata": {"f:labels": {".": {}, "f:machine.openshift.io/cluster-api-cluster": {}}},
+                      "f:spec": {"f:replicas": {}, "f:selector": {}, "f:template": {"f:metadata": {"f:labels": {}},
+                      "f:spec": {"f:lifecycleHooks": {}, "f:metadata": {}, "f:providerSpec": {"f:value": {}}, "f:taints": {}}}}}
+    });
+    for key in ["object", "oldObject"] {
+        r["request"][key]["metadata"]["managedFields"] =
+            json!([entry.clone(), entry.clone(), entry.clone()]);
+    }
+    r
+}
+
+/// Mean nanoseconds per call over `iters` calls.
+fn round(iters: u32, mut f: impl FnMut() -> usize) -> f64 {
+    let start = Instant::now();
+    let mut sink = 0;
+    for _ in 0..iters {
+        sink ^= f();
+    }
+    black_box(sink);
+    start.elapsed().as_nanos() as f64 / f64::from(iters)
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+fn compare(name: &str, body: &[u8], snap: &Snapshot) {
+    let handler = || {
+        admission::review(black_box(body), snap)
+            .map(|r| r.body.len())
+            .unwrap_or(0)
+    };
+    let floor = || {
+        let v: Value = serde_json::from_slice(black_box(body)).unwrap();
+        serde_json::to_vec(&v).unwrap().len()
+    };
+    // Size a round to ~20ms and warm up both.
+    let probe = round(200, handler).max(round(200, floor));
+    let iters = ((20e6 / probe) as u32).max(50);
+    let (mut h, mut f) = (Vec::new(), Vec::new());
+    for i in 0..ROUNDS {
+        // Alternate which goes first, so neither always runs on a warmer cache.
+        if i % 2 == 0 {
+            h.push(round(iters, handler));
+            f.push(round(iters, floor));
+        } else {
+            f.push(round(iters, floor));
+            h.push(round(iters, handler));
+        }
+    }
+    let ratios: Vec<f64> = h.iter().zip(&f).map(|(a, b)| a / b).collect();
+    let (mh, mf) = (median(h), median(f));
+    println!(
+        "{name:<28} {:>7} B  handler {:>8.1} us  floor {:>8.1} us  ratio {:.2} (median of per-round ratios {:.2}; {ROUNDS} rounds x {iters})",
+        body.len(),
+        mh / 1e3,
+        mf / 1e3,
+        mh / mf,
+        median(ratios),
+    );
+}
+
+fn main() {
+    let boot_images =
+        BootImages::from_document(&shared("configmap-coreos-bootimages.assembled.yaml")).unwrap();
+    let snap = Snapshot::offline(boot_images, false, Some(Arch::Amd64), false);
+    let update = parse_document(&shared(
+        "admissionreview-v1-machineset-gcp-update.assembled.json",
+    ))
+    .unwrap();
+    // The handler patches this one; check so the benchmark measures the real path.
+    let first = admission::review(&serde_json::to_vec(&update).unwrap(), &snap).unwrap();
+    assert_eq!(first.decision.reason.as_str(), "Updated");
+    println!("bootimage-webhook handler vs serde_json floor (parse to Value + write back)");
+    compare(
+        "UPDATE review",
+        &serde_json::to_vec(&update).unwrap(),
+        &snap,
+    );
+    compare(
+        "UPDATE + managedFields",
+        &serde_json::to_vec(&with_managed_fields(&update)).unwrap(),
+        &snap,
+    );
+    let mut current = update.clone();
+    current["request"]["object"]["spec"]["template"]["spec"]["providerSpec"]["value"]["disks"][0]
+        ["image"] = json!("projects/rhcos-cloud/global/images/rhcos-9-8-20260428-0-gcp-x86-64");
+    compare(
+        "UPDATE, already current",
+        &serde_json::to_vec(&current).unwrap(),
+        &snap,
+    );
+}
