@@ -5,6 +5,7 @@
 
 pub mod admission;
 pub mod app;
+pub mod cluster;
 pub mod config;
 pub mod decision;
 pub mod logging;

@@ -309,11 +309,24 @@ impl Snapshot {
         let stream_digest = boot_images.as_ref().map_or("none", |b| b.digest.as_str());
         let platform = cluster.platform.as_deref().unwrap_or("");
         let arch = cluster.control_plane_arch.map_or("", Arch::k8s);
+        let enrollment = match &cluster.enrollment {
+            Enrollment::All => "all".to_owned(),
+            Enrollment::None => "none".to_owned(),
+            Enrollment::Partial(s) => format!("partial:{s}"),
+        };
+        let stubs: String = cluster
+            .stub_ignition
+            .iter()
+            .map(|(k, v)| format!("{k}={v};"))
+            .collect();
+        // Everything a decision reads, so that a new id means "targets may have moved".
         let id = digest(&[
             stream_digest.as_bytes(),
             &[u8::from(cluster.gate.open), u8::from(cluster.multi_arch)],
             platform.as_bytes(),
             arch.as_bytes(),
+            enrollment.as_bytes(),
+            stubs.as_bytes(),
         ]);
         Snapshot {
             id,

@@ -321,3 +321,37 @@ fn readme_first_run_serve_dev_and_its_curl_line() {
     assert!(v["response"]["patch"].is_string());
     assert!(exit.success());
 }
+
+#[test]
+fn json_logs_on_request() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = Command::new(BIN)
+        .args([
+            "--log-format",
+            "json",
+            "serve",
+            "--dev",
+            "--bind-address",
+            "127.0.0.1:0",
+            "--admin-address",
+            "127.0.0.1:0",
+        ])
+        .current_dir(dir.path())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let first = BufReader::new(child.stdout.take().unwrap())
+        .lines()
+        .next()
+        .unwrap()
+        .unwrap();
+    let _ = child.kill();
+    let _ = child.wait();
+    let v: Value = serde_json::from_str(&first).unwrap_or_else(|e| panic!("{e}: {first}"));
+    assert_eq!(v["level"], "INFO");
+    assert!(
+        v["message"].as_str().is_some_and(|m| !m.is_empty()),
+        "{first}"
+    );
+    assert!(v["timestamp"].is_string());
+}

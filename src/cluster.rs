@@ -1,0 +1,411 @@
+//! Cluster facts from live objects, as pure functions: the master-upgrade gate (SPEC §3),
+//! enrollment from MachineConfiguration `cluster`, platform, architectures and stub
+//! Ignition versions. The watchers feed them; the tests call them directly.
+
+use std::collections::BTreeSet;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use serde_json::Value;
+
+use crate::snapshot::{Arch, Enrollment, Gate};
+
+/// On the rendered MachineConfig: the release it was rendered for.
+pub const RELEASE_IMAGE_VERSION_ANNOTATION: &str =
+    "machineconfiguration.openshift.io/release-image-version";
+
+fn condition_true(pool: &Value, kind: &str) -> bool {
+    pool.pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .any(|c| c["type"] == kind && c["status"] == "True")
+}
+
+/// What the gate reads, gathered by the watchers.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct GateInputs<'a> {
+    /// MachineConfigPool `master`.
+    pub master_pool: Option<&'a Value>,
+    /// The release annotation of the MachineConfig named by the pool's
+    /// `spec.configuration.name`: `None` if that MachineConfig is not known (yet),
+    /// `Some(None)` if it has no such annotation.
+    pub rendered_release: Option<Option<&'a str>>,
+    /// The ConfigMap's `releaseVersion`.
+    pub release_version: Option<&'a str>,
+    /// ClusterVersion `version`, for `--wait-for-upgrade-complete`.
+    pub cluster_version: Option<&'a Value>,
+    pub wait_for_upgrade_complete: bool,
+}
+
+/// Open once a master has completed the current upgrade: the rule by which the MCO
+/// stamps `MCOReleaseImageVersion` (SPEC §3), plus the optional ClusterVersion wait.
+pub fn gate(i: GateInputs<'_>) -> Gate {
+    let Some(release) = i.release_version else {
+        return Gate::closed("the coreos-bootimages ConfigMap has not been read");
+    };
+    let Some(pool) = i.master_pool else {
+        return Gate::closed("MachineConfigPool master not seen yet");
+    };
+    let target = pool
+        .pointer("/spec/configuration/name")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    if target.is_empty() {
+        return Gate::closed("MachineConfigPool master has no spec.configuration.name yet");
+    }
+    let rendered = match i.rendered_release {
+        None => return Gate::closed(format!("rendered MachineConfig {target} not seen yet")),
+        Some(None) => {
+            return Gate::closed(format!(
+                "rendered MachineConfig {target} has no {RELEASE_IMAGE_VERSION_ANNOTATION} annotation"
+            ));
+        }
+        Some(Some(r)) => r,
+    };
+    if rendered != release {
+        return Gate::closed(format!(
+            "master pool targets {target}, rendered for release {rendered}, not the boot images' release {release}"
+        ));
+    }
+    let current = pool
+        .pointer("/status/configuration/name")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    let updated_count = pool
+        .pointer("/status/updatedMachineCount")
+        .and_then(Value::as_i64)
+        .unwrap_or(0);
+    let updating = condition_true(pool, "Updating");
+    let updated = condition_true(pool, "Updated");
+    let finished = if updating && updated_count > 0 {
+        format!("{updated_count} master(s) run {target}")
+    } else if updated && current == target {
+        format!("master pool Updated on {target}")
+    } else {
+        return Gate::closed(format!(
+            "no master has completed the update to {target} yet (Updating={updating}, Updated={updated}, updatedMachineCount={updated_count})"
+        ));
+    };
+    if i.wait_for_upgrade_complete {
+        let state = i
+            .cluster_version
+            .and_then(|cv| cv.pointer("/status/history/0/state"))
+            .and_then(Value::as_str)
+            .unwrap_or("<none>");
+        if state != "Completed" {
+            return Gate::closed(format!(
+                "{finished}, but ClusterVersion history[0].state is {state}, not Completed (--wait-for-upgrade-complete)"
+            ));
+        }
+    }
+    Gate::open(format!("release {release}: {finished}"))
+}
+
+/// Enrollment from MachineConfiguration `cluster`. Absent object or absent status: all
+/// MachineSets are managed. A status without a `machinesets` entry manages none, as in the
+/// MCO. An unusable selector is an error (the caller keeps MachineSets alone).
+pub fn enrollment(machine_configuration: Option<&Value>) -> Result<Enrollment, String> {
+    let Some(status) =
+        machine_configuration.and_then(|mc| mc.pointer("/status/managedBootImagesStatus"))
+    else {
+        return Ok(Enrollment::All);
+    };
+    let managers = status.get("machineManagers").and_then(Value::as_array);
+    let entry = managers
+        .into_iter()
+        .flatten()
+        .find(|m| m["resource"] == "machinesets" && m["apiGroup"] == "machine.openshift.io");
+    let Some(entry) = entry else {
+        return Ok(Enrollment::None);
+    };
+    match entry.pointer("/selection/mode").and_then(Value::as_str) {
+        Some("All") => Ok(Enrollment::All),
+        Some("None") => Ok(Enrollment::None),
+        Some("Partial") => {
+            let raw = entry
+                .pointer("/selection/partial/machineResourceSelector")
+                .cloned()
+                .ok_or("mode Partial without selection.partial.machineResourceSelector")?;
+            let selector: LabelSelector =
+                serde_json::from_value(raw).map_err(|e| format!("machineResourceSelector: {e}"))?;
+            selector.try_into().map(Enrollment::Partial).map_err(
+                |e: kube::core::ParseExpressionError| format!("machineResourceSelector: {}", e.0),
+            )
+        }
+        other => Err(format!("unknown selection mode {other:?}")),
+    }
+}
+
+/// Infrastructure `cluster`: `status.platformStatus.type` (older clusters: `status.platform`).
+pub fn platform(infrastructure: &Value) -> Option<String> {
+    infrastructure
+        .pointer("/status/platformStatus/type")
+        .or_else(|| infrastructure.pointer("/status/platform"))
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty())
+        .map(str::to_owned)
+}
+
+/// ClusterVersion `version`: `status.desired.architecture == Multi`.
+pub fn multi_arch(cluster_version: &Value) -> bool {
+    cluster_version
+        .pointer("/status/desired/architecture")
+        .and_then(Value::as_str)
+        == Some("Multi")
+}
+
+/// The control plane's architecture from the masters' `kubernetes.io/arch` labels: known
+/// only when they all agree.
+pub fn control_plane_arch<'a>(
+    node_arch_labels: impl IntoIterator<Item = Option<&'a str>>,
+) -> Option<Arch> {
+    let arches: BTreeSet<Option<Arch>> = node_arch_labels
+        .into_iter()
+        .map(|l| l.and_then(Arch::from_k8s))
+        .collect();
+    match arches.into_iter().collect::<Vec<_>>().as_slice() {
+        [Some(a)] => Some(*a),
+        _ => None,
+    }
+}
+
+/// `ignition.version` of a user-data Secret's `userData` (plain JSON, not base64 inside
+/// the data). Unreadable stubs are reported as such: the decision then waits, since a
+/// new image may not boot with them.
+pub fn ignition_version(user_data: &[u8]) -> String {
+    serde_json::from_slice::<Value>(user_data)
+        .ok()
+        .and_then(|v| {
+            v.pointer("/ignition/version")
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+        })
+        .unwrap_or_else(|| "<unreadable>".to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn pool(spec: &str, status: &str, updated: i64, conditions: &[(&str, &str)]) -> Value {
+        json!({
+            "spec": {"configuration": {"name": spec}},
+            "status": {
+                "configuration": {"name": status},
+                "updatedMachineCount": updated,
+                "conditions": conditions.iter().map(|(t, s)| json!({"type": t, "status": s})).collect::<Vec<_>>(),
+            }
+        })
+    }
+
+    fn inputs<'a>(p: &'a Value, rendered: Option<Option<&'a str>>) -> GateInputs<'a> {
+        GateInputs {
+            master_pool: Some(p),
+            rendered_release: rendered,
+            release_version: Some("4.21.0"),
+            cluster_version: None,
+            wait_for_upgrade_complete: false,
+        }
+    }
+
+    #[test]
+    fn gate_opens_on_the_exact_rule() {
+        let new = "rendered-master-new";
+        // Updating with a master already on the new config.
+        let p = pool(
+            new,
+            "rendered-master-old",
+            1,
+            &[("Updating", "True"), ("Updated", "False")],
+        );
+        assert!(gate(inputs(&p, Some(Some("4.21.0")))).open);
+        // Updated and settled on it.
+        let p = pool(new, new, 3, &[("Updated", "True"), ("Updating", "False")]);
+        assert!(gate(inputs(&p, Some(Some("4.21.0")))).open);
+    }
+
+    #[test]
+    fn gate_stays_closed_otherwise() {
+        let new = "rendered-master-new";
+        let cases = [
+            // Updating, nobody there yet.
+            (
+                pool(new, "rendered-master-old", 0, &[("Updating", "True")]),
+                Some(Some("4.21.0")),
+                "no master has completed",
+            ),
+            // Updated says True but status still on the old config.
+            (
+                pool(new, "rendered-master-old", 3, &[("Updated", "True")]),
+                Some(Some("4.21.0")),
+                "no master has completed",
+            ),
+            // The target was rendered for another release.
+            (
+                pool(new, new, 3, &[("Updated", "True")]),
+                Some(Some("4.20.9")),
+                "rendered for release 4.20.9",
+            ),
+            (
+                pool(new, new, 3, &[("Updated", "True")]),
+                Some(None),
+                "has no machineconfiguration",
+            ),
+            (
+                pool(new, new, 3, &[("Updated", "True")]),
+                None,
+                "not seen yet",
+            ),
+            (
+                pool("", new, 3, &[("Updated", "True")]),
+                Some(Some("4.21.0")),
+                "no spec.configuration.name",
+            ),
+            // Conditions present but False.
+            (
+                pool(new, new, 3, &[("Updated", "False"), ("Updating", "False")]),
+                Some(Some("4.21.0")),
+                "no master has completed",
+            ),
+        ];
+        for (p, rendered, says) in cases {
+            let g = gate(inputs(&p, rendered));
+            assert!(!g.open, "{p}");
+            assert!(g.reason.contains(says), "{}: wanted {says}", g.reason);
+        }
+        assert!(
+            !gate(GateInputs {
+                release_version: Some("4.21.0"),
+                ..Default::default()
+            })
+            .open
+        );
+        let p = pool(new, new, 3, &[("Updated", "True")]);
+        assert!(
+            !gate(GateInputs {
+                release_version: None,
+                ..inputs(&p, Some(Some("4.21.0")))
+            })
+            .open
+        );
+    }
+
+    #[test]
+    fn wait_for_upgrade_complete_replays_upstream_is_cluster_stable() {
+        // TestIsClusterStable: only history[0].state == Completed counts.
+        let p = pool("r", "r", 3, &[("Updated", "True")]);
+        for (history, open) in [
+            (json!([]), false),
+            (json!([{"state": "Partial"}]), false),
+            (json!([{"state": "Completed"}]), true),
+            (
+                json!([{"state": "Partial", "version": "4.19.0"}, {"state": "Completed", "version": "4.18.0"}]),
+                false,
+            ),
+            (
+                json!([{"state": "Completed"}, {"state": "Completed"}]),
+                true,
+            ),
+        ] {
+            let cv = json!({"status": {"history": history}});
+            let g = gate(GateInputs {
+                cluster_version: Some(&cv),
+                wait_for_upgrade_complete: true,
+                ..inputs(&p, Some(Some("4.21.0")))
+            });
+            assert_eq!(g.open, open, "{history}: {}", g.reason);
+            // Without the flag the ClusterVersion does not matter.
+            assert!(
+                gate(GateInputs {
+                    cluster_version: Some(&cv),
+                    ..inputs(&p, Some(Some("4.21.0")))
+                })
+                .open
+            );
+        }
+    }
+
+    #[test]
+    fn enrollment_modes() {
+        assert!(matches!(enrollment(None), Ok(Enrollment::All)));
+        assert!(matches!(
+            enrollment(Some(&json!({"spec": {}}))),
+            Ok(Enrollment::All)
+        ));
+        let with = |managers: Value| json!({"status": {"managedBootImagesStatus": {"machineManagers": managers}}});
+        assert!(
+            matches!(enrollment(Some(&with(json!([])))), Ok(Enrollment::None)),
+            "legacy opt-out: empty list"
+        );
+        let cpms_only = with(
+            json!([{"resource": "controlplanemachinesets", "apiGroup": "machine.openshift.io", "selection": {"mode": "All"}}]),
+        );
+        assert!(matches!(enrollment(Some(&cpms_only)), Ok(Enrollment::None)));
+        let entry = |selection: Value| {
+            with(
+                json!([{"resource": "machinesets", "apiGroup": "machine.openshift.io", "selection": selection}]),
+            )
+        };
+        assert!(matches!(
+            enrollment(Some(&entry(json!({"mode": "All"})))),
+            Ok(Enrollment::All)
+        ));
+        assert!(matches!(
+            enrollment(Some(&entry(json!({"mode": "None"})))),
+            Ok(Enrollment::None)
+        ));
+        let partial = enrollment(Some(&entry(
+            json!({"mode": "Partial", "partial": {"machineResourceSelector": {"matchLabels": {"test": "boot"}}}}),
+        )));
+        let Ok(Enrollment::Partial(sel)) = partial else {
+            panic!("{partial:?}")
+        };
+        use kube::core::SelectorExt;
+        assert!(sel.matches(&[("test".to_owned(), "boot".to_owned())].into()));
+        assert!(!sel.matches(&Default::default()));
+        assert!(enrollment(Some(&entry(json!({"mode": "Partial"})))).is_err());
+        assert!(enrollment(Some(&entry(json!({"mode": "Sometimes"})))).is_err());
+        let bad_op = entry(
+            json!({"mode": "Partial", "partial": {"machineResourceSelector": {"matchExpressions": [{"key": "a", "operator": "Near"}]}}}),
+        );
+        assert!(enrollment(Some(&bad_op)).is_err());
+    }
+
+    #[test]
+    fn platform_arch_and_ignition() {
+        assert_eq!(
+            platform(&json!({"status": {"platformStatus": {"type": "GCP"}}})).as_deref(),
+            Some("GCP")
+        );
+        assert_eq!(
+            platform(&json!({"status": {"platform": "AWS"}})).as_deref(),
+            Some("AWS")
+        );
+        assert_eq!(platform(&json!({})), None);
+        assert!(multi_arch(
+            &json!({"status": {"desired": {"architecture": "Multi"}}})
+        ));
+        assert!(!multi_arch(
+            &json!({"status": {"desired": {"version": "4.21.0"}}})
+        ));
+        assert_eq!(
+            control_plane_arch([Some("amd64"), Some("amd64")]),
+            Some(Arch::Amd64)
+        );
+        assert_eq!(control_plane_arch([Some("arm64")]), Some(Arch::Arm64));
+        assert_eq!(control_plane_arch([Some("amd64"), Some("arm64")]), None);
+        assert_eq!(control_plane_arch([Some("amd64"), None]), None);
+        assert_eq!(control_plane_arch(std::iter::empty()), None);
+        assert_eq!(
+            ignition_version(br#"{"ignition":{"version":"2.2.0"}}"#),
+            "2.2.0"
+        );
+        assert_eq!(
+            ignition_version(br#"{"ignition":{"version":"3.4.0"},"storage":{}}"#),
+            "3.4.0"
+        );
+        assert_eq!(ignition_version(b"#cloud-config"), "<unreadable>");
+        assert_eq!(ignition_version(b"[]"), "<unreadable>");
+    }
+}
