@@ -14,8 +14,10 @@ use crate::config::ServeArgs;
 use crate::metrics::Metrics;
 use crate::preview::Offline;
 use crate::server::{self, AppState, ConnLimits, Health, WEBHOOK_PATH};
-use crate::snapshot::{self, SharedSnapshot};
+use crate::snapshot::{self, SharedSnapshot, Snapshot};
 use crate::tls::{self, DevCerts, MinVersion, Reloader};
+use crate::touch::{TouchSettings, Toucher};
+use crate::watch::WatchSettings;
 
 const DEV_CERTS_DIR: &str = "certs";
 
@@ -59,6 +61,8 @@ pub async fn start(
     health.tls_loaded.store(true, Ordering::Release);
     health.synced.store(synced, Ordering::Release);
     let metrics = Metrics::new(Some(snapshot.clone()));
+    let first = snapshot.load();
+    metrics.snapshot_in_use(None, &first.id, first.cluster.gate.open);
 
     let webhook_listener = server::bind(settings.bind_address).await?;
     let admin_listener = server::bind(settings.admin_address).await?;
@@ -173,33 +177,154 @@ async fn signal() -> anyhow::Result<&'static str> {
     })
 }
 
+/// Elect the toucher: hold the Lease with kube-lease-manager, publish leadership on
+/// `leader` (false at once when it is lost), release it on stop.
+async fn lead(
+    client: kube::Client,
+    lease: String,
+    namespace: String,
+    identity: String,
+    leader: watch::Sender<bool>,
+    metrics: Metrics,
+    mut stop: watch::Receiver<bool>,
+) {
+    let mut backoff = Duration::from_secs(1);
+    loop {
+        let built = kube_lease_manager::LeaseManagerBuilder::new(client.clone(), &lease)
+            .with_namespace(&namespace)
+            .with_identity(&identity)
+            .build()
+            .await;
+        let manager = match built {
+            Ok(m) => m,
+            Err(e) => {
+                tracing::warn!(lease = %format_args!("{namespace}/{lease}"), error = %e, "cannot set up the Lease; retrying");
+                tokio::select! {
+                    _ = tokio::time::sleep(backoff) => {}
+                    _ = server::until(&mut stop, true) => return,
+                }
+                backoff = (backoff * 2).min(Duration::from_secs(30));
+                continue;
+            }
+        };
+        backoff = Duration::from_secs(1);
+        let (mut held, task) = manager.watch().await;
+        loop {
+            let now = *held.borrow_and_update();
+            leader.send_replace(now);
+            metrics.leader.set(i64::from(now));
+            tokio::select! {
+                changed = held.changed() => if changed.is_err() { break },
+                _ = server::until(&mut stop, true) => {
+                    leader.send_replace(false);
+                    metrics.leader.set(0);
+                    // Dropping the receiver makes the manager release the Lease.
+                    drop(held);
+                    let _ = tokio::time::timeout(Duration::from_secs(5), task).await;
+                    return;
+                }
+            }
+        }
+        leader.send_replace(false);
+        metrics.leader.set(0);
+        tracing::warn!("the Lease manager stopped; starting it again");
+    }
+}
+
+/// The cluster side: watchers feeding the snapshot, and the toucher on the Lease holder.
+async fn start_cluster_side(
+    args: &crate::config::ClusterArgs,
+    running: &Running,
+    stop: watch::Receiver<bool>,
+) -> anyhow::Result<Vec<JoinHandle<()>>> {
+    let client = kube::Client::try_default()
+        .await
+        .context("building the Kubernetes client (in-cluster service account or KUBECONFIG)")?;
+    let ids = crate::watch::start(
+        client.clone(),
+        WatchSettings {
+            configmap_namespace: args.configmap_namespace.clone(),
+            configmap_name: args.configmap_name.clone(),
+            machine_api_namespace: args.machine_api_namespace.clone(),
+            user_data_secrets: args.user_data_secrets.clone(),
+            wait_for_upgrade_complete: args.wait_for_upgrade_complete,
+        },
+        running.snapshot.clone(),
+        running.health.clone(),
+        running.metrics.clone(),
+    );
+    let namespace = args
+        .pod_namespace
+        .clone()
+        .unwrap_or_else(|| client.default_namespace().to_owned());
+    let identity = args.pod_name.clone().unwrap_or_else(|| {
+        std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .map(|h| h.trim().to_owned())
+            .unwrap_or_else(|_| format!("bootimage-webhook-{}", std::process::id()))
+    });
+    tracing::info!(lease = %format_args!("{namespace}/{}", args.lease_name), %identity, "watching the cluster; touching MachineSets while holding the Lease");
+    let (leader_tx, leader_rx) = watch::channel(false);
+    let toucher = Toucher::new(
+        client.clone(),
+        running.snapshot.clone(),
+        TouchSettings {
+            namespace: args.machine_api_namespace.clone(),
+            resync: args.touch_resync,
+            rate: args.touch_rate,
+            settle: args.touch_settle,
+            backoff: args.touch_backoff,
+        },
+        running.metrics.clone(),
+        identity.clone(),
+    );
+    Ok(vec![
+        tokio::spawn(lead(
+            client,
+            args.lease_name.clone(),
+            namespace,
+            identity,
+            leader_tx,
+            running.metrics.clone(),
+            stop.clone(),
+        )),
+        tokio::spawn(toucher.run(leader_rx, ids, stop)),
+    ])
+}
+
 /// `bootimage-webhook serve`.
 pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let settings = resolve(&args)?;
-    if args.configmap_file.is_none() && !args.dev {
-        bail!(
-            "watching a live cluster is not available in this build yet: give --configmap-file FILE (offline mode) or --dev"
+    let offline = args.configmap_file.is_some() || args.dev;
+    let snap = if offline {
+        let offline = Offline {
+            configmap_file: args.configmap_file.as_deref(),
+            assume_masters_updated: args.assume_masters_updated,
+            control_plane_arch: args.control_plane_arch.as_deref(),
+            multi_arch: args.multi_arch,
+        };
+        let snap = offline.snapshot()?;
+        let gate = snap.cluster.gate.clone();
+        tracing::info!(
+            stream = snap.boot_images.as_ref().map(|b| b.stream_name.as_str()),
+            release = snap.boot_images.as_ref().map(|b| b.release_version.as_str()),
+            snapshot = %snap.id,
+            gate_open = gate.open,
+            "offline snapshot loaded from {}; gate {}: {}",
+            args.configmap_file.as_deref().map_or("the embedded default ConfigMap".into(), |p| p.display().to_string()),
+            if gate.open { "open" } else { "closed" },
+            gate.reason
         );
-    }
-    let offline = Offline {
-        configmap_file: args.configmap_file.as_deref(),
-        assume_masters_updated: args.assume_masters_updated,
-        control_plane_arch: args.control_plane_arch.as_deref(),
-        multi_arch: args.multi_arch,
+        snap
+    } else {
+        Snapshot::empty()
     };
-    let snap = offline.snapshot()?;
-    let gate = snap.cluster.gate.clone();
-    tracing::info!(
-        stream = snap.boot_images.as_ref().map(|b| b.stream_name.as_str()),
-        release = snap.boot_images.as_ref().map(|b| b.release_version.as_str()),
-        snapshot = %snap.id,
-        gate_open = gate.open,
-        "offline snapshot loaded from {}; gate {}: {}",
-        args.configmap_file.as_deref().map_or("the embedded default ConfigMap".into(), |p| p.display().to_string()),
-        if gate.open { "open" } else { "closed" },
-        gate.reason
-    );
-    let running = start(settings.clone(), snapshot::shared(snap), true).await?;
+    let running = start(settings.clone(), snapshot::shared(snap), offline).await?;
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let background = if offline {
+        Vec::new()
+    } else {
+        start_cluster_side(&args.cluster, &running, stop_rx).await?
+    };
     if args.dev {
         println!(
             "\nbootimage-webhook is up. Try it:\n  curl -sS --cacert {dir}/ca.crt -H 'Content-Type: application/json' \\\n    --data @examples/review-gcp-update.json https://{addr}{WEBHOOK_PATH}\n",
@@ -212,6 +337,11 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     }
     let which = signal().await?;
     tracing::info!("received {which}");
+    // Stop touching (and release the Lease) first; then drain the webhook.
+    let _ = stop_tx.send(true);
+    for task in background {
+        let _ = tokio::time::timeout(Duration::from_secs(10), task).await;
+    }
     running.shutdown(args.shutdown_delay).await;
     Ok(())
 }

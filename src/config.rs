@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+use crate::apis;
 use crate::tls::MinVersion;
 
 #[derive(Debug, Parser)]
@@ -111,6 +112,55 @@ pub struct ServeArgs {
     /// Then wait at most this long for in-flight requests.
     #[arg(long, env = "BOOTIMAGE_WEBHOOK_DRAIN_TIMEOUT", value_parser = duration, default_value = "20s")]
     pub drain_timeout: Duration,
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
+}
+
+/// The cluster side: watchers, gate, touch (used when neither --configmap-file nor --dev).
+#[derive(Debug, Args)]
+pub struct ClusterArgs {
+    /// Namespace of the boot images ConfigMap.
+    #[arg(long, env = "BOOTIMAGE_WEBHOOK_CONFIGMAP_NAMESPACE", default_value = apis::MCO_NAMESPACE)]
+    pub configmap_namespace: String,
+    /// Name of the boot images ConfigMap.
+    #[arg(long, env = "BOOTIMAGE_WEBHOOK_CONFIGMAP_NAME", default_value = apis::BOOTIMAGES_CONFIGMAP)]
+    pub configmap_name: String,
+    /// Namespace of the MachineSets (and of their user-data Secrets and Events).
+    #[arg(long, env = "BOOTIMAGE_WEBHOOK_MACHINE_API_NAMESPACE", default_value = apis::MACHINE_API_NAMESPACE)]
+    pub machine_api_namespace: String,
+    /// User-data Secrets whose stub Ignition spec is checked (watched by name: RBAC stays
+    /// narrowed to them). MachineSets naming other Secrets are not checked.
+    #[arg(
+        long,
+        env = "BOOTIMAGE_WEBHOOK_USER_DATA_SECRETS",
+        value_delimiter = ',',
+        default_value = "worker-user-data,master-user-data"
+    )]
+    pub user_data_secrets: Vec<String>,
+    /// Also wait for ClusterVersion history[0].state == Completed before images move.
+    #[arg(long, env = "BOOTIMAGE_WEBHOOK_WAIT_FOR_UPGRADE_COMPLETE")]
+    pub wait_for_upgrade_complete: bool,
+    /// Lease that elects the one replica that touches MachineSets (in the pod's namespace).
+    #[arg(long, env = "BOOTIMAGE_WEBHOOK_LEASE_NAME", default_value = apis::LEASE_NAME)]
+    pub lease_name: String,
+    /// The pod's namespace (downward API) [default: the kubeconfig's namespace].
+    #[arg(long, env = "POD_NAMESPACE")]
+    pub pod_namespace: Option<String>,
+    /// The Lease holder identity (downward API) [default: the host name].
+    #[arg(long, env = "POD_NAME")]
+    pub pod_name: Option<String>,
+    /// Touch pass even without a change, to catch MachineSets a fail-open call missed.
+    #[arg(long, env = "BOOTIMAGE_WEBHOOK_TOUCH_RESYNC", value_parser = duration, default_value = "10m")]
+    pub touch_resync: Duration,
+    /// Touch writes per second at most.
+    #[arg(long, env = "BOOTIMAGE_WEBHOOK_TOUCH_RATE", default_value_t = 10.0)]
+    pub touch_rate: f64,
+    /// After a change, wait this long before touching, so every replica has seen it.
+    #[arg(long, env = "BOOTIMAGE_WEBHOOK_TOUCH_SETTLE", value_parser = duration, default_value = "5s")]
+    pub touch_settle: Duration,
+    /// Delay before the second touch of a MachineSet whose image did not move (doubles).
+    #[arg(long, env = "BOOTIMAGE_WEBHOOK_TOUCH_BACKOFF", value_parser = duration, default_value = "2s")]
+    pub touch_backoff: Duration,
 }
 
 #[derive(Debug, Args)]

@@ -4,6 +4,7 @@
 //! `server` and `tls` carry it over HTTPS; `snapshot` is what every decision reads.
 
 pub mod admission;
+pub mod apis;
 pub mod app;
 pub mod cluster;
 pub mod config;
@@ -15,3 +16,5 @@ pub mod preview;
 pub mod server;
 pub mod snapshot;
 pub mod tls;
+pub mod touch;
+pub mod watch;

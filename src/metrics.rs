@@ -22,6 +22,21 @@ pub struct RequestLabels {
     pub code: u16,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct WatcherLabels {
+    pub watcher: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct OutcomeLabels {
+    pub outcome: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct SnapshotLabels {
+    pub id: String,
+}
+
 #[derive(Clone)]
 pub struct Metrics {
     registry: Arc<Registry>,
@@ -32,6 +47,13 @@ pub struct Metrics {
     pub cert_reload_errors: Counter,
     snapshot_age: Gauge<f64, AtomicU64>,
     snapshot: Option<SharedSnapshot>,
+    pub gate_open: Gauge,
+    pub snapshot_info: Family<SnapshotLabels, Gauge>,
+    pub watch_errors: Family<WatcherLabels, Counter>,
+    pub configmap_errors: Counter,
+    pub touches: Family<OutcomeLabels, Counter>,
+    pub touch_given_up: Counter,
+    pub leader: Gauge,
 }
 
 impl Metrics {
@@ -77,7 +99,56 @@ impl Metrics {
             Unit::Seconds,
             snapshot_age.clone(),
         );
+        let gate_open = Gauge::default();
+        registry.register(
+            "gate_open",
+            "1 when a master has completed the current upgrade and boot images may move",
+            gate_open.clone(),
+        );
+        let snapshot_info = Family::<SnapshotLabels, Gauge>::default();
+        registry.register(
+            "snapshot_info",
+            "The snapshot id in use (value 1)",
+            snapshot_info.clone(),
+        );
+        let watch_errors = Family::<WatcherLabels, Counter>::default();
+        registry.register(
+            "watch_errors",
+            "Watch errors by watcher; each is followed by a restart with backoff",
+            watch_errors.clone(),
+        );
+        let configmap_errors = Counter::default();
+        registry.register(
+            "configmap_errors",
+            "coreos-bootimages contents that could not be used (the last good snapshot stays)",
+            configmap_errors.clone(),
+        );
+        let touches = Family::<OutcomeLabels, Counter>::default();
+        registry.register(
+            "touches",
+            "Touch writes by outcome: moved, not_moved, error, changed",
+            touches.clone(),
+        );
+        let touch_given_up = Counter::default();
+        registry.register(
+            "touch_given_up",
+            "MachineSets left alone after three touches that did not move the image",
+            touch_given_up.clone(),
+        );
+        let leader = Gauge::default();
+        registry.register(
+            "leader",
+            "1 while this replica holds the touch Lease",
+            leader.clone(),
+        );
         Metrics {
+            gate_open,
+            snapshot_info,
+            watch_errors,
+            configmap_errors,
+            touches,
+            touch_given_up,
+            leader,
             registry: Arc::new(registry),
             requests,
             latency,
@@ -97,6 +168,35 @@ impl Metrics {
             })
             .inc();
         self.latency.observe(seconds);
+    }
+
+    pub fn watch_error(&self, watcher: &str) {
+        self.watch_errors
+            .get_or_create(&WatcherLabels {
+                watcher: watcher.to_owned(),
+            })
+            .inc();
+    }
+
+    pub fn touch(&self, outcome: &str) {
+        self.touches
+            .get_or_create(&OutcomeLabels {
+                outcome: outcome.to_owned(),
+            })
+            .inc();
+    }
+
+    /// Record the snapshot now in use.
+    pub fn snapshot_in_use(&self, previous: Option<&str>, id: &str, gate_open: bool) {
+        if let Some(prev) = previous.filter(|p| *p != id) {
+            self.snapshot_info.remove(&SnapshotLabels {
+                id: prev.to_owned(),
+            });
+        }
+        self.snapshot_info
+            .get_or_create(&SnapshotLabels { id: id.to_owned() })
+            .set(1);
+        self.gate_open.set(i64::from(gate_open));
     }
 
     /// The OpenMetrics text exposition.

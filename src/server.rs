@@ -353,7 +353,13 @@ pub async fn serve_admin(listener: TcpListener, router: Router, mut stop: watch:
 }
 
 async fn stopped(stop: &mut watch::Receiver<bool>) {
-    let _ = stop.wait_for(|s| *s).await;
+    until(stop, true).await;
+}
+
+/// Wait until the flag is `want`; `false` if its sender is gone. (Returns no `Ref`, so
+/// it can stand in a `select!` whose arms await.)
+pub async fn until(flag: &mut watch::Receiver<bool>, want: bool) -> bool {
+    flag.wait_for(|v| *v == want).await.is_ok()
 }
 
 /// Bind, saying which address in the error.

@@ -1,0 +1,171 @@
+//! Every Kubernetes API this program calls, in one table: the watchers and the toucher
+//! build their clients from it, and the RBAC consistency test compares it with
+//! `manifests/base/rbac.yaml`. Namespaces and names are the defaults of the flags.
+
+use kube::core::{ApiResource, GroupVersionKind};
+
+/// Where a resource lives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    Cluster,
+    /// A fixed namespace (the default of its flag).
+    Namespace(&'static str),
+    /// The pod's own namespace (`POD_NAMESPACE`).
+    Own,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct Call {
+    pub group: &'static str,
+    pub version: &'static str,
+    pub kind: &'static str,
+    pub plural: &'static str,
+    pub scope: Scope,
+    /// Object names the calls are limited to (by field selector or by name), if any.
+    pub names: &'static [&'static str],
+    pub verbs: &'static [&'static str],
+    /// The code that makes the call.
+    pub why: &'static str,
+}
+
+impl Call {
+    pub fn api_resource(&self) -> ApiResource {
+        ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk(self.group, self.version, self.kind),
+            self.plural,
+        )
+    }
+}
+
+pub const MCO_NAMESPACE: &str = "openshift-machine-config-operator";
+pub const MACHINE_API_NAMESPACE: &str = "openshift-machine-api";
+pub const BOOTIMAGES_CONFIGMAP: &str = "coreos-bootimages";
+pub const USER_DATA_SECRETS: &[&str] = &["worker-user-data", "master-user-data"];
+pub const LEASE_NAME: &str = "bootimage-webhook";
+
+const LIST_WATCH: &[&str] = &["list", "watch"];
+
+pub const CONFIGMAP: Call = Call {
+    group: "",
+    version: "v1",
+    kind: "ConfigMap",
+    plural: "configmaps",
+    scope: Scope::Namespace(MCO_NAMESPACE),
+    names: &[BOOTIMAGES_CONFIGMAP],
+    verbs: LIST_WATCH,
+    why: "watch::start: the boot images (watcher, field selector metadata.name)",
+};
+pub const MACHINECONFIGPOOL: Call = Call {
+    group: "machineconfiguration.openshift.io",
+    version: "v1",
+    kind: "MachineConfigPool",
+    plural: "machineconfigpools",
+    scope: Scope::Cluster,
+    names: &["master"],
+    verbs: LIST_WATCH,
+    why: "watch::start: the master pool for the gate (field selector metadata.name)",
+};
+pub const MACHINECONFIG: Call = Call {
+    group: "machineconfiguration.openshift.io",
+    version: "v1",
+    kind: "MachineConfig",
+    plural: "machineconfigs",
+    scope: Scope::Cluster,
+    names: &[],
+    verbs: LIST_WATCH,
+    why: "watch::start: metadata of the rendered MachineConfigs, for the release annotation",
+};
+pub const INFRASTRUCTURE: Call = Call {
+    group: "config.openshift.io",
+    version: "v1",
+    kind: "Infrastructure",
+    plural: "infrastructures",
+    scope: Scope::Cluster,
+    names: &["cluster"],
+    verbs: LIST_WATCH,
+    why: "watch::start: the cluster platform",
+};
+pub const CLUSTERVERSION: Call = Call {
+    group: "config.openshift.io",
+    version: "v1",
+    kind: "ClusterVersion",
+    plural: "clusterversions",
+    scope: Scope::Cluster,
+    names: &["version"],
+    verbs: LIST_WATCH,
+    why: "watch::start: multi-arch flag and upgrade history",
+};
+pub const NODE: Call = Call {
+    group: "",
+    version: "v1",
+    kind: "Node",
+    plural: "nodes",
+    scope: Scope::Cluster,
+    names: &[],
+    verbs: LIST_WATCH,
+    why: "watch::start: metadata of the master nodes (label selector), for the control-plane arch",
+};
+pub const MACHINECONFIGURATION: Call = Call {
+    group: "operator.openshift.io",
+    version: "v1",
+    kind: "MachineConfiguration",
+    plural: "machineconfigurations",
+    scope: Scope::Cluster,
+    names: &["cluster"],
+    verbs: LIST_WATCH,
+    why: "watch::start: managedBootImagesStatus enrollment (absent is normal)",
+};
+pub const USER_DATA_SECRET: Call = Call {
+    group: "",
+    version: "v1",
+    kind: "Secret",
+    plural: "secrets",
+    scope: Scope::Namespace(MACHINE_API_NAMESPACE),
+    names: USER_DATA_SECRETS,
+    verbs: LIST_WATCH,
+    why: "watch::start: stub Ignition version of the user-data Secrets (field selector metadata.name)",
+};
+pub const MACHINESET: Call = Call {
+    group: "machine.openshift.io",
+    version: "v1beta1",
+    kind: "MachineSet",
+    plural: "machinesets",
+    scope: Scope::Namespace(MACHINE_API_NAMESPACE),
+    names: &[],
+    verbs: &["list", "patch"],
+    why: "touch::Toucher::pass: list, then merge-patch the touch annotation",
+};
+pub const EVENT: Call = Call {
+    group: "events.k8s.io",
+    version: "v1",
+    kind: "Event",
+    plural: "events",
+    scope: Scope::Namespace(MACHINE_API_NAMESPACE),
+    names: &[],
+    verbs: &["create", "patch"],
+    why: "touch::Toucher::give_up: kube-runtime Recorder (create, then patch a repeat)",
+};
+pub const LEASE: Call = Call {
+    group: "coordination.k8s.io",
+    version: "v1",
+    kind: "Lease",
+    plural: "leases",
+    scope: Scope::Own,
+    names: &[LEASE_NAME],
+    verbs: &["get", "create", "patch"],
+    why: "app::start_leader: kube-lease-manager (get, create, server-side apply)",
+};
+
+pub const ALL: &[Call] = &[
+    CONFIGMAP,
+    MACHINECONFIGPOOL,
+    MACHINECONFIG,
+    INFRASTRUCTURE,
+    CLUSTERVERSION,
+    NODE,
+    MACHINECONFIGURATION,
+    USER_DATA_SECRET,
+    MACHINESET,
+    EVENT,
+    LEASE,
+];

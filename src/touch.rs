@@ -1,0 +1,293 @@
+//! The touch (SPEC §7): on the Lease holder only, bring existing MachineSets through the
+//! webhook when their target moves. A touch is a merge patch of one annotation; the write
+//! passes the webhook, which injects the image. The returned object is checked; three
+//! touches that do not move the image for the same target end in an Event, a metric and
+//! silence (the hot-loop guard). At steady state nothing is written.
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::ObjectReference;
+use kube::api::{Api, ListParams, Patch, PatchParams};
+use kube::core::DynamicObject;
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use serde_json::{Value, json};
+use tokio::sync::watch;
+
+use crate::apis;
+use crate::decision::{self, Reason, TOUCH_ANNOTATION};
+use crate::metrics::Metrics;
+use crate::server::until;
+use crate::snapshot::{SharedSnapshot, Snapshot};
+
+pub const FIELD_MANAGER: &str = "bootimage-webhook";
+pub const MAX_ATTEMPTS: u32 = 3;
+
+/// A MachineSet the webhook would change now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Planned {
+    pub name: String,
+    pub uid: String,
+    pub current: String,
+    pub target: String,
+}
+
+/// The same decision as the webhook, over a list: which MachineSets need a touch. Pure.
+pub fn plan(machinesets: &[Value], snap: &Snapshot) -> Vec<Planned> {
+    machinesets
+        .iter()
+        .filter_map(|ms| {
+            let d = decision::decide(ms, snap);
+            (d.reason == Reason::Updated).then(|| {
+                let meta = |k: &str| {
+                    ms.pointer(&format!("/metadata/{k}"))
+                        .and_then(Value::as_str)
+                        .unwrap_or_default()
+                        .to_owned()
+                };
+                Planned {
+                    name: meta("name"),
+                    uid: meta("uid"),
+                    current: d.current.unwrap_or_default(),
+                    target: d.target.unwrap_or_default(),
+                }
+            })
+        })
+        .collect()
+}
+
+#[derive(Debug, Clone)]
+pub struct TouchSettings {
+    pub namespace: String,
+    /// Periodic pass even without a change (a fail-open webhook leaves MachineSets behind).
+    pub resync: Duration,
+    /// Writes per second, retries included.
+    pub rate: f64,
+    /// Wait after a snapshot change before a pass, so other replicas see it too.
+    pub settle: Duration,
+    /// First retry delay; doubles per attempt.
+    pub backoff: Duration,
+}
+
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct PassStats {
+    pub listed: usize,
+    pub planned: usize,
+    pub moved: usize,
+    pub given_up: usize,
+    pub writes: usize,
+}
+
+pub struct Toucher {
+    api: Api<DynamicObject>,
+    snapshot: SharedSnapshot,
+    settings: TouchSettings,
+    metrics: Metrics,
+    recorder: Recorder,
+    /// (MachineSet uid, target) pairs given up on; a new target tries again.
+    given_up: HashSet<(String, String)>,
+}
+
+enum Attempt {
+    Moved,
+    NotMoved,
+    /// Someone changed the MachineSet so that it no longer needs us.
+    Changed(Reason),
+}
+
+impl Toucher {
+    pub fn new(
+        client: kube::Client,
+        snapshot: SharedSnapshot,
+        settings: TouchSettings,
+        metrics: Metrics,
+        instance: String,
+    ) -> Self {
+        let api = Api::namespaced_with(
+            client.clone(),
+            &settings.namespace,
+            &apis::MACHINESET.api_resource(),
+        );
+        let recorder = Recorder::new(
+            client,
+            Reporter {
+                controller: FIELD_MANAGER.into(),
+                instance: Some(instance),
+            },
+        );
+        Toucher {
+            api,
+            snapshot,
+            settings,
+            metrics,
+            recorder,
+            given_up: HashSet::new(),
+        }
+    }
+
+    /// Run while `leader` says so; a pass per snapshot change and per resync.
+    pub async fn run(
+        mut self,
+        mut leader: watch::Receiver<bool>,
+        mut changes: watch::Receiver<String>,
+        mut stop: watch::Receiver<bool>,
+    ) {
+        loop {
+            // Followers serve the webhook and wait.
+            tokio::select! {
+                ok = until(&mut leader, true) => if !ok { return },
+                _ = until(&mut stop, true) => return,
+            }
+            tracing::info!(
+                "holding the touch Lease: touching MachineSets that need the new boot image"
+            );
+            changes.mark_changed();
+            let mut resync = tokio::time::interval(self.settings.resync);
+            resync.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            resync.tick().await;
+            loop {
+                let settle = tokio::select! {
+                    r = changes.changed() => { if r.is_err() { return } self.settings.settle }
+                    _ = resync.tick() => Duration::ZERO,
+                    _ = until(&mut leader, false) => break,
+                    _ = until(&mut stop, true) => return,
+                };
+                tokio::select! {
+                    _ = tokio::time::sleep(settle) => {}
+                    _ = until(&mut leader, false) => break,
+                    _ = until(&mut stop, true) => return,
+                }
+                match self.pass(&leader).await {
+                    Ok(stats) if stats.planned > 0 => tracing::info!(?stats, "touch pass done"),
+                    Ok(stats) => tracing::debug!(?stats, "touch pass: nothing to do"),
+                    Err(e) => {
+                        tracing::warn!(error = %e, "touch pass failed; retrying at the next change or resync")
+                    }
+                }
+            }
+            tracing::warn!("lost the touch Lease: touching stopped");
+        }
+    }
+
+    /// One pass: list, plan, touch what needs it. Stops at once when the Lease is lost.
+    pub async fn pass(&mut self, leader: &watch::Receiver<bool>) -> Result<PassStats, kube::Error> {
+        let list = self.api.list(&ListParams::default()).await?;
+        let objects: Vec<Value> = list
+            .items
+            .iter()
+            .filter_map(|o| serde_json::to_value(o).ok())
+            .collect();
+        let snap = self.snapshot.load_full();
+        let planned = plan(&objects, &snap);
+        let mut stats = PassStats {
+            listed: objects.len(),
+            planned: planned.len(),
+            ..Default::default()
+        };
+        let mut tick =
+            tokio::time::interval(Duration::from_secs_f64(1.0 / self.settings.rate.max(0.001)));
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        for p in planned {
+            if self.given_up.contains(&(p.uid.clone(), p.target.clone())) {
+                continue;
+            }
+            let mut outcome = None;
+            for attempt in 1..=MAX_ATTEMPTS {
+                if !*leader.borrow() {
+                    return Ok(stats);
+                }
+                tick.tick().await;
+                stats.writes += 1;
+                match self.touch_once(&p, &snap, attempt).await {
+                    Ok(Attempt::Moved) => {
+                        self.metrics.touch("moved");
+                        tracing::info!(machineset = %p.name, target = %p.target, attempt, "touched: boot image moved");
+                        stats.moved += 1;
+                        outcome = Some(true);
+                        break;
+                    }
+                    Ok(Attempt::Changed(reason)) => {
+                        self.metrics.touch("changed");
+                        tracing::info!(machineset = %p.name, %reason, "touched: no longer needs the new image");
+                        outcome = Some(true);
+                        break;
+                    }
+                    Ok(Attempt::NotMoved) => {
+                        self.metrics.touch("not_moved");
+                        tracing::warn!(machineset = %p.name, target = %p.target, attempt, "touched, but the boot image did not move");
+                    }
+                    Err(e) => {
+                        self.metrics.touch("error");
+                        tracing::warn!(machineset = %p.name, attempt, error = %e, "touch failed");
+                    }
+                }
+                if attempt < MAX_ATTEMPTS {
+                    let wait = self.settings.backoff * 2u32.pow(attempt - 1);
+                    let mut l = leader.clone();
+                    tokio::select! {
+                        _ = tokio::time::sleep(wait) => {}
+                        _ = until(&mut l, false) => return Ok(stats),
+                    }
+                }
+            }
+            if outcome.is_none() {
+                stats.given_up += 1;
+                self.give_up(&p).await;
+            }
+        }
+        Ok(stats)
+    }
+
+    async fn touch_once(
+        &self,
+        p: &Planned,
+        snap: &Snapshot,
+        attempt: u32,
+    ) -> Result<Attempt, kube::Error> {
+        // A new value each attempt, so that every attempt is a real write through admission.
+        let patch = json!({"metadata": {"annotations": {TOUCH_ANNOTATION: format!("{}-{attempt}", snap.id)}}});
+        let params = PatchParams {
+            field_manager: Some(FIELD_MANAGER.into()),
+            ..PatchParams::default()
+        };
+        let returned = self
+            .api
+            .patch(&p.name, &params, &Patch::Merge(&patch))
+            .await?;
+        let returned = serde_json::to_value(&returned).unwrap_or_default();
+        let d = decision::decide(&returned, snap);
+        Ok(match d.reason {
+            Reason::UpToDate => Attempt::Moved,
+            Reason::Updated => Attempt::NotMoved,
+            other => Attempt::Changed(other),
+        })
+    }
+
+    async fn give_up(&mut self, p: &Planned) {
+        self.given_up.insert((p.uid.clone(), p.target.clone()));
+        self.metrics.touch_given_up.inc();
+        let note = format!(
+            "{MAX_ATTEMPTS} touches did not move the boot image from {} to {}: is the webhook reachable, or is another controller reverting it? Not touching again until the target changes.",
+            p.current, p.target
+        );
+        tracing::error!(machineset = %p.name, "{note}");
+        let reference = ObjectReference {
+            api_version: Some("machine.openshift.io/v1beta1".into()),
+            kind: Some("MachineSet".into()),
+            name: Some(p.name.clone()),
+            namespace: Some(self.settings.namespace.clone()),
+            uid: Some(p.uid.clone()).filter(|u| !u.is_empty()),
+            ..Default::default()
+        };
+        let event = Event {
+            type_: EventType::Warning,
+            reason: "BootImageNotMoved".into(),
+            note: Some(note),
+            action: "Touch".into(),
+            secondary: None,
+        };
+        if let Err(e) = self.recorder.publish(&event, &reference).await {
+            tracing::warn!(machineset = %p.name, error = %e, "could not record the Event");
+        }
+    }
+}

@@ -1,0 +1,476 @@
+//! The watchers (kube-runtime, with backoff) and the one task that rebuilds the snapshot
+//! from what they hold and swaps it in atomically (SPEC §7). A malformed ConfigMap keeps
+//! the last good boot images; readiness waits until every watcher has listed once.
+
+use std::collections::BTreeMap;
+use std::fmt::Debug;
+use std::hash::Hash;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::{Stream, StreamExt};
+use k8s_openapi::api::core::v1::{ConfigMap, Node, Secret};
+use kube::api::Api;
+use kube::core::{ApiResource, DynamicObject, PartialObjectMeta};
+use kube::runtime::WatchStreamExt;
+use kube::runtime::reflector::{self, Lookup, Store};
+use kube::runtime::watcher::{self, Event, watcher};
+use kube::{Client, Resource};
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+use tokio::sync::{Notify, watch};
+
+use crate::apis;
+use crate::cluster::{self, GateInputs};
+use crate::metrics::Metrics;
+use crate::server::Health;
+use crate::snapshot::{Arch, BootImages, ClusterFacts, Enrollment, SharedSnapshot, Snapshot};
+
+pub const MASTER_POOL: &str = "master";
+const CLUSTER: &str = "cluster";
+const VERSION: &str = "version";
+const MASTER_LABELS: [&str; 2] = [
+    "node-role.kubernetes.io/master",
+    "node-role.kubernetes.io/control-plane",
+];
+
+#[derive(Debug, Clone)]
+pub struct WatchSettings {
+    pub configmap_namespace: String,
+    pub configmap_name: String,
+    pub machine_api_namespace: String,
+    /// User-data Secrets whose stub Ignition version rule 10 checks (watched by name).
+    pub user_data_secrets: Vec<String>,
+    pub wait_for_upgrade_complete: bool,
+}
+
+fn by_name(name: &str) -> watcher::Config {
+    watcher::Config::default().fields(&format!("metadata.name={name}"))
+}
+
+/// Which watchers have listed at least once.
+#[derive(Default)]
+struct Sync {
+    pending: Mutex<BTreeMap<&'static str, bool>>,
+}
+
+impl Sync {
+    fn expect(&self, name: &'static str) {
+        self.pending
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(name, false);
+    }
+    fn done(&self, name: &'static str) -> bool {
+        let mut p = self.pending.lock().unwrap_or_else(|p| p.into_inner());
+        p.insert(name, true);
+        p.values().all(|d| *d)
+    }
+}
+
+struct Ctx {
+    notify: Arc<Notify>,
+    sync: Arc<Sync>,
+    health: Arc<Health>,
+    metrics: Metrics,
+}
+
+/// Drive one watcher into its store, waking the builder on every change. Errors are
+/// counted, logged once per streak, and retried with kube-runtime's default backoff.
+fn spawn_watch<K>(
+    name: &'static str,
+    stream: impl Stream<Item = watcher::Result<Event<K>>> + Send + 'static,
+    writer: reflector::store::Writer<K>,
+    ctx: &Arc<Ctx>,
+    absent_is_normal: bool,
+) where
+    K: Resource + Clone + Debug + Send + std::marker::Sync + 'static,
+    <K as Resource>::DynamicType: Eq + Hash + Clone + Send + std::marker::Sync,
+{
+    ctx.sync.expect(name);
+    let ctx = ctx.clone();
+    tokio::spawn(async move {
+        let mut events = std::pin::pin!(stream.default_backoff().reflect(writer));
+        let mut failing = false;
+        while let Some(ev) = events.next().await {
+            match ev {
+                Ok(Event::InitDone) => {
+                    if failing {
+                        tracing::info!(watcher = name, "watch recovered");
+                        failing = false;
+                    }
+                    if ctx.sync.done(name) {
+                        ctx.health.synced.store(true, Ordering::Release);
+                    }
+                    ctx.notify.notify_one();
+                }
+                Ok(Event::Apply(_) | Event::Delete(_)) => ctx.notify.notify_one(),
+                Ok(Event::Init | Event::InitApply(_)) => {}
+                Err(e) => {
+                    let absent = matches!(&e, watcher::Error::InitialListFailed(kube::Error::Api(s)) if s.code == 404);
+                    if absent && absent_is_normal {
+                        // The resource does not exist on this cluster: that is an answer.
+                        if !failing {
+                            tracing::info!(
+                                watcher = name,
+                                "resource not served by this cluster; treated as absent"
+                            );
+                        }
+                        failing = true;
+                        if ctx.sync.done(name) {
+                            ctx.health.synced.store(true, Ordering::Release);
+                        }
+                        ctx.notify.notify_one();
+                        continue;
+                    }
+                    ctx.metrics.watch_error(name);
+                    if failing {
+                        tracing::debug!(watcher = name, error = %e, "watch still failing");
+                    } else {
+                        tracing::warn!(watcher = name, error = %e, "watch failed; retrying with backoff");
+                        failing = true;
+                    }
+                }
+            }
+        }
+    });
+}
+
+fn dynamic(
+    ar: ApiResource,
+) -> (
+    Store<DynamicObject>,
+    reflector::store::Writer<DynamicObject>,
+) {
+    let w = reflector::store::Writer::new(ar);
+    (w.as_reader(), w)
+}
+
+fn dynamic_meta(
+    ar: ApiResource,
+) -> (
+    Store<PartialObjectMeta<DynamicObject>>,
+    reflector::store::Writer<PartialObjectMeta<DynamicObject>>,
+) {
+    let w = reflector::store::Writer::new(ar);
+    (w.as_reader(), w)
+}
+
+fn typed<K>() -> (Store<K>, reflector::store::Writer<K>)
+where
+    K: Lookup<DynamicType = ()> + Clone + 'static,
+{
+    reflector::store()
+}
+
+/// What the builder reads.
+pub struct Stores {
+    configmap: Store<ConfigMap>,
+    pools: Store<DynamicObject>,
+    machineconfigs: Store<PartialObjectMeta<DynamicObject>>,
+    infrastructures: Store<DynamicObject>,
+    clusterversions: Store<DynamicObject>,
+    nodes: Vec<Store<PartialObjectMeta<Node>>>,
+    machineconfigurations: Store<DynamicObject>,
+    secrets: Vec<Store<Secret>>,
+}
+
+fn named<K>(store: &Store<K>, name: &str) -> Option<Arc<K>>
+where
+    K: Lookup + Clone + 'static,
+    K::DynamicType: Eq + Hash + Clone,
+{
+    store
+        .state()
+        .into_iter()
+        .find(|o| o.name().as_deref() == Some(name))
+}
+
+/// Keeps the last good boot images across a malformed ConfigMap, and reports each bad
+/// version of it once.
+#[derive(Default)]
+pub struct Builder {
+    last_good: Option<Arc<BootImages>>,
+    reported: Option<String>,
+    last_gate: Option<bool>,
+    last_enrollment_error: Option<String>,
+}
+
+impl Builder {
+    pub fn build(&mut self, s: &Stores, settings: &WatchSettings, metrics: &Metrics) -> Snapshot {
+        if let Some(cm) = named(&s.configmap, &settings.configmap_name) {
+            let data = cm.data.clone().unwrap_or_default();
+            match BootImages::from_data(&data) {
+                Ok(b) => {
+                    if self.reported.take().is_some() {
+                        tracing::info!("coreos-bootimages is usable again");
+                    }
+                    self.last_good = Some(Arc::new(b));
+                }
+                Err(e) => {
+                    let version = cm.metadata.resource_version.clone().unwrap_or_default();
+                    if self.reported.as_deref() != Some(&version) {
+                        metrics.configmap_errors.inc();
+                        tracing::error!(
+                            configmap = %format_args!("{}/{}", settings.configmap_namespace, settings.configmap_name),
+                            resource_version = %version,
+                            error = %e,
+                            "{}",
+                            if self.last_good.is_some() { "unusable ConfigMap; keeping the last good boot images" } else { "unusable ConfigMap; no boot images yet" }
+                        );
+                        self.reported = Some(version);
+                    }
+                }
+            }
+        }
+        let pool = named(&s.pools, MASTER_POOL);
+        let target = pool
+            .as_ref()
+            .and_then(|p| p.data.pointer("/spec/configuration/name"))
+            .and_then(Value::as_str)
+            .map(str::to_owned);
+        let rendered = target.as_deref().and_then(|t| named(&s.machineconfigs, t));
+        let rendered_release = rendered.as_ref().map(|mc| {
+            mc.metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(cluster::RELEASE_IMAGE_VERSION_ANNOTATION))
+                .map(String::as_str)
+        });
+        let cv = named(&s.clusterversions, VERSION);
+        let gate = cluster::gate(GateInputs {
+            master_pool: pool.as_ref().map(|p| &p.data),
+            rendered_release,
+            release_version: self.last_good.as_ref().map(|b| b.release_version.as_str()),
+            cluster_version: cv.as_ref().map(|c| &c.data),
+            wait_for_upgrade_complete: settings.wait_for_upgrade_complete,
+        });
+        if self.last_gate != Some(gate.open) {
+            if gate.open {
+                tracing::info!(reason = %gate.reason, "gate open: boot images may move");
+            } else {
+                tracing::info!(reason = %gate.reason, "gate closed: boot images stay");
+            }
+            self.last_gate = Some(gate.open);
+        }
+        let mcfg = named(&s.machineconfigurations, CLUSTER);
+        let enrollment = match cluster::enrollment(mcfg.as_ref().map(|m| &m.data)) {
+            Ok(e) => {
+                self.last_enrollment_error = None;
+                e
+            }
+            Err(e) => {
+                if self.last_enrollment_error.as_deref() != Some(&e) {
+                    tracing::error!(error = %e, "MachineConfiguration cluster: unusable boot image selection; managing no MachineSet");
+                    self.last_enrollment_error = Some(e);
+                }
+                Enrollment::None
+            }
+        };
+        let arches: Vec<Option<String>> = s
+            .nodes
+            .iter()
+            .flat_map(|n| n.state())
+            .map(|n| {
+                n.metadata
+                    .labels
+                    .as_ref()
+                    .and_then(|l| l.get("kubernetes.io/arch"))
+                    .cloned()
+            })
+            .collect();
+        let stub_ignition = s
+            .secrets
+            .iter()
+            .flat_map(|st| st.state())
+            .filter_map(|secret| {
+                let name = secret.metadata.name.clone()?;
+                let data = secret.data.as_ref()?.get("userData")?;
+                Some((name, cluster::ignition_version(&data.0)))
+            })
+            .collect();
+        let infra = named(&s.infrastructures, CLUSTER);
+        Snapshot::new(
+            self.last_good.clone(),
+            ClusterFacts {
+                platform: infra.as_ref().and_then(|i| cluster::platform(&i.data)),
+                control_plane_arch: cluster::control_plane_arch(
+                    arches.iter().map(Option::as_deref),
+                ),
+                multi_arch: cv.as_ref().is_some_and(|c| cluster::multi_arch(&c.data)),
+                gate,
+                enrollment,
+                stub_ignition,
+            },
+        )
+    }
+}
+
+fn watch_dynamic(
+    client: &Client,
+    ar: ApiResource,
+    config: watcher::Config,
+) -> impl Stream<Item = watcher::Result<Event<DynamicObject>>> + Send + 'static {
+    watcher(Api::<DynamicObject>::all_with(client.clone(), &ar), config)
+}
+
+fn watch_typed<K>(
+    api: Api<K>,
+    config: watcher::Config,
+) -> impl Stream<Item = watcher::Result<Event<K>>> + Send + 'static
+where
+    K: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
+{
+    watcher(api, config)
+}
+
+/// Start every watcher and the builder. Returns a receiver of snapshot ids: it changes
+/// whenever something a decision reads has changed.
+pub fn start(
+    client: Client,
+    settings: WatchSettings,
+    snapshot: SharedSnapshot,
+    health: Arc<Health>,
+    metrics: Metrics,
+) -> watch::Receiver<String> {
+    let ctx = Arc::new(Ctx {
+        notify: Arc::new(Notify::new()),
+        sync: Arc::new(Sync::default()),
+        health,
+        metrics: metrics.clone(),
+    });
+    let (configmap, w) = typed::<ConfigMap>();
+    let api = Api::<ConfigMap>::namespaced(client.clone(), &settings.configmap_namespace);
+    spawn_watch(
+        "configmap",
+        watch_typed(api, by_name(&settings.configmap_name)),
+        w,
+        &ctx,
+        false,
+    );
+
+    let ar = apis::MACHINECONFIGPOOL.api_resource();
+    let (pools, w) = dynamic(ar.clone());
+    spawn_watch(
+        "machineconfigpool",
+        watch_dynamic(&client, ar, by_name(MASTER_POOL)),
+        w,
+        &ctx,
+        false,
+    );
+
+    // Metadata only: rendered MachineConfigs are large.
+    let ar = apis::MACHINECONFIG.api_resource();
+    let (machineconfigs, w) = dynamic_meta(ar.clone());
+    let api = Api::<PartialObjectMeta<DynamicObject>>::all_with(client.clone(), &ar);
+    spawn_watch(
+        "machineconfigs",
+        watch_typed(api, watcher::Config::default()),
+        w,
+        &ctx,
+        false,
+    );
+
+    let ar = apis::INFRASTRUCTURE.api_resource();
+    let (infrastructures, w) = dynamic(ar.clone());
+    spawn_watch(
+        "infrastructure",
+        watch_dynamic(&client, ar, by_name(CLUSTER)),
+        w,
+        &ctx,
+        false,
+    );
+    let ar = apis::CLUSTERVERSION.api_resource();
+    let (clusterversions, w) = dynamic(ar.clone());
+    spawn_watch(
+        "clusterversion",
+        watch_dynamic(&client, ar, by_name(VERSION)),
+        w,
+        &ctx,
+        false,
+    );
+
+    let mut nodes = Vec::new();
+    for (i, label) in MASTER_LABELS.into_iter().enumerate() {
+        let (store, w) = typed::<PartialObjectMeta<Node>>();
+        let api = Api::<PartialObjectMeta<Node>>::all(client.clone());
+        let name = ["nodes-master", "nodes-control-plane"][i];
+        spawn_watch(
+            name,
+            watch_typed(api, watcher::Config::default().labels(label)),
+            w,
+            &ctx,
+            false,
+        );
+        nodes.push(store);
+    }
+
+    let ar = apis::MACHINECONFIGURATION.api_resource();
+    let (machineconfigurations, w) = dynamic(ar.clone());
+    spawn_watch(
+        "machineconfiguration",
+        watch_dynamic(&client, ar, by_name(CLUSTER)),
+        w,
+        &ctx,
+        true,
+    );
+
+    let mut secrets = Vec::new();
+    for name in &settings.user_data_secrets {
+        let (store, w) = typed::<Secret>();
+        let api = Api::<Secret>::namespaced(client.clone(), &settings.machine_api_namespace);
+        spawn_watch(
+            "user-data-secret",
+            watch_typed(api, by_name(name)),
+            w,
+            &ctx,
+            false,
+        );
+        secrets.push(store);
+    }
+
+    let stores = Stores {
+        configmap,
+        pools,
+        machineconfigs,
+        infrastructures,
+        clusterversions,
+        nodes,
+        machineconfigurations,
+        secrets,
+    };
+    let (ids_tx, ids_rx) = watch::channel(snapshot.load().id.clone());
+    tokio::spawn(async move {
+        let mut builder = Builder::default();
+        loop {
+            ctx.notify.notified().await;
+            // Let a burst of events (a re-list) land before rebuilding.
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            let next = builder.build(&stores, &settings, &ctx.metrics);
+            let previous = snapshot.load().id.clone();
+            ctx.metrics
+                .snapshot_in_use(Some(&previous), &next.id, next.cluster.gate.open);
+            if next.id != previous {
+                tracing::info!(
+                    snapshot = %next.id,
+                    stream = next.boot_images.as_ref().map(|b| b.stream_name.as_str()),
+                    release = next.boot_images.as_ref().map(|b| b.release_version.as_str()),
+                    platform = next.cluster.platform.as_deref(),
+                    control_plane_arch = next.cluster.control_plane_arch.map(Arch::rpm),
+                    multi_arch = next.cluster.multi_arch,
+                    gate_open = next.cluster.gate.open,
+                    "new snapshot"
+                );
+            }
+            let id = next.id.clone();
+            snapshot.store(Arc::new(next));
+            ids_tx.send_if_modified(|cur| {
+                let changed = *cur != id;
+                *cur = id;
+                changed
+            });
+        }
+    });
+    ids_rx
+}
