@@ -224,7 +224,7 @@ fn serve_refuses_to_start_without_what_it_needs() {
                 "--tls-private-key-file",
                 junk,
             ],
-            "--configmap-file",
+            "loading the serving certificate",
         ),
         (
             vec![
@@ -256,6 +256,27 @@ fn serve_refuses_to_start_without_what_it_needs() {
         assert!(!out.status.success(), "{args:?}");
         assert!(err.contains(says), "{args:?}: {err}");
     }
+    // Live mode with nowhere to find a cluster: a clear error, not a hang.
+    support::dev_certs().write(dir.path()).unwrap();
+    let out = Command::new(BIN)
+        .args([
+            "serve",
+            "--bind-address",
+            "127.0.0.1:0",
+            "--admin-address",
+            "127.0.0.1:0",
+        ])
+        .arg("--tls-cert-file")
+        .arg(dir.path().join("tls.crt"))
+        .arg("--tls-private-key-file")
+        .arg(dir.path().join("tls.key"))
+        .env("KUBECONFIG", dir.path().join("no-such-kubeconfig"))
+        .env_remove("KUBERNETES_SERVICE_HOST")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(err.contains("building the Kubernetes client"), "{err}");
 }
 
 #[test]
