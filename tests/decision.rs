@@ -745,3 +745,42 @@ fn decisions_are_deterministic_and_shared_snapshots_agree() {
     let b = decision::decide(&ms, &snap.clone());
     assert_eq!(a, b);
 }
+
+#[test]
+fn touch_plan_picks_exactly_the_machinesets_the_webhook_would_change() {
+    use bootimage_webhook::touch;
+    let snap = offline_snapshot();
+    let mut current = gcp_ms();
+    set(
+        &mut current,
+        "/spec/template/spec/providerSpec/value/disks/0/image",
+        json!(CURRENT_X86),
+    );
+    current["metadata"]["name"] = json!("current");
+    let mut opted = gcp_ms();
+    label(&mut opted, decision::OPT_OUT_LABEL, "false");
+    let mut stale = gcp_ms();
+    stale["metadata"]["uid"] = json!("u-1");
+    let fleet = vec![
+        stale.clone(),
+        current,
+        opted,
+        fixture("machineset-aws-build01-ci-tests-worker-us-east-1a.yaml"),
+    ];
+    let planned = touch::plan(&fleet, &snap);
+    assert_eq!(
+        planned,
+        vec![touch::Planned {
+            name: "build02-fmpjh-infra-a".into(),
+            uid: "u-1".into(),
+            current: OLD_X86.into(),
+            target: CURRENT_X86.into(),
+        }]
+    );
+    // Nothing while the gate is closed.
+    assert!(touch::plan(&fleet, &snap_with(|c| c.gate = Gate::closed("x"))).is_empty());
+    // And nothing once the webhook has done its work.
+    let d = decision::decide(&stale, &snap);
+    let done = apply_checked(&stale, &d, &snap);
+    assert!(touch::plan(&[done], &snap).is_empty());
+}
