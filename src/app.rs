@@ -262,6 +262,10 @@ async fn start_cluster_side(
             .map(|h| h.trim().to_owned())
             .unwrap_or_else(|_| format!("bootimage-webhook-{}", std::process::id()))
     });
+    if args.no_touch {
+        tracing::info!("watching the cluster; not touching MachineSets (--no-touch)");
+        return Ok(Vec::new());
+    }
     tracing::info!(lease = %format_args!("{namespace}/{}", args.lease_name), %identity, "watching the cluster; touching MachineSets while holding the Lease");
     let (leader_tx, leader_rx) = watch::channel(false);
     let toucher = Toucher::new(

@@ -158,6 +158,9 @@ pub struct ClusterArgs {
     /// After a change, wait this long before touching, so every replica has seen it.
     #[arg(long, env = "BOOTIMAGE_WEBHOOK_TOUCH_SETTLE", value_parser = duration, default_value = "5s")]
     pub touch_settle: Duration,
+    /// Never touch MachineSets (and take no Lease): serve and watch only.
+    #[arg(long, env = "BOOTIMAGE_WEBHOOK_NO_TOUCH")]
+    pub no_touch: bool,
     /// Delay before the second touch of a MachineSet whose image did not move (doubles).
     #[arg(long, env = "BOOTIMAGE_WEBHOOK_TOUCH_BACKOFF", value_parser = duration, default_value = "2s")]
     pub touch_backoff: Duration,
