@@ -153,7 +153,7 @@ pub const LEASE: Call = Call {
     scope: Scope::Own,
     names: &[LEASE_NAME],
     verbs: &["get", "create", "patch"],
-    why: "app::start_leader: kube-lease-manager (get, create, server-side apply)",
+    why: "app::lead: kube-lease-manager (get, create, server-side apply)",
 };
 
 pub const ALL: &[Call] = &[
