@@ -12,7 +12,6 @@ use tokio::task::JoinHandle;
 
 use crate::config::ServeArgs;
 use crate::metrics::Metrics;
-use crate::preview::Offline;
 use crate::server::{self, AppState, ConnLimits, Health, WEBHOOK_PATH};
 use crate::snapshot::{self, SharedSnapshot, Snapshot};
 use crate::tls::{self, DevCerts, MinVersion, Reloader};
@@ -298,15 +297,9 @@ async fn start_cluster_side(
 /// `bootimage-webhook serve`.
 pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let settings = resolve(&args)?;
-    let offline = args.configmap_file.is_some() || args.dev;
+    let offline = args.offline.configmap_file.is_some() || args.dev;
     let snap = if offline {
-        let offline = Offline {
-            configmap_file: args.configmap_file.as_deref(),
-            assume_masters_updated: args.assume_masters_updated,
-            control_plane_arch: args.control_plane_arch.as_deref(),
-            multi_arch: args.multi_arch,
-        };
-        let snap = offline.snapshot()?;
+        let snap = args.offline.offline().snapshot()?;
         let gate = snap.cluster.gate.clone();
         tracing::info!(
             stream = snap.boot_images.as_ref().map(|b| b.stream_name.as_str()),
@@ -314,7 +307,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             snapshot = %snap.id,
             gate_open = gate.open,
             "offline snapshot loaded from {}; gate {}: {}",
-            args.configmap_file.as_deref().map_or("the embedded default ConfigMap".into(), |p| p.display().to_string()),
+            args.offline.configmap_file.as_deref().map_or("the embedded default ConfigMap".into(), |p| p.display().to_string()),
             if gate.open { "open" } else { "closed" },
             gate.reason
         );

@@ -83,19 +83,8 @@ pub struct ServeArgs {
     /// How often the certificate files are checked for a new pair.
     #[arg(long, env = "BOOTIMAGE_WEBHOOK_CERT_RELOAD_INTERVAL", value_parser = duration, default_value = "10s")]
     pub cert_reload_interval: Duration,
-    /// Offline mode: take the boot images from this coreos-bootimages ConfigMap (YAML or
-    /// JSON) instead of watching the cluster.
-    #[arg(long, env = "BOOTIMAGE_WEBHOOK_CONFIGMAP_FILE")]
-    pub configmap_file: Option<PathBuf>,
-    /// Offline mode: open the gate even if the ConfigMap is not stamped by the MCO.
-    #[arg(long, env = "BOOTIMAGE_WEBHOOK_ASSUME_MASTERS_UPDATED")]
-    pub assume_masters_updated: bool,
-    /// Offline mode: control-plane architecture (amd64, arm64, ppc64le, s390x) [default: this machine's].
-    #[arg(long, env = "BOOTIMAGE_WEBHOOK_CONTROL_PLANE_ARCH")]
-    pub control_plane_arch: Option<String>,
-    /// Offline mode: behave as on a multi-arch cluster (no architecture guessing).
-    #[arg(long, env = "BOOTIMAGE_WEBHOOK_MULTI_ARCH")]
-    pub multi_arch: bool,
+    #[command(flatten)]
+    pub offline: OfflineArgs,
     /// First run on one machine: make dev certificates in certs/ if missing, use the
     /// embedded ConfigMap, listen on 127.0.0.1 only.
     #[arg(long, env = "BOOTIMAGE_WEBHOOK_DEV")]
@@ -171,18 +160,37 @@ pub struct PreviewArgs {
     /// The MachineSet, YAML or JSON (`oc get machineset NAME -o yaml`).
     #[arg(long, env = "BOOTIMAGE_WEBHOOK_MACHINESET_FILE")]
     pub machineset_file: PathBuf,
-    /// The coreos-bootimages ConfigMap, YAML or JSON [default: the embedded one].
+    #[command(flatten)]
+    pub offline: OfflineArgs,
+}
+
+/// What replaces the cluster offline (`serve --configmap-file`, `serve --dev`, `preview`).
+#[derive(Debug, Args)]
+pub struct OfflineArgs {
+    /// The coreos-bootimages ConfigMap, YAML or JSON. For `serve`: offline mode instead of
+    /// watching the cluster [default: the embedded one with --dev and for preview].
     #[arg(long, env = "BOOTIMAGE_WEBHOOK_CONFIGMAP_FILE")]
     pub configmap_file: Option<PathBuf>,
-    /// Open the gate even if the ConfigMap is not stamped by the MCO.
+    /// Offline: open the gate even if the ConfigMap is not stamped by the MCO.
     #[arg(long, env = "BOOTIMAGE_WEBHOOK_ASSUME_MASTERS_UPDATED")]
     pub assume_masters_updated: bool,
-    /// Control-plane architecture [default: this machine's].
+    /// Offline: control-plane architecture (amd64, arm64, ppc64le, s390x) [default: this machine's].
     #[arg(long, env = "BOOTIMAGE_WEBHOOK_CONTROL_PLANE_ARCH")]
     pub control_plane_arch: Option<String>,
-    /// Behave as on a multi-arch cluster.
+    /// Offline: behave as on a multi-arch cluster (no architecture guessing).
     #[arg(long, env = "BOOTIMAGE_WEBHOOK_MULTI_ARCH")]
     pub multi_arch: bool,
+}
+
+impl OfflineArgs {
+    pub fn offline(&self) -> crate::preview::Offline<'_> {
+        crate::preview::Offline {
+            configmap_file: self.configmap_file.as_deref(),
+            assume_masters_updated: self.assume_masters_updated,
+            control_plane_arch: self.control_plane_arch.as_deref(),
+            multi_arch: self.multi_arch,
+        }
+    }
 }
 
 #[derive(Debug, Args)]

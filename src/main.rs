@@ -4,7 +4,6 @@ use anyhow::Context;
 use clap::Parser;
 
 use bootimage_webhook::config::{Cli, Command};
-use bootimage_webhook::preview::Offline;
 use bootimage_webhook::{app, logging, preview, tls};
 
 fn main() -> ExitCode {
@@ -31,13 +30,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 .block_on(app::serve(*args))
         }
         Command::Preview(args) => {
-            let offline = Offline {
-                configmap_file: args.configmap_file.as_deref(),
-                assume_masters_updated: args.assume_masters_updated,
-                control_plane_arch: args.control_plane_arch.as_deref(),
-                multi_arch: args.multi_arch,
-            };
-            let out = preview::run(&args.machineset_file, &offline)?;
+            let out = preview::run(&args.machineset_file, &args.offline.offline())?;
             println!("{}", serde_json::to_string_pretty(&out)?);
             Ok(())
         }

@@ -159,32 +159,29 @@ async fn mutate(State(st): State<AppState>, req: Request) -> Response {
             &msg,
         );
     }
-    let too_large = || format!("request body is larger than the {MAX_BODY}-byte limit");
+    let too_large = |st: &AppState| {
+        let msg = format!("request body is larger than the {MAX_BODY}-byte limit");
+        fail(
+            st,
+            start,
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "PayloadTooLarge",
+            &msg,
+        )
+    };
     let declared = req
         .headers()
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok());
     if declared.is_some_and(|n| n > MAX_BODY as u64) {
-        return fail(
-            &st,
-            start,
-            StatusCode::PAYLOAD_TOO_LARGE,
-            "PayloadTooLarge",
-            &too_large(),
-        );
+        return too_large(&st);
     }
     let body = Limited::new(req.into_body(), MAX_BODY).collect();
     let bytes = match tokio::time::timeout(st.body_timeout, body).await {
         Ok(Ok(collected)) => collected.to_bytes(),
         Ok(Err(e)) if e.downcast_ref::<LengthLimitError>().is_some() => {
-            return fail(
-                &st,
-                start,
-                StatusCode::PAYLOAD_TOO_LARGE,
-                "PayloadTooLarge",
-                &too_large(),
-            );
+            return too_large(&st);
         }
         Ok(Err(e)) => {
             let msg = format!("request body truncated or unreadable: {e}");

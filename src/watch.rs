@@ -51,11 +51,11 @@ fn by_name(name: &str) -> watcher::Config {
 
 /// Which watchers have listed at least once.
 #[derive(Default)]
-struct Sync {
+struct Listed {
     pending: Mutex<BTreeMap<&'static str, bool>>,
 }
 
-impl Sync {
+impl Listed {
     fn expect(&self, name: &'static str) {
         self.pending
             .lock()
@@ -71,7 +71,7 @@ impl Sync {
 
 struct Ctx {
     notify: Arc<Notify>,
-    sync: Arc<Sync>,
+    sync: Arc<Listed>,
     health: Arc<Health>,
     metrics: Metrics,
 }
@@ -336,7 +336,7 @@ pub fn start(
 ) -> watch::Receiver<String> {
     let ctx = Arc::new(Ctx {
         notify: Arc::new(Notify::new()),
-        sync: Arc::new(Sync::default()),
+        sync: Arc::new(Listed::default()),
         health,
         metrics: metrics.clone(),
     });

@@ -10,7 +10,7 @@ server-side apply and no admission webhooks.  This file keeps its own store
 on top of ``kmock.KubernetesScaffold`` instead.  See README.md beside it.
 
 Usage:
-    python3 emulator.py --port PORT --seed SEED.json \
+    python3 emulator.py --port PORT --seed SEED.json
         [--webhook-url URL --webhook-ca CA.pem] [--no-machineconfiguration]
 
 Prints exactly one line ``READY http://127.0.0.1:<port>`` on stdout once it
@@ -32,10 +32,9 @@ import ssl
 import sys
 import time
 import traceback
-import urllib.parse
 import uuid
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable
 
 import aiohttp
@@ -493,8 +492,12 @@ class Emulator(kmock.KubernetesScaffold):
         self.rv += 1
         return self.rv
 
-    def load_seed(self, objs: list[dict]) -> None:
+    def load_seed(self, objs: list[dict], skip: set[tuple[str, str]] = frozenset()) -> None:
         for obj in objs:
+            if (obj.get('apiVersion'), obj.get('kind')) in skip:
+                print(f'emulator: seed: skipping {obj.get("kind")} {obj.get("metadata", {}).get("name")!r}: '
+                      f'its resource is not served', file=sys.stderr)
+                continue
             r = self.res_for(obj)
             key = self.key_for(r, obj)
             m = meta(obj)
@@ -1292,7 +1295,8 @@ async def amain(args: argparse.Namespace) -> int:
         if not isinstance(seed, list):
             raise SystemExit('--seed must hold a JSON array of objects')
         try:
-            emu.load_seed(seed)
+            emu.load_seed(seed, skip={(MACHINECONFIGURATIONS.api_version, MACHINECONFIGURATIONS.kind)}
+                          if args.no_machineconfiguration else set())
         except ApiError as e:
             raise SystemExit(f'--seed: {e.message}')
         emu.save_state()
