@@ -15,7 +15,7 @@ use crate::metrics::Metrics;
 use crate::server::{self, AppState, ConnLimits, Health, WEBHOOK_PATH};
 use crate::snapshot::{self, SharedSnapshot, Snapshot};
 use crate::tls::{self, DevCerts, MinVersion, Reloader};
-use crate::touch::{TouchSettings, Toucher};
+use crate::touch::{LeaseCheck, TouchSettings, Toucher};
 use crate::watch::WatchSettings;
 
 const DEV_CERTS_DIR: &str = "certs";
@@ -279,6 +279,11 @@ async fn start_cluster_side(
         },
         running.metrics.clone(),
         identity.clone(),
+        Some(LeaseCheck {
+            api: kube::Api::namespaced(client.clone(), &namespace),
+            name: args.lease_name.clone(),
+            identity: identity.clone(),
+        }),
     );
     Ok(vec![
         tokio::spawn(lead(

@@ -7,6 +7,7 @@
 use std::collections::HashSet;
 use std::time::Duration;
 
+use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::api::{Api, ListParams, Patch, PatchParams};
 use kube::core::DynamicObject;
@@ -78,8 +79,38 @@ pub struct PassStats {
     pub writes: usize,
 }
 
+/// The Lease as the API server has it. kube-lease-manager can go on reporting leadership
+/// after the Lease is gone (it never recreates it), so each pass checks for itself.
+pub struct LeaseCheck {
+    pub api: Api<Lease>,
+    pub name: String,
+    pub identity: String,
+}
+
+impl LeaseCheck {
+    async fn held(&self) -> Result<bool, kube::Error> {
+        let Some(lease) = self.api.get_opt(&self.name).await? else {
+            return Ok(false);
+        };
+        let Some(spec) = lease.spec else {
+            return Ok(false);
+        };
+        let ours = spec.holder_identity.as_deref() == Some(self.identity.as_str());
+        let fresh = match (spec.renew_time, spec.lease_duration_seconds) {
+            (Some(renewed), Some(secs)) => {
+                let expires =
+                    renewed.0 + std::time::Duration::from_secs(u64::try_from(secs).unwrap_or(0));
+                expires > k8s_openapi::jiff::Timestamp::now()
+            }
+            _ => false,
+        };
+        Ok(ours && fresh)
+    }
+}
+
 pub struct Toucher {
     api: Api<DynamicObject>,
+    lease: Option<LeaseCheck>,
     snapshot: SharedSnapshot,
     settings: TouchSettings,
     metrics: Metrics,
@@ -102,6 +133,7 @@ impl Toucher {
         settings: TouchSettings,
         metrics: Metrics,
         instance: String,
+        lease: Option<LeaseCheck>,
     ) -> Self {
         let api = Api::namespaced_with(
             client.clone(),
@@ -117,6 +149,7 @@ impl Toucher {
         );
         Toucher {
             api,
+            lease,
             snapshot,
             settings,
             metrics,
@@ -171,6 +204,12 @@ impl Toucher {
 
     /// One pass: list, plan, touch what needs it. Stops at once when the Lease is lost.
     pub async fn pass(&mut self, leader: &watch::Receiver<bool>) -> Result<PassStats, kube::Error> {
+        if let Some(lease) = &self.lease
+            && !lease.held().await?
+        {
+            tracing::warn!(lease = %lease.name, "the Lease is not ours on the API server: not touching");
+            return Ok(PassStats::default());
+        }
         let list = self.api.list(&ListParams::default()).await?;
         let objects: Vec<Value> = list
             .items
