@@ -76,19 +76,22 @@ pub async fn start(
         health: health.clone(),
         body_timeout: settings.body_timeout,
     };
-    let webhook = tokio::spawn(server::serve_https(
+    let webhook = tokio::spawn(server::serve(
         webhook_listener,
-        tls_config,
+        server::Transport::Tls(tokio_rustls::TlsAcceptor::from(tls_config)),
         server::webhook_router(state),
         settings.limits,
         stop_webhook_rx.clone(),
         settings.drain_timeout,
     ));
     let tasks = vec![
-        tokio::spawn(server::serve_admin(
+        tokio::spawn(server::serve(
             admin_listener,
+            server::Transport::Plain,
             server::admin_router(metrics.clone(), health.clone()),
+            settings.limits,
             stop_admin_rx,
+            Duration::from_secs(2),
         )),
         tokio::spawn(reloader.run(
             settings.cert_reload_interval,
@@ -284,6 +287,7 @@ async fn start_cluster_side(
             name: args.lease_name.clone(),
             identity: identity.clone(),
         }),
+        running.health.clone(),
     );
     Ok(vec![
         tokio::spawn(lead(
@@ -339,11 +343,15 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     }
     let which = signal().await?;
     tracing::info!("received {which}");
-    // Stop touching (and release the Lease) first; then drain the webhook.
+    // Readiness fails at once; touching stops (and the Lease is released) while the
+    // webhook keeps serving through the delay; then it drains.
+    running.health.shutting_down.store(true, Ordering::Release);
     let _ = stop_tx.send(true);
-    for task in background {
-        let _ = tokio::time::timeout(Duration::from_secs(10), task).await;
-    }
-    running.shutdown(args.shutdown_delay).await;
+    let release = async {
+        for task in background {
+            let _ = tokio::time::timeout(Duration::from_secs(5), task).await;
+        }
+    };
+    tokio::join!(release, running.shutdown(args.shutdown_delay));
     Ok(())
 }

@@ -58,6 +58,26 @@ fn duration(s: &str) -> Result<Duration, String> {
     humantime::parse_duration(s).map_err(|e| e.to_string())
 }
 
+/// For periods (timers cannot tick every 0s).
+fn period(s: &str) -> Result<Duration, String> {
+    duration(s).and_then(|d| {
+        if d.is_zero() {
+            Err("must be more than 0s".into())
+        } else {
+            Ok(d)
+        }
+    })
+}
+
+fn rate(s: &str) -> Result<f64, String> {
+    let r: f64 = s.parse().map_err(|e| format!("{e}"))?;
+    if r.is_finite() && r > 0.0 && r <= 10_000.0 {
+        Ok(r)
+    } else {
+        Err("must be a number of writes per second above 0 and at most 10000".into())
+    }
+}
+
 #[derive(Debug, Args)]
 pub struct ServeArgs {
     /// Serving certificate chain (PEM). With --dev: certs/tls.crt, generated if missing.
@@ -81,7 +101,7 @@ pub struct ServeArgs {
     )]
     pub tls_min_version: MinVersion,
     /// How often the certificate files are checked for a new pair.
-    #[arg(long, env = "BOOTIMAGE_WEBHOOK_CERT_RELOAD_INTERVAL", value_parser = duration, default_value = "10s")]
+    #[arg(long, env = "BOOTIMAGE_WEBHOOK_CERT_RELOAD_INTERVAL", value_parser = period, default_value = "10s")]
     pub cert_reload_interval: Duration,
     #[command(flatten)]
     pub offline: OfflineArgs,
@@ -139,10 +159,10 @@ pub struct ClusterArgs {
     #[arg(long, env = "POD_NAME")]
     pub pod_name: Option<String>,
     /// Touch pass even without a change, to catch MachineSets a fail-open call missed.
-    #[arg(long, env = "BOOTIMAGE_WEBHOOK_TOUCH_RESYNC", value_parser = duration, default_value = "10m")]
+    #[arg(long, env = "BOOTIMAGE_WEBHOOK_TOUCH_RESYNC", value_parser = period, default_value = "10m")]
     pub touch_resync: Duration,
     /// Touch writes per second at most.
-    #[arg(long, env = "BOOTIMAGE_WEBHOOK_TOUCH_RATE", default_value_t = 10.0)]
+    #[arg(long, env = "BOOTIMAGE_WEBHOOK_TOUCH_RATE", value_parser = rate, default_value = "10")]
     pub touch_rate: f64,
     /// After a change, wait this long before touching, so every replica has seen it.
     #[arg(long, env = "BOOTIMAGE_WEBHOOK_TOUCH_SETTLE", value_parser = duration, default_value = "5s")]
@@ -235,6 +255,27 @@ mod tests {
         let mut missing = Vec::new();
         walk(&Cli::command(), &mut missing);
         assert!(missing.is_empty(), "flags without env: {missing:?}");
+    }
+
+    #[test]
+    fn timers_and_rates_that_would_break_are_refused() {
+        for args in [
+            &["serve", "--cert-reload-interval", "0s"][..],
+            &["serve", "--touch-resync", "0s"],
+            &["serve", "--touch-rate", "0"],
+            &["serve", "--touch-rate", "inf"],
+            &["serve", "--touch-rate", "NaN"],
+            &["serve", "--touch-rate", "-1"],
+        ] {
+            let argv = std::iter::once("bootimage-webhook").chain(args.iter().copied());
+            assert!(Cli::try_parse_from(argv).is_err(), "{args:?}");
+        }
+        let ok =
+            Cli::try_parse_from(["bootimage-webhook", "serve", "--touch-rate", "2.5"]).unwrap();
+        let Command::Serve(s) = ok.command else {
+            panic!()
+        };
+        assert_eq!(s.cluster.touch_rate, 2.5);
     }
 
     #[test]

@@ -15,7 +15,6 @@ use http_body_util::{BodyExt, LengthLimitError, Limited};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
-use rustls::ServerConfig;
 use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
@@ -259,18 +258,29 @@ pub struct ConnLimits {
 
 const PLAIN_HTTP_REPLY: &[u8] = b"HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain\r\nConnection: close\r\nContent-Length: 48\r\n\r\nClient sent an HTTP request to an HTTPS server.\n";
 
-/// Serve HTTPS until `stop` turns true, then drain: in-flight requests finish (up to
-/// `drain_timeout`), idle keep-alive connections close.
-pub async fn serve_https(
+/// Connections served at once per port; more wait in the kernel's backlog.
+pub const MAX_CONNECTIONS: usize = 1024;
+
+/// How a port turns an accepted TCP connection into a byte stream: TLS, or nothing.
+#[derive(Clone)]
+pub enum Transport {
+    Tls(TlsAcceptor),
+    Plain,
+}
+
+/// Serve until `stop` turns true, then drain: in-flight requests finish (up to
+/// `drain_timeout`, after which what is left is cut), idle keep-alive connections close.
+pub async fn serve(
     listener: TcpListener,
-    tls: Arc<ServerConfig>,
+    transport: Transport,
     router: Router,
     limits: ConnLimits,
     mut stop: watch::Receiver<bool>,
     drain_timeout: Duration,
 ) {
-    let acceptor = TlsAcceptor::from(tls);
     let graceful = GracefulShutdown::new();
+    let permits = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
+    let mut conns = tokio::task::JoinSet::new();
     loop {
         let accepted = tokio::select! {
             a = listener.accept() => a,
@@ -285,31 +295,51 @@ pub async fn serve_https(
                 continue;
             }
         };
-        let acceptor = acceptor.clone();
+        let Ok(permit) = permits.clone().try_acquire_owned() else {
+            tracing::warn!(%peer, limit = MAX_CONNECTIONS, "too many connections; closing this one");
+            continue;
+        };
+        // Reap finished connection tasks so the set does not grow.
+        while conns.try_join_next().is_some() {}
+        let transport = transport.clone();
         let service = TowerToHyperService::new(router.clone());
         let watcher = graceful.watcher();
-        tokio::spawn(async move {
-            let Some(tcp) = plain_http_guard(tcp, limits.handshake_timeout).await else {
-                return;
-            };
-            let tls =
-                match tokio::time::timeout(limits.handshake_timeout, acceptor.accept(tcp)).await {
-                    Ok(Ok(s)) => s,
-                    Ok(Err(e)) => {
-                        tracing::debug!(%peer, error = %e, "TLS handshake failed");
-                        return;
-                    }
-                    Err(_) => {
-                        tracing::debug!(%peer, "TLS handshake timed out");
-                        return;
-                    }
-                };
+        conns.spawn(async move {
+            let _permit = permit;
             let mut http = hyper::server::conn::http1::Builder::new();
             http.timer(TokioTimer::new())
                 .header_read_timeout(limits.header_read_timeout)
                 .keep_alive(true);
-            let conn = http.serve_connection(TokioIo::new(tls), service);
-            if let Err(e) = watcher.watch(conn).await {
+            let result = match transport {
+                Transport::Plain => {
+                    watcher
+                        .watch(http.serve_connection(TokioIo::new(tcp), service))
+                        .await
+                }
+                Transport::Tls(acceptor) => {
+                    let Some(tcp) = plain_http_guard(tcp, limits.handshake_timeout).await else {
+                        return;
+                    };
+                    let tls =
+                        match tokio::time::timeout(limits.handshake_timeout, acceptor.accept(tcp))
+                            .await
+                        {
+                            Ok(Ok(s)) => s,
+                            Ok(Err(e)) => {
+                                tracing::debug!(%peer, error = %e, "TLS handshake failed");
+                                return;
+                            }
+                            Err(_) => {
+                                tracing::debug!(%peer, "TLS handshake timed out");
+                                return;
+                            }
+                        };
+                    watcher
+                        .watch(http.serve_connection(TokioIo::new(tls), service))
+                        .await
+                }
+            };
+            if let Err(e) = result {
                 tracing::debug!(%peer, error = %e, "connection ended with an error");
             }
         });
@@ -318,9 +348,10 @@ pub async fn serve_https(
     tokio::select! {
         _ = graceful.shutdown() => {}
         _ = tokio::time::sleep(drain_timeout) => {
-            tracing::warn!(?drain_timeout, "connections still open after the drain timeout");
+            tracing::warn!(?drain_timeout, left = conns.len(), "connections still open after the drain timeout; closing them");
         }
     }
+    conns.abort_all();
 }
 
 /// A TLS connection starts with a handshake record (0x16). A letter means someone spoke
@@ -335,17 +366,6 @@ async fn plain_http_guard(mut tcp: TcpStream, wait: Duration) -> Option<TcpStrea
         }
         Ok(Ok(1)) => Some(tcp),
         _ => None,
-    }
-}
-
-/// Serve the admin port until `stop` turns true.
-pub async fn serve_admin(listener: TcpListener, router: Router, mut stop: watch::Receiver<bool>) {
-    let shutdown = async move { stopped(&mut stop).await };
-    if let Err(e) = axum::serve(listener, router)
-        .with_graceful_shutdown(shutdown)
-        .await
-    {
-        tracing::error!(error = %e, "admin server failed");
     }
 }
 

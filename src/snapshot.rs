@@ -110,7 +110,7 @@ pub struct BootImages {
     /// `architectures.<rpm-arch>` of the stream, kept as JSON: each platform reads its own
     /// part of it, validated once here.
     pub architectures: BTreeMap<Arch, Value>,
-    /// Content digest of the stream and release version: the touch annotation's value.
+    /// Content digest of the stream and release version (part of the snapshot id).
     pub digest: String,
 }
 

@@ -5,10 +5,13 @@
 //! silence (the hot-loop guard). At steady state nothing is written.
 
 use std::collections::HashSet;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::ObjectReference;
+use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, ListParams, Patch, PatchParams};
 use kube::core::DynamicObject;
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
@@ -18,7 +21,7 @@ use tokio::sync::watch;
 use crate::apis;
 use crate::decision::{self, Reason, TOUCH_ANNOTATION};
 use crate::metrics::Metrics;
-use crate::server::until;
+use crate::server::{Health, until};
 use crate::snapshot::{SharedSnapshot, Snapshot};
 
 pub const FIELD_MANAGER: &str = "bootimage-webhook";
@@ -88,29 +91,39 @@ pub struct LeaseCheck {
 }
 
 impl LeaseCheck {
-    async fn held(&self) -> Result<bool, kube::Error> {
-        let Some(lease) = self.api.get_opt(&self.name).await? else {
-            return Ok(false);
+    /// Until when the API server says the Lease is ours (`None`: it is not).
+    async fn held_until(&self) -> Result<Option<Timestamp>, kube::Error> {
+        let Some(spec) = self.api.get_opt(&self.name).await?.and_then(|l| l.spec) else {
+            return Ok(None);
         };
-        let Some(spec) = lease.spec else {
-            return Ok(false);
+        if spec.holder_identity.as_deref() != Some(self.identity.as_str()) {
+            return Ok(None);
+        }
+        let (Some(renewed), Some(secs)) = (spec.renew_time, spec.lease_duration_seconds) else {
+            return Ok(None);
         };
-        let ours = spec.holder_identity.as_deref() == Some(self.identity.as_str());
-        let fresh = match (spec.renew_time, spec.lease_duration_seconds) {
-            (Some(renewed), Some(secs)) => {
-                let expires =
-                    renewed.0 + std::time::Duration::from_secs(u64::try_from(secs).unwrap_or(0));
-                expires > k8s_openapi::jiff::Timestamp::now()
-            }
-            _ => false,
-        };
-        Ok(ours && fresh)
+        let duration = std::time::Duration::from_secs(u64::try_from(secs).unwrap_or(0));
+        // A renewTime near the end of time must not panic us.
+        let expires = renewed
+            .0
+            .checked_add(duration)
+            .ok()
+            .filter(|t| *t > Timestamp::now());
+        // Trust a confirmation for a second at most: cheap, and a Lease taken away (or
+        // deleted) stops the writes within that second.
+        let recheck = Timestamp::now()
+            .checked_add(std::time::Duration::from_secs(1))
+            .ok();
+        Ok(expires.map(|e| recheck.map_or(e, |r| e.min(r))))
     }
 }
 
 pub struct Toucher {
     api: Api<DynamicObject>,
     lease: Option<LeaseCheck>,
+    /// Last time the API server confirmed the Lease, valid until then.
+    lease_valid_until: Option<Timestamp>,
+    health: Arc<Health>,
     snapshot: SharedSnapshot,
     settings: TouchSettings,
     metrics: Metrics,
@@ -134,6 +147,7 @@ impl Toucher {
         metrics: Metrics,
         instance: String,
         lease: Option<LeaseCheck>,
+        health: Arc<Health>,
     ) -> Self {
         let api = Api::namespaced_with(
             client.clone(),
@@ -150,6 +164,8 @@ impl Toucher {
         Toucher {
             api,
             lease,
+            lease_valid_until: None,
+            health,
             snapshot,
             settings,
             metrics,
@@ -203,11 +219,32 @@ impl Toucher {
     }
 
     /// One pass: list, plan, touch what needs it. Stops at once when the Lease is lost.
+    /// Whether we may write now: leadership as the Lease manager reports it, and the Lease
+    /// as the API server has it (re-read when the last confirmation has run out).
+    async fn may_write(&mut self, leader: &watch::Receiver<bool>) -> Result<bool, kube::Error> {
+        if !*leader.borrow() {
+            return Ok(false);
+        }
+        let Some(lease) = &self.lease else {
+            return Ok(true);
+        };
+        if self.lease_valid_until.is_none_or(|t| t <= Timestamp::now()) {
+            self.lease_valid_until = lease.held_until().await?;
+            if self.lease_valid_until.is_none() {
+                tracing::warn!(lease = %lease.name, "the Lease is not ours on the API server: not touching");
+            }
+        }
+        Ok(self.lease_valid_until.is_some())
+    }
+
+    /// One pass: list, plan, touch what needs it. Stops at once when the Lease is lost, and
+    /// when the snapshot changes (a new pass follows with the new targets).
     pub async fn pass(&mut self, leader: &watch::Receiver<bool>) -> Result<PassStats, kube::Error> {
-        if let Some(lease) = &self.lease
-            && !lease.held().await?
-        {
-            tracing::warn!(lease = %lease.name, "the Lease is not ours on the API server: not touching");
+        if !self.health.synced.load(Ordering::Acquire) {
+            tracing::debug!("watchers not synced yet: not touching");
+            return Ok(PassStats::default());
+        }
+        if !self.may_write(leader).await? {
             return Ok(PassStats::default());
         }
         let list = self.api.list(&ListParams::default()).await?;
@@ -218,13 +255,18 @@ impl Toucher {
             .collect();
         let snap = self.snapshot.load_full();
         let planned = plan(&objects, &snap);
+        // Forget give-ups for targets that no longer apply, so A -> B -> A tries A again.
+        let wanted: HashSet<(String, String)> = planned
+            .iter()
+            .map(|p| (p.uid.clone(), p.target.clone()))
+            .collect();
+        self.given_up.retain(|k| wanted.contains(k));
         let mut stats = PassStats {
             listed: objects.len(),
             planned: planned.len(),
             ..Default::default()
         };
-        let mut tick =
-            tokio::time::interval(Duration::from_secs_f64(1.0 / self.settings.rate.max(0.001)));
+        let mut tick = tokio::time::interval(Duration::from_secs_f64(1.0 / self.settings.rate));
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         for p in planned {
             if self.given_up.contains(&(p.uid.clone(), p.target.clone())) {
@@ -232,10 +274,13 @@ impl Toucher {
             }
             let mut outcome = None;
             for attempt in 1..=MAX_ATTEMPTS {
-                if !*leader.borrow() {
+                tick.tick().await;
+                if self.snapshot.load().id != snap.id {
                     return Ok(stats);
                 }
-                tick.tick().await;
+                if !self.may_write(leader).await? {
+                    return Ok(stats);
+                }
                 stats.writes += 1;
                 match self.touch_once(&p, &snap, attempt).await {
                     Ok(Attempt::Moved) => {
@@ -254,6 +299,12 @@ impl Toucher {
                     Ok(Attempt::NotMoved) => {
                         self.metrics.touch("not_moved");
                         tracing::warn!(machineset = %p.name, target = %p.target, attempt, "touched, but the boot image did not move");
+                    }
+                    Err(kube::Error::Api(s)) if s.code == 404 => {
+                        self.metrics.touch("changed");
+                        tracing::info!(machineset = %p.name, "gone before its touch");
+                        outcome = Some(true);
+                        break;
                     }
                     Err(e) => {
                         self.metrics.touch("error");

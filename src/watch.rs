@@ -52,19 +52,19 @@ fn by_name(name: &str) -> watcher::Config {
 /// Which watchers have listed at least once.
 #[derive(Default)]
 struct Listed {
-    pending: Mutex<BTreeMap<&'static str, bool>>,
+    pending: Mutex<BTreeMap<String, bool>>,
 }
 
 impl Listed {
-    fn expect(&self, name: &'static str) {
+    fn expect(&self, name: &str) {
         self.pending
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .insert(name, false);
+            .insert(name.to_owned(), false);
     }
-    fn done(&self, name: &'static str) -> bool {
+    fn done(&self, name: &str) -> bool {
         let mut p = self.pending.lock().unwrap_or_else(|p| p.into_inner());
-        p.insert(name, true);
+        p.insert(name.to_owned(), true);
         p.values().all(|d| *d)
     }
 }
@@ -79,7 +79,7 @@ struct Ctx {
 /// Drive one watcher into its store, waking the builder on every change. Errors are
 /// counted, logged once per streak, and retried with kube-runtime's default backoff.
 fn spawn_watch<K>(
-    name: &'static str,
+    name: impl Into<String>,
     stream: impl Stream<Item = watcher::Result<Event<K>>> + Send + 'static,
     writer: reflector::store::Writer<K>,
     ctx: &Arc<Ctx>,
@@ -88,7 +88,8 @@ fn spawn_watch<K>(
     K: Resource + Clone + Debug + Send + std::marker::Sync + 'static,
     <K as Resource>::DynamicType: Eq + Hash + Clone + Send + std::marker::Sync,
 {
-    ctx.sync.expect(name);
+    let name: String = name.into();
+    ctx.sync.expect(&name);
     let ctx = ctx.clone();
     tokio::spawn(async move {
         let mut events = std::pin::pin!(stream.default_backoff().reflect(writer));
@@ -97,10 +98,10 @@ fn spawn_watch<K>(
             match ev {
                 Ok(Event::InitDone) => {
                     if failing {
-                        tracing::info!(watcher = name, "watch recovered");
+                        tracing::info!(watcher = %name, "watch recovered");
                         failing = false;
                     }
-                    if ctx.sync.done(name) {
+                    if ctx.sync.done(&name) {
                         ctx.health.synced.store(true, Ordering::Release);
                     }
                     ctx.notify.notify_one();
@@ -118,17 +119,17 @@ fn spawn_watch<K>(
                             );
                         }
                         failing = true;
-                        if ctx.sync.done(name) {
+                        if ctx.sync.done(&name) {
                             ctx.health.synced.store(true, Ordering::Release);
                         }
                         ctx.notify.notify_one();
                         continue;
                     }
-                    ctx.metrics.watch_error(name);
+                    ctx.metrics.watch_error(&name);
                     if failing {
-                        tracing::debug!(watcher = name, error = %e, "watch still failing");
+                        tracing::debug!(watcher = %name, error = %e, "watch still failing");
                     } else {
-                        tracing::warn!(watcher = name, error = %e, "watch failed; retrying with backoff");
+                        tracing::warn!(watcher = %name, error = %e, "watch failed; retrying with backoff");
                         failing = true;
                     }
                 }
@@ -421,7 +422,7 @@ pub fn start(
         let (store, w) = typed::<Secret>();
         let api = Api::<Secret>::namespaced(client.clone(), &settings.machine_api_namespace);
         spawn_watch(
-            "user-data-secret",
+            format!("user-data-secret/{name}"),
             watch_typed(api, by_name(name)),
             w,
             &ctx,

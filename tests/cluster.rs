@@ -610,6 +610,8 @@ async fn no_touch_without_the_lease_on_the_api_server() {
                        "metadata": {"name": "bootimage-webhook", "namespace": "bootimage-webhook"}});
     let (code, body) = call(w.emulator.addr, "DELETE", "/_test/objects", Some(&lease)).await;
     assert_eq!(code, 200, "{body}");
+    // Past the toucher's one-second trust in its last confirmation of the Lease.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
     w.emulator.put(&pool(1)).await;
     w.wait_for("the gate to open", async || {
         w.metric("bootimage_webhook_gate_open").await == 1.0
