@@ -627,3 +627,37 @@ async fn no_touch_without_the_lease_on_the_api_server() {
         OLD
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_in_cluster_mode_fails_readiness_first_and_releases_the_lease() {
+    let mut w = World::start(true).await;
+    w.wait_for("the Lease to be held", async || {
+        w.metric("bootimage_webhook_leader").await == 1.0
+    })
+    .await;
+    let _ = Command::new("kill")
+        .args(["-TERM", &w.server.id().to_string()])
+        .status();
+    let signalled = Instant::now();
+    while admin_get(w.admin, "/readyz").await.0 != 503 {
+        assert!(
+            signalled.elapsed() < Duration::from_millis(500),
+            "readiness still passing"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    // Blocking is fine here: two worker threads, and the other serves the admin calls.
+    assert!(w.server.wait().unwrap().success());
+    assert!(
+        signalled.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        signalled.elapsed()
+    );
+    let lease = w.emulator.object("Lease", "bootimage-webhook").await;
+    assert!(
+        lease["spec"]["holderIdentity"]
+            .as_str()
+            .is_none_or(|h| h != "replica-0"),
+        "the Lease is released on shutdown: {lease}"
+    );
+}
