@@ -104,6 +104,7 @@ impl Emulator {
     fn stop(&mut self) {
         let _ = Command::new("kill")
             .args(["-TERM", &self.child.id().to_string()])
+            .stderr(Stdio::null())
             .status();
         let _ = self.child.wait();
     }
@@ -417,6 +418,7 @@ impl Drop for World {
     fn drop(&mut self) {
         let _ = Command::new("kill")
             .args(["-TERM", &self.server.id().to_string()])
+            .stderr(Stdio::null())
             .status();
         let _ = self.server.wait();
     }
