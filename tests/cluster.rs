@@ -259,6 +259,10 @@ impl World {
     /// The emulator, then the binary pointed at it. `webhook` decides whether the emulator
     /// calls our webhook on MachineSet writes.
     async fn start(webhook: bool) -> World {
+        World::start_with(webhook, "0s").await
+    }
+
+    async fn start_with(webhook: bool, shutdown_delay: &str) -> World {
         support::install_provider();
         let dir = tempfile::tempdir().unwrap();
         let certs = dev_certs();
@@ -309,7 +313,7 @@ impl World {
                 "--touch-resync",
                 "2s",
                 "--shutdown-delay",
-                "0s",
+                shutdown_delay,
             ])
             .args([
                 "--pod-name",
@@ -383,19 +387,10 @@ impl World {
 
     /// The webhook's answer for an UPDATE of `ms` right now.
     async fn review(&self, ms: &Value) -> Value {
-        let mut review = fixture("admissionreview-v1-machineset-gcp-update.assembled.json");
-        review["request"]["object"] = ms.clone();
-        review["request"]["oldObject"] = ms.clone();
         let reply = self
             .client
-            .post(
-                self.webhook,
-                "/mutate-machinesets",
-                Some("application/json"),
-                serde_json::to_vec(&review).unwrap(),
-            )
-            .await
-            .unwrap();
+            .post_review(self.webhook, &support::update_review_of(ms))
+            .await;
         assert_eq!(reply.status, 200);
         let mut v = reply.json()["response"].clone();
         v["decodedPatch"] = reply.patch().unwrap_or(Value::Null);
@@ -632,7 +627,8 @@ async fn no_touch_without_the_lease_on_the_api_server() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_in_cluster_mode_fails_readiness_first_and_releases_the_lease() {
-    let mut w = World::start(true).await;
+    // A second of shutdown delay: readiness must fail while the pod still serves.
+    let mut w = World::start_with(true, "1s").await;
     w.wait_for("the Lease to be held", async || {
         w.metric("bootimage_webhook_leader").await == 1.0
     })

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use bootimage_webhook::apis;
 use kube::api::{Api, ListParams};
 use kube::core::DynamicObject;
-use support::{Https, admin_get, dev_certs, evanphx, fixture};
+use support::{Https, admin_get, dev_certs, evanphx};
 
 #[tokio::test]
 #[ignore = "needs a real cluster: set KUBECONFIG and pass --ignored"]
@@ -64,19 +64,9 @@ async fn every_machineset_of_a_real_cluster_goes_through_the_webhook() {
     let https = Https::new(&certs.ca_pem);
     for ms in api.list(&ListParams::default()).await.unwrap() {
         let object = serde_json::to_value(&ms).unwrap();
-        let mut review = fixture("admissionreview-v1-machineset-gcp-update.assembled.json");
-        review["request"]["object"] = object.clone();
-        review["request"]["oldObject"] = object.clone();
-        review["request"]["name"] = object["metadata"]["name"].clone();
         let reply = https
-            .post(
-                webhook,
-                "/mutate-machinesets",
-                Some("application/json"),
-                serde_json::to_vec(&review).unwrap(),
-            )
-            .await
-            .unwrap();
+            .post_review(webhook, &support::update_review_of(&object))
+            .await;
         assert_eq!(reply.status, 200);
         let v = reply.json();
         println!(

@@ -275,6 +275,14 @@ impl Https {
         Ok(send)
     }
 
+    /// POST an AdmissionReview to the webhook path.
+    pub async fn post_review(&self, addr: SocketAddr, review: &Value) -> Reply {
+        let body = serde_json::to_vec(review).unwrap();
+        self.post(addr, "/mutate-machinesets", Some("application/json"), body)
+            .await
+            .unwrap()
+    }
+
     pub async fn post(
         &self,
         addr: SocketAddr,
@@ -363,6 +371,15 @@ pub fn leaf_der(chain_pem: &str) -> Vec<u8> {
         .unwrap()
         .as_ref()
         .to_vec()
+}
+
+/// The UPDATE review fixture around `ms` (as object and oldObject).
+pub fn update_review_of(ms: &Value) -> Value {
+    let mut review = fixture("admissionreview-v1-machineset-gcp-update.assembled.json");
+    review["request"]["object"] = ms.clone();
+    review["request"]["oldObject"] = ms.clone();
+    review["request"]["name"] = ms["metadata"]["name"].clone();
+    review
 }
 
 /// The MachineSet inside an AdmissionReview fixture.
