@@ -231,9 +231,14 @@ fn rbac_is_exactly_the_calls_the_code_makes() {
         let needed = needed();
         let missing: Vec<_> = needed.difference(&granted).collect();
         let extra: Vec<_> = granted.difference(&needed).collect();
+        let callers: Vec<&str> = apis::ALL
+            .iter()
+            .filter(|c| missing.iter().any(|m| m.2 == c.plural && m.1 == c.group))
+            .map(|c| c.why)
+            .collect();
         assert!(
             missing.is_empty(),
-            "{build}: the code calls these without RBAC: {missing:#?}"
+            "{build}: the code calls these without RBAC: {missing:#?} (from {callers:?})"
         );
         assert!(
             extra.is_empty(),
