@@ -18,9 +18,9 @@ use serde_json::{Value, json};
 
 const ROUNDS: usize = 41;
 
-fn shared(rel: &str) -> String {
+fn fixture(rel: &str) -> String {
     let p = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../shared/fixtures")
+        .join("tests/fixtures")
         .join(rel);
     std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
 }
@@ -95,9 +95,9 @@ fn compare(name: &str, body: &[u8], snap: &Snapshot) {
 
 fn main() {
     let boot_images =
-        BootImages::from_document(&shared("configmap-coreos-bootimages.assembled.yaml")).unwrap();
+        BootImages::from_document(&fixture("configmap-coreos-bootimages.assembled.yaml")).unwrap();
     let snap = Snapshot::offline(boot_images, false, Some(Arch::Amd64), false);
-    let update = parse_document(&shared(
+    let update = parse_document(&fixture(
         "admissionreview-v1-machineset-gcp-update.assembled.json",
     ))
     .unwrap();

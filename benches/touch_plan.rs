@@ -17,7 +17,7 @@ const N: usize = 5_000;
 const ROUNDS: usize = 21;
 
 fn main() {
-    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures");
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
     let read = |n: &str| std::fs::read_to_string(fixtures.join(n)).unwrap();
     let snap = Snapshot::offline(
         BootImages::from_document(&read("configmap-coreos-bootimages.assembled.yaml")).unwrap(),

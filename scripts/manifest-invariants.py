@@ -3,14 +3,14 @@
 
 kubernetes-validate checks each built-in object against its schema; nothing
 there checks that the objects fit together, or that the webhook settings are
-the ones SPEC §6 asks for. This does, on the output of `kubectl kustomize`.
+the ones behaviour §6 asks for. This does, on the output of `kubectl kustomize`.
 
     manifest-invariants.py openshift RENDERED.yaml
     manifest-invariants.py cert-manager RENDERED.yaml
     manifest-invariants.py cel RENDERED.yaml FIXTURES_DIR
 
 The "cel" mode evaluates the webhook's matchConditions with cel-python on
-real MachineSets (FIXTURES_DIR is ../shared/fixtures) and on variants of them.
+real MachineSets (FIXTURES_DIR is tests/fixtures) and on variants of them.
 cel-python is not the API server's CEL: it returns false for has() on a
 missing parent where the API server raises an error. A static check therefore
 also requires every has(a.b) to follow a has(a) and every a[k] to follow
@@ -86,7 +86,7 @@ def common(docs):
     find(docs, "ServiceAccount", namespace=NAMESPACE)
     find(docs, "Namespace")
 
-    # Webhook settings (SPEC §6, pitfalls §4).
+    # Webhook settings (behaviour §6).
     hooks = mwc.get("webhooks", [])
     check(len(hooks) == 1, "the webhook configuration must hold exactly one webhook (CA injection covers all)")
     wh = hooks[0] if hooks else {}

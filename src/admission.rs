@@ -1,4 +1,4 @@
-//! AdmissionReview bytes in, AdmissionReview bytes out (SPEC §6). Transport-free, so the
+//! AdmissionReview bytes in, AdmissionReview bytes out (behaviour §6). Transport-free, so the
 //! server, the tests and the benchmark all drive the same function.
 
 use std::collections::BTreeMap;
@@ -143,7 +143,7 @@ pub fn review(body: &[u8], snap: &Snapshot) -> Result<Reviewed, ReviewError> {
 }
 
 /// The response envelope. Our own, not kube-core's `AdmissionResponse`: that one writes
-/// `patch` as an array of numbers, while the API documents (and SPEC §6 requires) base64.
+/// `patch` as an array of numbers, while the API documents (and behaviour §6 requires) base64.
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
 struct ResponseReview<'a> {

@@ -1,4 +1,4 @@
-//! Cluster facts from live objects, as pure functions: the master-upgrade gate (SPEC §3),
+//! Cluster facts from live objects, as pure functions: the master-upgrade gate (behaviour §3),
 //! enrollment from MachineConfiguration `cluster`, platform, architectures and stub
 //! Ignition versions. The watchers feed them; the tests call them directly.
 
@@ -38,7 +38,7 @@ pub struct GateInputs<'a> {
 }
 
 /// Open once a master has completed the current upgrade: the rule by which the MCO
-/// stamps `MCOReleaseImageVersion` (SPEC §3), plus the optional ClusterVersion wait.
+/// stamps `MCOReleaseImageVersion` (behaviour §3), plus the optional ClusterVersion wait.
 pub fn gate(i: GateInputs<'_>) -> Gate {
     let Some(release) = i.release_version else {
         return Gate::closed("the coreos-bootimages ConfigMap has not been read");

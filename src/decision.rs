@@ -1,5 +1,5 @@
 //! The decision: a pure function from a MachineSet (raw JSON) and a snapshot to a reason,
-//! a message and a minimal JSON Patch (SPEC §4, §5). No I/O: the webhook, the toucher and
+//! a message and a minimal JSON Patch (behaviour §4, §5). No I/O: the webhook, the toucher and
 //! `preview` all call [`decide`].
 
 use std::collections::BTreeMap;
@@ -25,7 +25,7 @@ pub const OS_ID_LABEL: &str = "machine.openshift.io/os-id";
 pub const ARCH_ANNOTATION: &str = "capacity.cluster-autoscaler.kubernetes.io/labels";
 const ARCH_LABEL_PREFIX: &str = "kubernetes.io/arch=";
 
-/// Stable reason codes (SPEC §4), used in logs, metrics, warnings and events.
+/// Stable reason codes (behaviour §4), used in logs, metrics, warnings and events.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Reason {
     NotApplicable,
@@ -143,7 +143,7 @@ fn str_map(v: Option<&Value>) -> BTreeMap<String, String> {
         .unwrap_or_default()
 }
 
-/// Arch from the autoscaler annotation (`k=v,k=v`), or the control plane's (SPEC §4.7).
+/// Arch from the autoscaler annotation (`k=v,k=v`), or the control plane's (behaviour §4.7).
 fn machineset_arch(
     annotations: &BTreeMap<String, String>,
     snap: &Snapshot,

@@ -232,7 +232,7 @@ pub fn digest(parts: &[&[u8]]) -> String {
         .collect()
 }
 
-/// Whether boot images may move now (SPEC §3).
+/// Whether boot images may move now (behaviour §3).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Gate {
     pub open: bool,

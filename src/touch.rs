@@ -1,4 +1,4 @@
-//! The touch (SPEC §7): on the Lease holder only, bring existing MachineSets through the
+//! The touch (behaviour §7): on the Lease holder only, bring existing MachineSets through the
 //! webhook when their target moves. A touch is a merge patch of one annotation; the write
 //! passes the webhook, which injects the image. The returned object is checked; three
 //! touches that do not move the image for the same target end in an Event, a metric and

@@ -1,5 +1,5 @@
 //! The watchers (kube-runtime, with backoff) and the one task that rebuilds the snapshot
-//! from what they hold and swaps it in atomically (SPEC §7). A malformed ConfigMap keeps
+//! from what they hold and swaps it in atomically (behaviour §7). A malformed ConfigMap keeps
 //! the last good boot images; readiness waits until every watcher has listed once.
 
 use std::collections::BTreeMap;

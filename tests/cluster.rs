@@ -1,6 +1,6 @@
 //! The cluster side against an emulated API server (tests/kmock/emulator.py, built on the
 //! PyPI kmock): the real binary with a kubeconfig pointing at it, objects seeded from
-//! ../shared/fixtures, and the emulator's state and request log read back. The emulator
+//! tests/fixtures, and the emulator's state and request log read back. The emulator
 //! calls our webhook on MachineSet writes, as the apiserver would (failurePolicy Ignore).
 //! Limits: no real apiserver semantics (defaulting, 410 Gone, RV conflicts); see
 //! tests/kmock/README.md.
@@ -449,7 +449,7 @@ async fn gate_then_exactly_one_touch_per_machineset_that_needs_one() {
         "no touch while the gate is closed"
     );
 
-    // One master finishes: the exact SPEC §3 rule opens it.
+    // One master finishes: the exact behaviour §3 rule opens it.
     w.emulator.put(&pool(1)).await;
     w.wait_for("the gate to open", async || {
         w.metric("bootimage_webhook_gate_open").await == 1.0

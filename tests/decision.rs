@@ -1,4 +1,4 @@
-//! The decision, rule by rule and reason by reason (SPEC §4, §5), on real fixtures. Every
+//! The decision, rule by rule and reason by reason (behaviour §4, §5), on real fixtures. Every
 //! patch is applied with evanphx/json-patch (the apiserver's library); the result must
 //! equal the input but for the boot image(s) and the annotation, and a second pass must
 //! give no patch.
@@ -448,7 +448,7 @@ fn rule_9_custom_image_leaves_everything() {
 
 #[test]
 fn rule_9_empty_or_missing_boot_image_gets_the_target() {
-    // SPEC §4.9: machine-api would default an empty image to a stale 4.14 one.
+    // behaviour §4.9: machine-api would default an empty image to a stale 4.14 one.
     for image in [Some(json!("")), Some(Value::Null), None] {
         let mut ms = gcp_ms();
         let disk = &mut ms["spec"]["template"]["spec"]["providerSpec"]["value"]["disks"][0];
@@ -492,7 +492,7 @@ fn rule_9_derived_gcp_cases_replayed() {
         }
         let d = decision::decide(&ms, &snap);
         let expect = &case["expect"];
-        // The one deliberate difference from the MCO: SPEC §4.9 gives an empty boot image
+        // The one deliberate difference from the MCO: behaviour §4.9 gives an empty boot image
         // the target (the MCO skips it; machine-api would then default a stale image).
         let spec_divergence = name == "empty boot image does not match prefix (skip)";
         if spec_divergence {

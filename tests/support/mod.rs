@@ -33,15 +33,11 @@ pub fn install_provider() {
     });
 }
 
-/// `../shared/<rel>`, beside the checkout (as in CI).
-pub fn shared(rel: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../shared")
-        .join(rel)
-}
-
+/// `tests/fixtures/<name>` (provenance in `tests/fixtures/README.md`).
 pub fn fixture_path(name: &str) -> PathBuf {
-    shared(&format!("fixtures/{name}"))
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(name)
 }
 
 pub fn fixture_text(name: &str) -> String {
