@@ -70,15 +70,17 @@ pub async fn start(
 
     let (stop_webhook, stop_webhook_rx) = watch::channel(false);
     let (stop_admin, stop_admin_rx) = watch::channel(false);
+    let refusals: Arc<server::RefusalLog> = Arc::default();
     let state = AppState {
         snapshot: snapshot.clone(),
         metrics: metrics.clone(),
         health: health.clone(),
         body_timeout: settings.body_timeout,
+        refusals: refusals.clone(),
     };
     let webhook = tokio::spawn(server::serve(
         webhook_listener,
-        server::Transport::Tls(tokio_rustls::TlsAcceptor::from(tls_config)),
+        server::Transport::Tls(tokio_rustls::TlsAcceptor::from(tls_config), refusals),
         server::webhook_router(state),
         settings.limits,
         stop_webhook_rx.clone(),
@@ -169,14 +171,30 @@ fn resolve(args: &ServeArgs) -> anyhow::Result<Settings> {
     })
 }
 
-async fn signal() -> anyhow::Result<&'static str> {
-    use tokio::signal::unix::{SignalKind, signal};
-    let mut term = signal(SignalKind::terminate())?;
-    let mut int = signal(SignalKind::interrupt())?;
-    Ok(tokio::select! {
-        _ = term.recv() => "SIGTERM",
-        _ = int.recv() => "SIGINT",
-    })
+/// On SIGTERM the kubelet gives the grace period; on Ctrl-C a person waits.
+const DEFAULT_SHUTDOWN_DELAY: Duration = Duration::from_secs(5);
+
+/// SIGTERM and SIGINT, registered once so that a second one is seen too.
+struct Signals {
+    term: tokio::signal::unix::Signal,
+    int: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    fn new() -> anyhow::Result<Self> {
+        use tokio::signal::unix::{SignalKind, signal};
+        Ok(Signals {
+            term: signal(SignalKind::terminate())?,
+            int: signal(SignalKind::interrupt())?,
+        })
+    }
+
+    async fn next(&mut self) -> &'static str {
+        tokio::select! {
+            _ = self.term.recv() => "SIGTERM",
+            _ = self.int.recv() => "SIGINT",
+        }
+    }
 }
 
 /// Elect the toucher: hold the Lease with kube-lease-manager, publish leadership on
@@ -341,8 +359,9 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             addr = running.webhook_addr,
         );
     }
-    let which = signal().await?;
-    tracing::info!("received {which}");
+    let mut signals = Signals::new()?;
+    let which = signals.next().await;
+    tracing::info!("received {which}; a second signal exits at once");
     // Readiness fails at once; touching stops (and the Lease is released) while the
     // webhook keeps serving through the delay; then it drains.
     running.health.shutting_down.store(true, Ordering::Release);
@@ -352,6 +371,16 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             let _ = tokio::time::timeout(Duration::from_secs(5), task).await;
         }
     };
-    tokio::join!(release, running.shutdown(args.shutdown_delay));
-    Ok(())
+    let delay = args.shutdown_delay.unwrap_or(if args.dev {
+        Duration::ZERO
+    } else {
+        DEFAULT_SHUTDOWN_DELAY
+    });
+    tokio::select! {
+        _ = async { tokio::join!(release, running.shutdown(delay)) } => Ok(()),
+        again = signals.next() => {
+            tracing::warn!("received {again} while shutting down: exiting now, without draining");
+            bail!("stopped by a second {again} before in-flight requests drained")
+        }
+    }
 }

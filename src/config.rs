@@ -26,7 +26,19 @@ pub struct Cli {
 pub enum Command {
     /// Serve the mutating admission webhook (HTTPS) and the admin port (HTTP).
     Serve(Box<ServeArgs>),
-    /// Show offline what the webhook would do to a MachineSet.
+    /// Show offline what the webhook would do to MachineSets.
+    #[command(
+        long_about = "Show offline what the webhook would do to MachineSets: the same decision, \
+without a cluster.\n\n\
+Input (--machineset-file, YAML or JSON; `-` reads standard input): one MachineSet, a `kind: List` \
+as `oc get machinesets -n openshift-machine-api -o yaml` prints it, or a stream of YAML documents. \
+Other objects beside MachineSets (a MachineAutoscaler in the same file) are skipped with a note on \
+standard error; an input with no MachineSet at all is an error.\n\n\
+Output: one JSON object per MachineSet, one per line (JSON Lines; pipe to `jq .` to read), in \
+input order: {\"reason\", \"message\", \"patch\", \"machineSet\"}, where machineSet is the \
+object with the patch applied and patch is empty unless reason is Updated.",
+        after_long_help = "Exit status:\n  0  every MachineSet was decided (with --exit-code: and none would change)\n  1  the input or the ConfigMap could not be read, or a flag is wrong\n  2  with --exit-code: at least one MachineSet would change (like `git diff --exit-code`)"
+    )]
     Preview(PreviewArgs),
     /// Write a CA and a serving certificate, and print the caBundle.
     Certs(CertsArgs),
@@ -115,9 +127,10 @@ pub struct ServeArgs {
     /// Time a client has to send a request body, and to finish the TLS handshake.
     #[arg(long, env = "BOOTIMAGE_WEBHOOK_BODY_TIMEOUT", value_parser = duration, default_value = "10s")]
     pub body_timeout: Duration,
-    /// On SIGTERM, keep serving (with readiness failing) this long so endpoints drop us.
-    #[arg(long, env = "BOOTIMAGE_WEBHOOK_SHUTDOWN_DELAY", value_parser = duration, default_value = "5s")]
-    pub shutdown_delay: Duration,
+    /// On SIGTERM, keep serving (with readiness failing) this long so endpoints drop us
+    /// [default: 5s; 0s with --dev, where no endpoints route to us].
+    #[arg(long, env = "BOOTIMAGE_WEBHOOK_SHUTDOWN_DELAY", value_parser = duration)]
+    pub shutdown_delay: Option<Duration>,
     /// Then wait at most this long for in-flight requests.
     #[arg(long, env = "BOOTIMAGE_WEBHOOK_DRAIN_TIMEOUT", value_parser = duration, default_value = "20s")]
     pub drain_timeout: Duration,
@@ -177,9 +190,14 @@ pub struct ClusterArgs {
 
 #[derive(Debug, Args)]
 pub struct PreviewArgs {
-    /// The MachineSet, YAML or JSON (`oc get machineset NAME -o yaml`).
+    /// MachineSets, YAML or JSON: one, a List (`oc get machinesets -o yaml`) or a YAML
+    /// stream; `-` for standard input.
     #[arg(long, env = "BOOTIMAGE_WEBHOOK_MACHINESET_FILE")]
     pub machineset_file: PathBuf,
+    /// Exit with status 2 when any MachineSet would change (0 when none would), for
+    /// GitOps pipelines.
+    #[arg(long, env = "BOOTIMAGE_WEBHOOK_PREVIEW_EXIT_CODE")]
+    pub exit_code: bool,
     #[command(flatten)]
     pub offline: OfflineArgs,
 }
@@ -187,8 +205,10 @@ pub struct PreviewArgs {
 /// What replaces the cluster offline (`serve --configmap-file`, `serve --dev`, `preview`).
 #[derive(Debug, Args)]
 pub struct OfflineArgs {
-    /// The coreos-bootimages ConfigMap, YAML or JSON. For `serve`: offline mode instead of
-    /// watching the cluster [default: the embedded one with --dev and for preview].
+    /// The coreos-bootimages ConfigMap, YAML or JSON (`oc get configmap coreos-bootimages
+    /// -n openshift-machine-config-operator -o yaml`). `serve` given one runs offline
+    /// instead of following the cluster [default: the embedded RHCOS 9.8 one with `serve
+    /// --dev` and `preview`].
     #[arg(long, env = "BOOTIMAGE_WEBHOOK_CONFIGMAP_FILE")]
     pub configmap_file: Option<PathBuf>,
     /// Offline: open the gate even if the ConfigMap is not stamped by the MCO.
@@ -227,6 +247,10 @@ pub struct CertsArgs {
         required = true
     )]
     pub dns: Vec<String>,
+    /// Overwrite ca.crt, tls.crt and tls.key if they exist (a new CA: webhook
+    /// configurations that trust the old one must be given the new caBundle).
+    #[arg(long, env = "BOOTIMAGE_WEBHOOK_CERTS_FORCE")]
+    pub force: bool,
 }
 
 #[cfg(test)]

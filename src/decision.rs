@@ -40,6 +40,8 @@ pub enum Reason {
     UnsupportedPlatform,
     NoImageInStream,
     CustomImage,
+    /// No disk is marked `boot: true`: there is no boot image to move.
+    NoBootDisk,
     StubIgnitionSpec2,
     Updated,
     UpToDate,
@@ -49,7 +51,7 @@ pub enum Reason {
 }
 
 impl Reason {
-    pub const ALL: [Reason; 16] = [
+    pub const ALL: [Reason; 17] = [
         Reason::NotApplicable,
         Reason::OptedOut,
         Reason::OwnedByController,
@@ -62,6 +64,7 @@ impl Reason {
         Reason::UnsupportedPlatform,
         Reason::NoImageInStream,
         Reason::CustomImage,
+        Reason::NoBootDisk,
         Reason::StubIgnitionSpec2,
         Reason::Updated,
         Reason::UpToDate,
@@ -82,6 +85,7 @@ impl Reason {
             Reason::UnsupportedPlatform => "UnsupportedPlatform",
             Reason::NoImageInStream => "NoImageInStream",
             Reason::CustomImage => "CustomImage",
+            Reason::NoBootDisk => "NoBootDisk",
             Reason::StubIgnitionSpec2 => "StubIgnitionSpec2",
             Reason::Updated => "Updated",
             Reason::UpToDate => "UpToDate",
@@ -344,15 +348,8 @@ pub fn decide(ms: &Value, snap: &Snapshot) -> Decision {
             d.target = target;
             return d;
         }
-        Outcome::UpToDate {
-            current,
-            target,
-            note,
-        } => {
-            let message = match note {
-                Some(note) => format!("{note}: nothing to update"),
-                None => format!("boot image is already {target}"),
-            };
+        Outcome::UpToDate { current, target } => {
+            let message = format!("boot image is already {target}");
             let mut d = with_context(Decision::new(Reason::UpToDate, message));
             d.current = Some(current);
             d.target = Some(target);

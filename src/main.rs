@@ -1,15 +1,27 @@
+use std::io::{ErrorKind, Write};
 use std::process::ExitCode;
 
-use anyhow::Context;
+use anyhow::{Context, bail};
 use clap::Parser;
 
-use bootimage_webhook::config::{Cli, Command};
+use bootimage_webhook::config::{Cli, Command, PreviewArgs};
 use bootimage_webhook::{app, logging, preview, tls};
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            // Exit status 2 is `preview --exit-code`'s "would change"; usage errors are 1.
+            return if e.use_stderr() {
+                ExitCode::FAILURE
+            } else {
+                ExitCode::SUCCESS
+            };
+        }
+    };
     match run(cli) {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(code) => code,
         Err(e) => {
             eprintln!("error: {e:#}");
             ExitCode::FAILURE
@@ -17,7 +29,7 @@ fn main() -> ExitCode {
     }
 }
 
-fn run(cli: Cli) -> anyhow::Result<()> {
+fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     // Only ring is compiled in; installing it makes that explicit for every rustls user.
     let _ = rustls::crypto::ring::default_provider().install_default();
     match cli.command {
@@ -27,14 +39,22 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 .enable_all()
                 .build()
                 .context("starting the runtime")?
-                .block_on(app::serve(*args))
+                .block_on(app::serve(*args))?;
+            Ok(ExitCode::SUCCESS)
         }
-        Command::Preview(args) => {
-            let out = preview::run(&args.machineset_file, &args.offline.offline())?;
-            println!("{}", serde_json::to_string_pretty(&out)?);
-            Ok(())
-        }
+        Command::Preview(args) => preview(&args),
         Command::Certs(args) => {
+            if !args.force {
+                for name in tls::DevCerts::FILES {
+                    let path = args.out.join(name);
+                    if path.exists() {
+                        bail!(
+                            "{} exists; not overwriting it (give --force to make a new CA and pair)",
+                            path.display()
+                        );
+                    }
+                }
+            }
             let certs = tls::DevCerts::generate(&args.dns)?;
             certs.write(&args.out)?;
             eprintln!(
@@ -42,7 +62,31 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 args.out.display()
             );
             println!("{}", certs.ca_bundle());
-            Ok(())
+            Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+/// One JSON line per MachineSet. A reader that closes the pipe early (`| head`) ends the
+/// output quietly: what it did not read it did not want.
+fn preview(args: &PreviewArgs) -> anyhow::Result<ExitCode> {
+    let out = preview::run(&args.machineset_file, &args.offline.offline())?;
+    for skipped in &out.skipped {
+        eprintln!("preview: skipping {skipped}: not a MachineSet");
+    }
+    let mut stdout = std::io::stdout().lock();
+    let written = out.results.iter().try_for_each(|r| {
+        serde_json::to_writer(&mut stdout, r)?;
+        stdout.write_all(b"\n")?;
+        Ok::<_, std::io::Error>(())
+    });
+    match written.and_then(|()| stdout.flush()) {
+        Err(e) if e.kind() == ErrorKind::BrokenPipe => {}
+        other => other.context("writing the results")?,
+    }
+    Ok(if args.exit_code && out.changes {
+        ExitCode::from(2)
+    } else {
+        ExitCode::SUCCESS
+    })
 }

@@ -1,5 +1,6 @@
-//! `preview`: the webhook's decision, offline, as one JSON object on stdout.
+//! `preview`: the webhook's decision, offline, one JSON object per MachineSet on stdout.
 
+use std::io::Read;
 use std::path::Path;
 
 use serde_json::{Value, json};
@@ -13,8 +14,6 @@ pub enum PreviewError {
     Read { path: String, cause: std::io::Error },
     #[error("{path}: {message}")]
     Parse { path: String, message: String },
-    #[error("{path} is not a JSON/YAML object")]
-    NotObject { path: String },
     #[error("{0}")]
     BootImages(#[from] snapshot::BootImagesError),
     #[error("unknown architecture {0:?} (use amd64, arm64, ppc64le or s390x)")]
@@ -62,41 +61,98 @@ fn read(path: &Path) -> Result<String, PreviewError> {
     })
 }
 
-/// The MachineSet from a file, YAML or JSON. A YAML stream may carry other objects beside
-/// it (a MachineAutoscaler, say): the one MachineSet is taken.
-pub fn read_object(path: &Path) -> Result<Value, PreviewError> {
-    let text = read(path)?;
-    let parse_error = |message: String| PreviewError::Parse {
-        path: path.display().to_string(),
-        message,
-    };
-    let mut docs = snapshot::parse_documents(&text).map_err(parse_error)?;
-    docs.retain(|d| !d.is_null());
-    let machinesets: Vec<usize> = (0..docs.len())
-        .filter(|&i| docs[i].get("kind").and_then(Value::as_str) == Some("MachineSet"))
-        .collect();
-    let value = match machinesets.as_slice() {
-        [i] => docs.swap_remove(*i),
-        [] if docs.len() == 1 => docs.swap_remove(0),
-        [] => {
-            return Err(parse_error(format!(
-                "no MachineSet among its {} documents",
-                docs.len()
-            )));
+/// Where the MachineSets come from: a file, or standard input for `-`.
+fn read_input(path: &Path) -> Result<String, PreviewError> {
+    if path == Path::new("-") {
+        let mut text = String::new();
+        std::io::stdin()
+            .read_to_string(&mut text)
+            .map_err(|cause| PreviewError::Read {
+                path: "standard input".into(),
+                cause,
+            })?;
+        Ok(text)
+    } else {
+        read(path)
+    }
+}
+
+/// `Kind/name` of a document, for messages.
+fn describe(doc: &Value) -> String {
+    let kind = doc
+        .get("kind")
+        .and_then(Value::as_str)
+        .unwrap_or("<no kind>");
+    match doc.pointer("/metadata/name").and_then(Value::as_str) {
+        Some(name) => format!("{kind}/{name}"),
+        None => kind.to_owned(),
+    }
+}
+
+/// The MachineSets of a document stream, as administrators have them: one object, a
+/// `kind: List` (`oc get machinesets -o yaml`), several YAML documents. Other objects
+/// beside MachineSets (a MachineAutoscaler in the same GitOps file) are returned as
+/// skipped; an input with no MachineSet at all is an error.
+pub fn machinesets(docs: Vec<Value>) -> Result<(Vec<Value>, Vec<String>), String> {
+    let mut found = Vec::new();
+    let mut skipped = Vec::new();
+    let mut pending: Vec<Value> = docs.into_iter().rev().collect();
+    while let Some(doc) = pending.pop() {
+        match &doc {
+            Value::Null => {}
+            Value::Object(o) if o.get("kind").and_then(Value::as_str) == Some("MachineSet") => {
+                found.push(doc)
+            }
+            Value::Object(o) if is_list(o) => match o.get("items") {
+                Some(Value::Array(items)) => pending.extend(items.iter().rev().cloned()),
+                Some(Value::Null) | None => {}
+                Some(_) => return Err(format!("{}: items is not a list", describe(&doc))),
+            },
+            Value::Object(_) => skipped.push(describe(&doc)),
+            other => {
+                return Err(format!(
+                    "a document is not an object but {}",
+                    match other {
+                        Value::String(_) => "a string",
+                        Value::Array(_) => "a list",
+                        Value::Number(_) => "a number",
+                        _ => "a boolean",
+                    }
+                ));
+            }
         }
-        many => {
-            return Err(parse_error(format!(
-                "holds {} MachineSets; give one",
-                many.len()
-            )));
-        }
-    };
-    if !value.is_object() {
-        return Err(PreviewError::NotObject {
-            path: path.display().to_string(),
+    }
+    if found.is_empty() {
+        return Err(if skipped.is_empty() {
+            "holds no MachineSet (it is empty)".into()
+        } else {
+            format!("holds no MachineSet (found {})", skipped.join(", "))
         });
     }
-    Ok(value)
+    Ok((found, skipped))
+}
+
+/// `kind: List`, and the typed lists (`MachineSetList`) that `-o json` of a list prints.
+fn is_list(o: &serde_json::Map<String, Value>) -> bool {
+    o.get("kind")
+        .and_then(Value::as_str)
+        .is_some_and(|k| k.ends_with("List"))
+        && o.contains_key("items")
+}
+
+/// Read the MachineSets from a file (or `-`), with the names of other objects skipped.
+pub fn read_machinesets(path: &Path) -> Result<(Vec<Value>, Vec<String>), PreviewError> {
+    let text = read_input(path)?;
+    let parse_error = |message: String| PreviewError::Parse {
+        path: if path == Path::new("-") {
+            "standard input".into()
+        } else {
+            path.display().to_string()
+        },
+        message,
+    };
+    let docs = snapshot::parse_documents(&text).map_err(parse_error)?;
+    machinesets(docs).map_err(parse_error)
 }
 
 /// `{"reason", "message", "patch", "machineSet"}`: the MachineSet after the patch.
@@ -111,9 +167,30 @@ pub fn render(mut machineset: Value, decision: &Decision) -> Result<Value, Previ
     }))
 }
 
-pub fn run(machineset_file: &Path, offline: &Offline<'_>) -> Result<Value, PreviewError> {
+/// What `preview` found: one result per MachineSet, in input order.
+pub struct Preview {
+    pub results: Vec<Value>,
+    /// Objects in the input that are not MachineSets, as `Kind/name`.
+    pub skipped: Vec<String>,
+    /// Whether any MachineSet would change (for `--exit-code`).
+    pub changes: bool,
+}
+
+pub fn run(machineset_file: &Path, offline: &Offline<'_>) -> Result<Preview, PreviewError> {
     let snap = offline.snapshot()?;
-    let ms = read_object(machineset_file)?;
-    let d = decision::decide(&ms, &snap);
-    render(ms, &d)
+    let (machinesets, skipped) = read_machinesets(machineset_file)?;
+    let mut changes = false;
+    let results = machinesets
+        .into_iter()
+        .map(|ms| {
+            let d = decision::decide(&ms, &snap);
+            changes |= !d.patch.0.is_empty();
+            render(ms, &d)
+        })
+        .collect::<Result<_, _>>()?;
+    Ok(Preview {
+        results,
+        skipped,
+        changes,
+    })
 }

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use axum::Router;
 use axum::extract::{Request, State};
-use axum::http::{HeaderValue, Method, StatusCode, header};
+use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use http_body_util::{BodyExt, LengthLimitError, Limited};
@@ -58,6 +58,69 @@ pub struct AppState {
     pub health: Arc<Health>,
     /// Time allowed for the body to arrive once the headers are in.
     pub body_timeout: Duration,
+    pub refusals: Arc<RefusalLog>,
+}
+
+/// The client's address, put on each request by the accept loop.
+#[derive(Debug, Clone, Copy)]
+pub struct Peer(pub SocketAddr);
+
+fn peer(req: &Request) -> Option<SocketAddr> {
+    req.extensions().get::<Peer>().map(|p| p.0)
+}
+
+/// Refused requests are logged at warn so that `oc logs` shows an apiserver (or anyone)
+/// sending something wrong; at most [`RefusalLog::BURST`] lines per window, so that a flood
+/// cannot flood the log. The next line says how many were left out. (A window counter
+/// under a mutex: only refusals pass here, never the served path.)
+#[derive(Debug)]
+pub struct RefusalLog {
+    window: Duration,
+    state: std::sync::Mutex<RefusalWindow>,
+}
+
+#[derive(Debug)]
+struct RefusalWindow {
+    started: Instant,
+    logged: u32,
+    suppressed: u64,
+}
+
+impl RefusalLog {
+    pub const BURST: u32 = 10;
+
+    pub fn new(window: Duration) -> Self {
+        RefusalLog {
+            window,
+            state: std::sync::Mutex::new(RefusalWindow {
+                started: Instant::now(),
+                logged: 0,
+                suppressed: 0,
+            }),
+        }
+    }
+
+    /// `Some(n)`: log this one, and say that `n` were left out before it.
+    fn admit(&self) -> Option<u64> {
+        let mut w = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        if w.started.elapsed() >= self.window {
+            w.started = Instant::now();
+            w.logged = 0;
+        }
+        if w.logged < Self::BURST {
+            w.logged += 1;
+            Some(std::mem::take(&mut w.suppressed))
+        } else {
+            w.suppressed += 1;
+            None
+        }
+    }
+}
+
+impl Default for RefusalLog {
+    fn default() -> Self {
+        RefusalLog::new(Duration::from_secs(60))
+    }
 }
 
 pub fn webhook_router(state: AppState) -> Router {
@@ -90,8 +153,24 @@ fn respond(
     res
 }
 
-fn fail(st: &AppState, start: Instant, code: StatusCode, reason: &str, message: &str) -> Response {
-    tracing::debug!(code = code.as_u16(), reason, "{message}");
+fn fail(
+    st: &AppState,
+    peer: Option<SocketAddr>,
+    start: Instant,
+    code: StatusCode,
+    reason: &str,
+    message: &str,
+) -> Response {
+    if let Some(suppressed) = st.refusals.admit() {
+        let peer = peer.map_or_else(|| "unknown".to_owned(), |p| p.to_string());
+        tracing::warn!(
+            code = code.as_u16(),
+            reason,
+            peer = %peer,
+            suppressed,
+            "refused a request with {code}: {message}"
+        );
+    }
     respond(
         st,
         start,
@@ -106,13 +185,22 @@ async fn not_found(State(st): State<AppState>, req: Request) -> Response {
         "no such path {}; the webhook is POST {WEBHOOK_PATH}",
         req.uri().path()
     );
-    fail(&st, Instant::now(), StatusCode::NOT_FOUND, "NotFound", &msg)
+    let peer = peer(&req);
+    fail(
+        &st,
+        peer,
+        Instant::now(),
+        StatusCode::NOT_FOUND,
+        "NotFound",
+        &msg,
+    )
 }
 
-async fn method_not_allowed(State(st): State<AppState>, method: Method) -> Response {
-    let msg = format!("method {method} not allowed; use POST");
+async fn method_not_allowed(State(st): State<AppState>, req: Request) -> Response {
+    let msg = format!("method {} not allowed; use POST", req.method());
     let mut res = fail(
         &st,
+        peer(&req),
         Instant::now(),
         StatusCode::METHOD_NOT_ALLOWED,
         "MethodNotAllowed",
@@ -142,6 +230,7 @@ async fn mutate(State(st): State<AppState>, req: Request) -> Response {
     let start = Instant::now();
     st.metrics.in_flight.inc();
     let _in_flight = InFlight(st.metrics.clone());
+    let peer = peer(&req);
 
     if !is_json(req.headers().get(header::CONTENT_TYPE)) {
         let got = req
@@ -152,6 +241,7 @@ async fn mutate(State(st): State<AppState>, req: Request) -> Response {
         let msg = format!("Content-Type must be application/json, got {got}");
         return fail(
             &st,
+            peer,
             start,
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
             "UnsupportedMediaType",
@@ -162,6 +252,7 @@ async fn mutate(State(st): State<AppState>, req: Request) -> Response {
         let msg = format!("request body is larger than the {MAX_BODY}-byte limit");
         fail(
             st,
+            peer,
             start,
             StatusCode::PAYLOAD_TOO_LARGE,
             "PayloadTooLarge",
@@ -184,11 +275,18 @@ async fn mutate(State(st): State<AppState>, req: Request) -> Response {
         }
         Ok(Err(e)) => {
             let msg = format!("request body truncated or unreadable: {e}");
-            return fail(&st, start, StatusCode::BAD_REQUEST, "BadBody", &msg);
+            return fail(&st, peer, start, StatusCode::BAD_REQUEST, "BadBody", &msg);
         }
         Err(_) => {
             let msg = format!("request body did not arrive within {:?}", st.body_timeout);
-            return fail(&st, start, StatusCode::REQUEST_TIMEOUT, "BodyTimeout", &msg);
+            return fail(
+                &st,
+                peer,
+                start,
+                StatusCode::REQUEST_TIMEOUT,
+                "BodyTimeout",
+                &msg,
+            );
         }
     };
 
@@ -213,6 +311,7 @@ async fn mutate(State(st): State<AppState>, req: Request) -> Response {
         }
         Err(e) => fail(
             &st,
+            peer,
             start,
             StatusCode::BAD_REQUEST,
             "InvalidReview",
@@ -264,7 +363,8 @@ pub const MAX_CONNECTIONS: usize = 1024;
 /// How a port turns an accepted TCP connection into a byte stream: TLS, or nothing.
 #[derive(Clone)]
 pub enum Transport {
-    Tls(TlsAcceptor),
+    /// TLS; plain HTTP spoken to it is refused, and logged through the [`RefusalLog`].
+    Tls(TlsAcceptor, Arc<RefusalLog>),
     Plain,
 }
 
@@ -302,7 +402,13 @@ pub async fn serve(
         // Reap finished connection tasks so the set does not grow.
         while conns.try_join_next().is_some() {}
         let transport = transport.clone();
-        let service = TowerToHyperService::new(router.clone());
+        let service = TowerToHyperService::new(tower::ServiceExt::map_request(
+            router.clone(),
+            move |mut req: Request<hyper::body::Incoming>| {
+                req.extensions_mut().insert(Peer(peer));
+                req
+            },
+        ));
         let watcher = graceful.watcher();
         conns.spawn(async move {
             let _permit = permit;
@@ -316,8 +422,10 @@ pub async fn serve(
                         .watch(http.serve_connection(TokioIo::new(tcp), service))
                         .await
                 }
-                Transport::Tls(acceptor) => {
-                    let Some(tcp) = plain_http_guard(tcp, limits.handshake_timeout).await else {
+                Transport::Tls(acceptor, refusals) => {
+                    let Some(tcp) =
+                        plain_http_guard(tcp, peer, &refusals, limits.handshake_timeout).await
+                    else {
                         return;
                     };
                     let tls =
@@ -356,10 +464,24 @@ pub async fn serve(
 
 /// A TLS connection starts with a handshake record (0x16). A letter means someone spoke
 /// plain HTTP to the TLS port: tell them, as Go servers do, instead of a TLS alert.
-async fn plain_http_guard(mut tcp: TcpStream, wait: Duration) -> Option<TcpStream> {
+async fn plain_http_guard(
+    mut tcp: TcpStream,
+    peer: SocketAddr,
+    refusals: &RefusalLog,
+    wait: Duration,
+) -> Option<TcpStream> {
     let mut first = [0u8; 1];
     match tokio::time::timeout(wait, tcp.peek(&mut first)).await {
         Ok(Ok(1)) if first[0].is_ascii_alphabetic() => {
+            if let Some(suppressed) = refusals.admit() {
+                tracing::warn!(
+                    code = 400,
+                    reason = "PlainHTTP",
+                    peer = %peer,
+                    suppressed,
+                    "refused a request with 400 Bad Request: plain HTTP sent to the HTTPS port"
+                );
+            }
             let _ = tcp.write_all(PLAIN_HTTP_REPLY).await;
             let _ = tcp.shutdown().await;
             None
@@ -384,4 +506,27 @@ pub async fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
     TcpListener::bind(addr)
         .await
         .map_err(|e| std::io::Error::new(e.kind(), format!("binding {addr}: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn refusal_log_admits_a_burst_then_counts_what_it_leaves_out() {
+        let log = RefusalLog::new(Duration::from_millis(200));
+        for _ in 0..RefusalLog::BURST {
+            assert_eq!(log.admit(), Some(0));
+        }
+        for _ in 0..7 {
+            assert_eq!(log.admit(), None);
+        }
+        std::thread::sleep(Duration::from_millis(250));
+        assert_eq!(
+            log.admit(),
+            Some(7),
+            "the next line says how many were left out"
+        );
+        assert_eq!(log.admit(), Some(0));
+    }
 }

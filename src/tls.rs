@@ -283,6 +283,9 @@ impl DevCerts {
     }
 
     /// Write `ca.crt`, `tls.crt`, `tls.key` into `dir` (the key readable by the owner only).
+    /// The files [`DevCerts::write`] writes.
+    pub const FILES: [&str; 3] = ["ca.crt", "tls.crt", "tls.key"];
+
     pub fn write(&self, dir: &Path) -> Result<(), TlsError> {
         let werr = |path: &Path| {
             let path = path.to_owned();

@@ -22,14 +22,29 @@ fn run(args: &[&str]) -> Output {
     Command::new(BIN).args(args).output().unwrap()
 }
 
-fn preview(args: &[&str]) -> Value {
+/// `preview`'s JSON lines, one per MachineSet.
+fn preview_all(args: &[&str]) -> Vec<Value> {
     let out = run(&[&["preview"], args].concat());
     assert!(
         out.status.success(),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    serde_json::from_slice(&out.stdout).unwrap()
+    json_lines(&out.stdout)
+}
+
+fn json_lines(stdout: &[u8]) -> Vec<Value> {
+    let text = std::str::from_utf8(stdout).unwrap();
+    assert!(text.is_empty() || text.ends_with('\n'), "{text}");
+    text.lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect()
+}
+
+fn preview(args: &[&str]) -> Value {
+    let mut all = preview_all(args);
+    assert_eq!(all.len(), 1, "{all:?}");
+    all.remove(0)
 }
 
 fn boot_image(v: &Value) -> &str {
@@ -120,8 +135,8 @@ fn preview_follows_the_flags() {
         .env("BOOTIMAGE_WEBHOOK_MULTI_ARCH", "true")
         .output()
         .unwrap();
-    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(v["reason"], "ArchitectureUnknown");
+    let v = json_lines(&out.stdout);
+    assert_eq!(v[0]["reason"], "ArchitectureUnknown");
 }
 
 #[test]
@@ -139,10 +154,11 @@ fn preview_refuses_unreadable_input_clearly() {
     let bad_yaml = write("bad.yaml", "kind: [unclosed\n");
     let bad_json = write("bad.json", "{\"kind\": ");
     let scalar = write("scalar.yaml", "just a string\n");
-    let two = write(
-        "two.yaml",
-        &format!("{0}\n---\n{0}", std::fs::read_to_string(&ms).unwrap()),
-    );
+    let configmap = fixture_path("configmap-coreos-bootimages.assembled.yaml")
+        .to_str()
+        .unwrap()
+        .to_owned();
+    let empty = write("empty.yaml", "---\n");
     let bad_cm = write(
         "cm.yaml",
         "data:\n  releaseVersion: 4.21.0\n  stream: '{\"architectures\": 5}'\n",
@@ -154,8 +170,15 @@ fn preview_refuses_unreadable_input_clearly() {
         ),
         (vec!["--machineset-file", &bad_yaml], "invalid YAML"),
         (vec!["--machineset-file", &bad_json], "invalid JSON"),
-        (vec!["--machineset-file", &scalar], "not a JSON/YAML object"),
-        (vec!["--machineset-file", &two], "holds 2 MachineSets"),
+        (
+            vec!["--machineset-file", &scalar],
+            "is not an object but a string",
+        ),
+        (
+            vec!["--machineset-file", &configmap],
+            "holds no MachineSet (found ConfigMap/coreos-bootimages)",
+        ),
+        (vec!["--machineset-file", &empty], "holds no MachineSet"),
         (
             vec!["--machineset-file", &ms, "--configmap-file", &bad_cm],
             "no architectures object",
@@ -375,4 +398,322 @@ fn json_logs_on_request() {
         "{first}"
     );
     assert!(v["timestamp"].is_string());
+}
+
+/// What administrators have: a `kind: List` from `oc get machinesets -o yaml`, several YAML
+/// documents, standard input. One line per MachineSet, in input order.
+#[test]
+fn preview_takes_lists_streams_and_stdin() {
+    let gcp = support::fixture("machineset-gcp-build02-infra-a.yaml");
+    let mut current = gcp.clone();
+    current["metadata"]["name"] = "already-current".into();
+    current["spec"]["template"]["spec"]["providerSpec"]["value"]["disks"][0]["image"] =
+        CURRENT_X86.into();
+    let aws = std::fs::read_to_string(fixture_path(
+        "machineset-aws-build01-ci-tests-worker-us-east-1a.yaml",
+    ))
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let list = dir.path().join("list.yaml");
+    let yaml_list = format!(
+        "apiVersion: v1\nkind: List\nmetadata:\n  resourceVersion: \"\"\nitems:\n- {}\n- {}\n",
+        serde_json::to_string(&gcp).unwrap(),
+        serde_json::to_string(&current).unwrap()
+    );
+    std::fs::write(&list, &yaml_list).unwrap();
+    let names = |v: &[Value]| -> Vec<(String, String)> {
+        v.iter()
+            .map(|r| {
+                (
+                    r["machineSet"]["metadata"]["name"]
+                        .as_str()
+                        .unwrap()
+                        .to_owned(),
+                    r["reason"].as_str().unwrap().to_owned(),
+                )
+            })
+            .collect()
+    };
+    let args = ["--control-plane-arch", "amd64", "--machineset-file"];
+    let from_list = preview_all(&[&args[..], &[list.to_str().unwrap()]].concat());
+    assert_eq!(
+        names(&from_list),
+        [
+            ("build02-fmpjh-infra-a".to_owned(), "Updated".to_owned()),
+            ("already-current".to_owned(), "UpToDate".to_owned())
+        ]
+    );
+    assert_eq!(boot_image(&from_list[0]), CURRENT_X86);
+
+    // A JSON MachineSetList (`oc get machinesets -o json`), from standard input.
+    let json_list = serde_json::json!({"apiVersion": "machine.openshift.io/v1beta1", "kind": "MachineSetList", "items": [current, gcp]});
+    let mut child = Command::new(BIN)
+        .args([
+            "preview",
+            "--control-plane-arch",
+            "amd64",
+            "--machineset-file",
+            "-",
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    {
+        use std::io::Write;
+        let mut stdin = child.stdin.take().unwrap();
+        stdin
+            .write_all(&serde_json::to_vec(&json_list).unwrap())
+            .unwrap();
+    }
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success());
+    assert_eq!(
+        names(&json_lines(&out.stdout)),
+        [
+            ("already-current".to_owned(), "UpToDate".to_owned()),
+            ("build02-fmpjh-infra-a".to_owned(), "Updated".to_owned())
+        ]
+    );
+
+    // A YAML stream: the List, then a GCP MachineSet and its MachineAutoscaler (skipped,
+    // and said so on standard error).
+    let stream = dir.path().join("stream.yaml");
+    std::fs::write(&stream, format!("{yaml_list}---\n{aws}")).unwrap();
+    let out = run(&[&["preview"], &args[..], &[stream.to_str().unwrap()]].concat());
+    assert!(out.status.success());
+    assert_eq!(json_lines(&out.stdout).len(), 3);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("skipping MachineAutoscaler/build01-9hdwj-ci-tests-worker-us-east-1a"),
+        "{err}"
+    );
+}
+
+/// `--exit-code` as `git diff --exit-code`: 2 when something would change, 0 when not,
+/// 1 for an error (also for a wrong flag, so 2 always means "would change").
+#[test]
+fn preview_exit_codes() {
+    let stale = fixture_path("machineset-gcp-build02-infra-a.yaml");
+    let stale = stale.to_str().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let mut ms = support::fixture("machineset-gcp-build02-infra-a.yaml");
+    ms["spec"]["template"]["spec"]["providerSpec"]["value"]["disks"][0]["image"] =
+        CURRENT_X86.into();
+    let current = dir.path().join("current.json");
+    std::fs::write(&current, serde_json::to_vec(&ms).unwrap()).unwrap();
+    let code = |args: &[&str]| {
+        run(&[&["preview", "--control-plane-arch", "amd64"], args].concat())
+            .status
+            .code()
+    };
+    assert_eq!(code(&["--machineset-file", stale]), Some(0));
+    assert_eq!(code(&["--machineset-file", stale, "--exit-code"]), Some(2));
+    assert_eq!(
+        code(&[
+            "--machineset-file",
+            current.to_str().unwrap(),
+            "--exit-code"
+        ]),
+        Some(0)
+    );
+    assert_eq!(
+        code(&["--machineset-file", "/nonexistent", "--exit-code"]),
+        Some(1)
+    );
+    assert_eq!(
+        code(&["--machineset-file", stale, "--no-such-flag"]),
+        Some(1)
+    );
+    let help = run(&["preview", "--help"]);
+    assert_eq!(help.status.code(), Some(0));
+    let help = String::from_utf8_lossy(&help.stdout);
+    for says in [
+        "kind: List",
+        "standard input",
+        "one JSON object per MachineSet",
+        "Exit status",
+        "--exit-code",
+        "embedded",
+    ] {
+        assert!(
+            help.contains(says),
+            "preview --help does not say {says:?}:\n{help}"
+        );
+    }
+    assert!(!help.contains("offline mode instead of watching"), "{help}");
+}
+
+/// `preview ... | head -c 50`: the reader goes away; we stop quietly, no panic.
+#[test]
+fn preview_into_a_closed_pipe_ends_quietly() {
+    let gcp = support::fixture("machineset-gcp-build02-infra-a.yaml");
+    let items: Vec<Value> = (0..2000).map(|_| gcp.clone()).collect();
+    let dir = tempfile::tempdir().unwrap();
+    let list = dir.path().join("many.json");
+    std::fs::write(
+        &list,
+        serde_json::to_vec(&serde_json::json!({"kind": "List", "items": items})).unwrap(),
+    )
+    .unwrap();
+    let out = Command::new("bash")
+        .arg("-c")
+        .arg(format!(
+            "set -o pipefail; {BIN} preview --machineset-file {} 2>err | head -c 50 >/dev/null; echo $?; cat err",
+            list.display()
+        ))
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let (code, err) = text.split_once('\n').unwrap();
+    assert_eq!(code, "0", "{text}");
+    assert!(err.is_empty(), "stderr: {err}");
+}
+
+#[test]
+fn certs_refuses_to_overwrite_without_force() {
+    let dir = tempfile::tempdir().unwrap();
+    let out_dir = dir.path().to_str().unwrap();
+    let first = run(&["certs", "--out", out_dir, "--dns", "localhost"]);
+    assert!(first.status.success());
+    let ca = std::fs::read(dir.path().join("ca.crt")).unwrap();
+    let again = run(&["certs", "--out", out_dir, "--dns", "localhost"]);
+    assert_eq!(again.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&again.stderr);
+    assert!(err.contains("exists") && err.contains("--force"), "{err}");
+    assert_eq!(
+        std::fs::read(dir.path().join("ca.crt")).unwrap(),
+        ca,
+        "untouched"
+    );
+    let forced = run(&["certs", "--out", out_dir, "--dns", "localhost", "--force"]);
+    assert!(forced.status.success());
+    assert_ne!(
+        std::fs::read(dir.path().join("ca.crt")).unwrap(),
+        ca,
+        "a new CA"
+    );
+}
+
+/// Ctrl-C on `serve --dev` stops at once (no shutdown delay there); with a delay, a second
+/// Ctrl-C does not wait for it.
+#[test]
+fn ctrl_c_on_serve_dev_stops_at_once_and_a_second_one_forces_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cmd = support::binary::serve_command();
+    cmd.arg("--dev").current_dir(dir.path());
+    let mut dev = support::binary::Served::spawn(cmd);
+    let t = Instant::now();
+    dev.signal("INT");
+    assert!(dev.wait_exit(Duration::from_secs(10)).success());
+    assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
+
+    let mut cmd = support::binary::serve_command();
+    cmd.args(["--dev", "--shutdown-delay", "60s"])
+        .current_dir(dir.path());
+    let mut slow = support::binary::Served::spawn(cmd);
+    slow.signal("INT");
+    slow.wait_for_line(Duration::from_secs(10), |l| {
+        l.contains("a second signal exits at once")
+    })
+    .unwrap_or_else(|| panic!("{}", slow.log_text()));
+    let t = Instant::now();
+    slow.signal("INT");
+    let status = slow.wait_exit(Duration::from_secs(10));
+    assert!(t.elapsed() < Duration::from_secs(3), "{:?}", t.elapsed());
+    assert_eq!(status.code(), Some(1), "{}", slow.log_text());
+}
+
+/// A refused request is one warn line with the status, the reason and the peer, so that
+/// `oc logs` shows who sends something wrong; a flood gives at most a burst of lines.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refused_requests_are_logged_once_each_and_rate_limited() {
+    support::install_provider();
+    let dir = tempfile::tempdir().unwrap();
+    let mut cmd = support::binary::serve_command();
+    cmd.arg("--dev").current_dir(dir.path());
+    let served = support::binary::Served::spawn(cmd);
+    let ca = std::fs::read_to_string(dir.path().join("certs/ca.crt")).unwrap();
+    let client = support::Https::new(&ca);
+    let mut send = client.conn(served.webhook).await.unwrap();
+    let local = {
+        // The peer the server sees: our side of a fresh connection.
+        let tls = client.connect(served.webhook).await.unwrap();
+        tls.get_ref().0.local_addr().unwrap().ip()
+    };
+    for (method, path, ct, body, code) in [
+        (
+            "GET",
+            "/mutate-machinesets",
+            Some("application/json"),
+            "",
+            405,
+        ),
+        ("POST", "/nope", Some("application/json"), "{}", 404),
+        ("POST", "/mutate-machinesets", Some("text/plain"), "{}", 415),
+        (
+            "POST",
+            "/mutate-machinesets",
+            Some("application/json"),
+            "{",
+            400,
+        ),
+    ] {
+        let reply = support::send_on(
+            &mut send,
+            support::request(method, path, ct, body.as_bytes().to_vec()),
+        )
+        .await
+        .unwrap();
+        assert_eq!(reply.status, code);
+        let line = served
+            .wait_for_line(Duration::from_secs(5), |l| l.contains("refused a request"))
+            .unwrap_or_else(|| panic!("no log line for {code}:\n{}", served.log_text()));
+        assert!(line.contains("WARN"), "{line}");
+        assert!(line.contains(&format!("with {code}")), "{line}");
+        assert!(line.contains(&format!("peer={local}:")), "{line}");
+    }
+    // Plain HTTP on the TLS port.
+    {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let mut tcp = tokio::net::TcpStream::connect(served.webhook)
+            .await
+            .unwrap();
+        tcp.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+            .await
+            .unwrap();
+        let mut buf = Vec::new();
+        let _ = tcp.read_to_end(&mut buf).await;
+    }
+    let line = served
+        .wait_for_line(Duration::from_secs(5), |l| l.contains("refused a request"))
+        .unwrap();
+    assert!(
+        line.contains("plain HTTP") && line.contains("PlainHTTP"),
+        "{line}"
+    );
+
+    // A flood: 50 more refusals, and only the rest of the burst is logged.
+    for _ in 0..50 {
+        let r = support::send_on(
+            &mut send,
+            support::request("POST", "/nope", Some("application/json"), Vec::new()),
+        )
+        .await
+        .unwrap();
+        assert_eq!(r.status, 404);
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let logged = served
+        .log()
+        .iter()
+        .filter(|l| l.contains("refused a request"))
+        .count();
+    assert_eq!(
+        logged,
+        bootimage_webhook::server::RefusalLog::BURST as usize,
+        "{}",
+        served.log_text()
+    );
 }

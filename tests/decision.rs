@@ -469,6 +469,25 @@ fn rule_9_empty_or_missing_boot_image_gets_the_target() {
 }
 
 #[test]
+fn rule_9_no_boot_disk_says_so() {
+    let snap = offline_snapshot();
+    for disks in [
+        json!([]),
+        json!(null),
+        json!([{"boot": false, "image": "projects/rhcos-cloud/global/images/old"}, {"image": "x"}]),
+    ] {
+        let mut ms = gcp_ms();
+        set(
+            &mut ms,
+            "/spec/template/spec/providerSpec/value/disks",
+            disks.clone(),
+        );
+        let d = expect(&ms, &snap, Reason::NoBootDisk);
+        assert!(d.message.contains("boot: true"), "{disks}: {}", d.message);
+    }
+}
+
+#[test]
 fn rule_9_derived_gcp_cases_replayed() {
     let file = fixture("derived-cases-gcp-reconcile.json");
     let cases = file["cases"].as_array().unwrap();
@@ -698,6 +717,10 @@ fn every_reason_code_is_reachable() {
     );
     check(
         with(&|m| set(m, "/spec/template/spec/providerSpec/value/disks", json!(7))),
+        &snap,
+    );
+    check(
+        with(&|m| set(m, "/spec/template/spec/providerSpec/value/disks", json!([]))),
         &snap,
     );
     let all: BTreeSet<Reason> = Reason::ALL.into_iter().collect();

@@ -127,14 +127,18 @@ impl Platform for Gcp {
                 value: Value::String(target.clone()),
             });
         }
+        if boot_disks == 0 {
+            return Outcome::Skip {
+                reason: Reason::NoBootDisk,
+                message: "no disk in providerSpec.value.disks has boot: true: no boot image to set"
+                    .into(),
+                current: None,
+                target: Some(target),
+            };
+        }
         let current = current.unwrap_or_default();
         if edits.is_empty() {
-            let note = (boot_disks == 0).then(|| "no disk has boot: true".to_owned());
-            Outcome::UpToDate {
-                current,
-                target,
-                note,
-            }
+            Outcome::UpToDate { current, target }
         } else {
             Outcome::Changes {
                 edits,

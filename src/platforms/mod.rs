@@ -48,7 +48,6 @@ pub enum Outcome {
     UpToDate {
         current: String,
         target: String,
-        note: Option<String>,
     },
     Skip {
         reason: Reason,
