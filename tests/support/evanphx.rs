@@ -1,7 +1,7 @@
 //! Independent RFC 6902 JSON Patch applier for integration tests, backed by
 //! the library kube-apiserver itself uses to apply mutating-webhook patches:
-//! evanphx/json-patch, v4 API (`jsonpatch.DecodePatch(patch)` then
-//! `patch.Apply(doc)`).
+//! `gopkg.in/evanphx/json-patch.v4` at the version the pinned Kubernetes
+//! release requires (`jsonpatch.DecodePatch(patch)` then `patch.Apply(doc)`).
 //!
 //! Include it from an integration test with
 //!
@@ -10,12 +10,13 @@
 //! mod evanphx;
 //! ```
 //!
-//! The Go harness in `tests/evanphx/main.go` is built once per test process,
-//! in GOPATH mode and fully offline, against the Debian packages `golang-go`
-//! and `golang-github-evanphx-json-patch-dev` (install them with
-//! `scripts/install-test-deps`). If they are missing, the tests panic: they
-//! never skip silently. Set `EVANPHX_APPLY=/path/to/evanphx-apply` to use a
-//! prebuilt harness binary instead.
+//! The Go harness is the module `tests/go/evanphx` (`main.go`, `go.mod`,
+//! `go.sum`). It is built once per machine with the machine's Go (1.26 or
+//! newer, module mode, the Go module proxy for the first download) into
+//! `~/.cache/bootimage-webhook/bin/evanphx-apply-<library version>-<hash of the
+//! module's files>`; later runs reuse that binary. If Go is missing or the build
+//! fails, the tests panic: they never skip silently. Set
+//! `EVANPHX_APPLY=/path/to/evanphx-apply` to use a prebuilt harness binary instead.
 //!
 //! Compare results as parsed `serde_json::Value`s, never as bytes: Go's
 //! encoding/json sorts object keys, writes `<`, `>`, `&` as `\u003c` etc.,
@@ -23,8 +24,8 @@
 //! exactly as they were written in the input document.
 //!
 //! Known behaviour of this library version worth remembering in tests:
-//! `replace` on a missing *object* key succeeds and adds it (the apiserver's
-//! v4 library does the same); `replace` on a missing *array* index fails.
+//! `replace` on a missing *object* key succeeds and adds it (the apiserver
+//! does the same); `replace` on a missing *array* index fails.
 
 #![allow(dead_code)]
 
@@ -37,21 +38,16 @@ use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-/// Source of the Go harness (our own code, package main).
-pub const HARNESS_SOURCE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/evanphx/main.go");
+/// The Go module of the harness (our own code, package main).
+pub const HARNESS_MODULE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/go/evanphx");
 
-/// GOPATH root of Debian's Go library packages.
-const DEBIAN_GOCODE: &str = "/usr/share/gocode";
+/// The library the harness applies patches with (its version is read from go.mod).
+const LIBRARY: &str = "gopkg.in/evanphx/json-patch.v4";
 
-/// Where `golang-github-evanphx-json-patch-dev` installs the library.
-const DEBIAN_EVANPHX_DIR: &str = "/usr/share/gocode/src/github.com/evanphx/json-patch";
-
-/// Package directory name used inside the temporary GOPATH.
-const GO_PACKAGE_DIR: &str = "evanphx-apply";
-
-const INSTALL_HINT: &str = "run `scripts/install-test-deps` from the repository root \
-     (it installs the Debian packages golang-go and golang-github-evanphx-json-patch-dev), \
-     or set EVANPHX_APPLY to a prebuilt evanphx-apply binary";
+const INSTALL_HINT: &str = "the harness needs Go 1.26 or newer (`go` on PATH or \
+     /usr/local/go/bin/go) and, on its first build, the Go module proxy; \
+     `scripts/install-test-deps` checks for Go. Or set EVANPHX_APPLY to a prebuilt \
+     evanphx-apply binary";
 
 static HARNESS: OnceLock<PathBuf> = OnceLock::new();
 static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
@@ -92,11 +88,8 @@ pub fn apply_bytes(doc: &[u8], patch: &[u8]) -> Result<serde_json::Value, String
         Some(1) => Err(stderr.trim_end().to_string()),
         Some(3) => panic!(
             "evanphx/json-patch panicked while applying the patch: {}\n\
-             (Debian's golang-github-evanphx-json-patch-dev 5.2.0 root package lacks a few \
-             hardening fixes of the v4.12 tag the apiserver vendors: negative array indices \
-             in replace/test/move/copy, a null intermediate value, an empty document. \
-             The apiserver would not panic here; avoid this input or check it by hand.)\n\
-             patch: {}",
+             (the apiserver's dispatcher runs the same library: find out why before \
+             changing the test)\npatch: {}",
             stderr.trim_end(),
             String::from_utf8_lossy(patch)
         ),
@@ -108,8 +101,8 @@ pub fn apply_bytes(doc: &[u8], patch: &[u8]) -> Result<serde_json::Value, String
     }
 }
 
-/// Path of the harness binary: `$EVANPHX_APPLY` if set, otherwise the binary
-/// built (once per process) from [`HARNESS_SOURCE`].
+/// Path of the harness binary: `$EVANPHX_APPLY` if set, otherwise the cached
+/// binary built (once per machine) from [`HARNESS_MODULE`].
 pub fn harness_path() -> &'static Path {
     HARNESS.get_or_init(|| match std::env::var_os("EVANPHX_APPLY") {
         Some(p) if !p.is_empty() => {
@@ -125,18 +118,16 @@ pub fn harness_path() -> &'static Path {
     })
 }
 
-/// `<CARGO_TARGET_TMPDIR or temp_dir()>/evanphx-harness`.
-fn harness_root() -> PathBuf {
-    let base = option_env!("CARGO_TARGET_TMPDIR")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("CARGO_TARGET_TMPDIR").map(PathBuf::from))
-        .unwrap_or_else(std::env::temp_dir);
-    base.join("evanphx-harness")
+/// `~/.cache/bootimage-webhook/bin`, the binary cache `scripts/test-apiserver` uses too.
+fn bin_cache() -> PathBuf {
+    let home = std::env::var_os("HOME")
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| OsString::from("/tmp"));
+    PathBuf::from(home).join(".cache/bootimage-webhook/bin")
 }
 
 fn find_go() -> OsString {
-    // Debian's golang-go puts `go` on PATH (/usr/bin/go -> /usr/lib/go/bin/go).
-    for candidate in ["go", "/usr/lib/go/bin/go"] {
+    for candidate in ["go", "/usr/local/go/bin/go"] {
         match Command::new(candidate).arg("version").output() {
             Ok(out) if out.status.success() => return OsString::from(candidate),
             Ok(out) => panic!(
@@ -153,65 +144,73 @@ fn find_go() -> OsString {
     );
 }
 
+fn read(path: &Path) -> Vec<u8> {
+    fs::read(path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()))
+}
+
+/// 64-bit FNV-1a: a stable cache key (std's hasher may change between Rust releases).
+fn fnv1a(parts: &[&[u8]]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for part in parts {
+        for b in part.iter().chain(&[0u8]) {
+            h ^= u64::from(*b);
+            h = h.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+    }
+    h
+}
+
+/// `evanphx-apply-<library version>-<hash of go.mod, go.sum, main.go>`.
+fn cached_name(module: &Path) -> String {
+    let go_mod = read(&module.join("go.mod"));
+    let go_sum = read(&module.join("go.sum"));
+    let main_go = read(&module.join("main.go"));
+    let text = String::from_utf8_lossy(&go_mod);
+    // `require gopkg.in/evanphx/json-patch.v4 vX.Y.Z` (or the same inside a require block).
+    let version = text
+        .lines()
+        .map(|l| l.trim().trim_start_matches("require").trim_start())
+        .find_map(|l| l.strip_prefix(LIBRARY)?.split_whitespace().next())
+        .unwrap_or_else(|| panic!("{}/go.mod does not require {LIBRARY}", module.display()));
+    format!(
+        "evanphx-apply-{version}-{:016x}",
+        fnv1a(&[&go_mod, &go_sum, &main_go])
+    )
+}
+
 fn build_harness() -> PathBuf {
+    let module = Path::new(HARNESS_MODULE);
+    let cache = bin_cache();
+    let bin = cache.join(cached_name(module));
+    if bin.is_file() {
+        return bin;
+    }
     let go = find_go();
-    assert!(
-        Path::new(DEBIAN_EVANPHX_DIR).join("patch.go").is_file(),
-        "the Go library evanphx/json-patch was not found at {DEBIAN_EVANPHX_DIR}.\n{INSTALL_HINT}"
-    );
-    let src = Path::new(HARNESS_SOURCE);
-    assert!(
-        src.is_file(),
-        "evanphx harness source {} is missing",
-        src.display()
-    );
-
-    let root = harness_root();
-    let unique = unique_suffix();
-    let gopath = root.join(format!("gopath-{unique}"));
-    let pkg_dir = gopath.join("src").join(GO_PACKAGE_DIR);
-    fs::create_dir_all(&pkg_dir).unwrap_or_else(|e| panic!("create {}: {e}", pkg_dir.display()));
-    fs::copy(src, pkg_dir.join("main.go"))
-        .unwrap_or_else(|e| panic!("copy {} into {}: {e}", src.display(), pkg_dir.display()));
-
-    let gocache = root.join("gocache");
-    fs::create_dir_all(&gocache).unwrap_or_else(|e| panic!("create {}: {e}", gocache.display()));
+    fs::create_dir_all(&cache).unwrap_or_else(|e| panic!("create {}: {e}", cache.display()));
 
     // Build to a private name, then rename: several test binaries may build
-    // concurrently (e.g. under cargo-nextest) and one may be running the old binary.
-    let bin = root.join("evanphx-apply");
-    let tmp_bin = root.join(format!("evanphx-apply.{unique}.tmp"));
-    let mut gopath_var = gopath.clone().into_os_string();
-    gopath_var.push(":");
-    gopath_var.push(DEBIAN_GOCODE);
-
+    // concurrently (e.g. under cargo-nextest) and one may be running the binary.
+    let tmp_bin = cache.join(format!(".evanphx-apply.{}.tmp", unique_suffix()));
     let output = Command::new(&go)
-        .current_dir(&pkg_dir)
-        .args(["build", "-o"])
+        .current_dir(module)
+        .args(["build", "-trimpath", "-o"])
         .arg(&tmp_bin)
         .arg(".")
-        .env("GO111MODULE", "off")
-        .env("GOPATH", &gopath_var)
-        .env("GOCACHE", &gocache)
-        // Ignore any user `go env -w` settings (GOFLAGS=-mod=... breaks GOPATH mode).
-        .env("GOENV", "off")
-        .env_remove("GOFLAGS")
-        .env("GOPROXY", "off")
+        // The machine's Go, never a downloaded toolchain; go.mod and go.sum as committed.
         .env("GOTOOLCHAIN", "local")
+        .env("GOFLAGS", "-mod=readonly")
         .env("CGO_ENABLED", "0")
+        .env_remove("GO111MODULE")
         .output()
         .unwrap_or_else(|e| panic!("failed to run `go build`: {e}\n{INSTALL_HINT}"));
-
-    let _ = fs::remove_dir_all(&gopath);
     if !output.status.success() {
         let _ = fs::remove_file(&tmp_bin);
         panic!(
-            "building the evanphx harness failed ({}):\n{}{}\n\
-             GOPATH={} GO111MODULE=off; if the library is missing, {INSTALL_HINT}",
+            "building the evanphx harness in {} failed ({}):\n{}{}\n{INSTALL_HINT}",
+            module.display(),
             output.status,
             String::from_utf8_lossy(&output.stdout),
             String::from_utf8_lossy(&output.stderr),
-            gopath_var.to_string_lossy()
         );
     }
     fs::rename(&tmp_bin, &bin)

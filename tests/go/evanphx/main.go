@@ -1,11 +1,11 @@
 // Command evanphx-apply applies an RFC 6902 JSON Patch to a JSON document
-// with github.com/evanphx/json-patch (the v4 API that kube-apiserver imports
-// as gopkg.in/evanphx/json-patch.v4 in its mutating-webhook dispatcher:
-// jsonpatch.DecodePatch(patch) followed by patch.Apply(doc)).
+// with gopkg.in/evanphx/json-patch.v4, the library (and the version, pinned in
+// go.mod to what k8s.io/kubernetes requires) that kube-apiserver's mutating
+// webhook dispatcher applies webhook patches with: jsonpatch.DecodePatch(patch)
+// followed by patch.Apply(doc).
 //
-// It is a test oracle for bootimage-webhook: tests/support/evanphx.rs builds
-// it in GOPATH mode against the Debian package
-// golang-github-evanphx-json-patch-dev (see scripts/install-test-deps).
+// It is a test oracle for bootimage-webhook: tests/support/evanphx.rs builds it
+// in module mode with the machine's Go and caches the binary.
 //
 // Usage: evanphx-apply DOC_FILE PATCH_FILE
 //
@@ -14,16 +14,14 @@
 //	0  patch applied; the resulting document is printed to stdout
 //	1  DecodePatch or Apply (or reading an input file) failed; "error: <message>" on stderr
 //	2  wrong usage
-//	3  the library panicked; "panic: <value>" on stderr (the Debian 5.2.0 root
-//	   package lacks a few v4.12 hardening fixes, e.g. negative array indices
-//	   in replace/test/move/copy, a null intermediate value, an empty document)
+//	3  the library panicked; "panic: <value>" on stderr
 package main
 
 import (
 	"fmt"
 	"os"
 
-	jsonpatch "github.com/evanphx/json-patch"
+	jsonpatch "gopkg.in/evanphx/json-patch.v4"
 )
 
 func fail(code int, format string, args ...interface{}) {
