@@ -12,8 +12,8 @@ use std::hint::black_box;
 use std::path::Path;
 use std::time::Instant;
 
-use bootimage_webhook::admission;
-use bootimage_webhook::snapshot::{Arch, BootImages, Snapshot, parse_document};
+use bootimage_webhook::core::snapshot::{Arch, BootImages, Snapshot, parse_document};
+use bootimage_webhook::serve::admission;
 use serde_json::{Value, json};
 
 const ROUNDS: usize = 41;

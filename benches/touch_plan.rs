@@ -8,9 +8,9 @@ use std::hint::black_box;
 use std::path::Path;
 use std::time::Instant;
 
-use bootimage_webhook::decision::{ARCH_ANNOTATION, OPT_OUT_LABEL};
-use bootimage_webhook::snapshot::{Arch, BootImages, Snapshot, parse_documents};
-use bootimage_webhook::touch;
+use bootimage_webhook::cluster::touch;
+use bootimage_webhook::core::decision::{ARCH_ANNOTATION, OPT_OUT_LABEL};
+use bootimage_webhook::core::snapshot::{Arch, BootImages, Snapshot, parse_documents};
 use serde_json::{Value, json};
 
 const N: usize = 5_000;

@@ -10,13 +10,14 @@ use anyhow::{Context, bail};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
+use crate::cluster::touch::{LeaseCheck, TouchSettings, Toucher};
+use crate::cluster::watch::WatchSettings;
 use crate::config::ServeArgs;
+use crate::core::snapshot::{self, SharedSnapshot, Snapshot};
+use crate::health::{Health, until};
 use crate::metrics::Metrics;
-use crate::server::{self, AppState, ConnLimits, Health, WEBHOOK_PATH};
-use crate::snapshot::{self, SharedSnapshot, Snapshot};
-use crate::tls::{self, DevCerts, MinVersion, Reloader};
-use crate::touch::{LeaseCheck, TouchSettings, Toucher};
-use crate::watch::WatchSettings;
+use crate::serve::server::{self, AppState, ConnLimits, WEBHOOK_PATH};
+use crate::serve::tls::{self, DevCerts, MinVersion, Reloader};
 
 const DEV_CERTS_DIR: &str = "certs";
 
@@ -221,7 +222,7 @@ async fn lead(
                 tracing::warn!(lease = %format_args!("{namespace}/{lease}"), error = %e, "cannot set up the Lease; retrying");
                 tokio::select! {
                     _ = tokio::time::sleep(backoff) => {}
-                    _ = server::until(&mut stop, true) => return,
+                    _ = until(&mut stop, true) => return,
                 }
                 backoff = (backoff * 2).min(Duration::from_secs(30));
                 continue;
@@ -235,7 +236,7 @@ async fn lead(
             metrics.leader.set(i64::from(now));
             tokio::select! {
                 changed = held.changed() => if changed.is_err() { break },
-                _ = server::until(&mut stop, true) => {
+                _ = until(&mut stop, true) => {
                     leader.send_replace(false);
                     metrics.leader.set(0);
                     // Dropping the receiver makes the manager release the Lease.
@@ -260,7 +261,7 @@ async fn start_cluster_side(
     let client = kube::Client::try_default()
         .await
         .context("building the Kubernetes client (in-cluster service account or KUBECONFIG)")?;
-    let ids = crate::watch::start(
+    let ids = crate::cluster::watch::start(
         client.clone(),
         WatchSettings {
             configmap_namespace: args.configmap_namespace.clone(),

@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
-use crate::apis;
-use crate::tls::MinVersion;
+use crate::cluster::apis;
+use crate::serve::tls::MinVersion;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -223,8 +223,8 @@ pub struct OfflineArgs {
 }
 
 impl OfflineArgs {
-    pub fn offline(&self) -> crate::preview::Offline<'_> {
-        crate::preview::Offline {
+    pub fn offline(&self) -> crate::offline::Offline<'_> {
+        crate::offline::Offline {
             configmap_file: self.configmap_file.as_deref(),
             assume_masters_updated: self.assume_masters_updated,
             control_plane_arch: self.control_plane_arch.as_deref(),

@@ -1,20 +1,18 @@
 //! bootimage-webhook: keeps OpenShift MachineSets booting from the current RHCOS image.
 //!
-//! `decision` is the pure core; `admission` turns review bytes into response bytes;
-//! `server` and `tls` carry it over HTTPS; `snapshot` is what every decision reads.
+//! Three parts and their wiring:
+//! - [`core`]: the pure decision, platforms, snapshot and cluster facts (no I/O);
+//! - [`serve`]: the webhook over HTTPS, reading only the snapshot;
+//! - [`cluster`]: watchers feeding the snapshot, and the toucher;
+//! - [`app`], [`config`], [`offline`], [`preview`]: the commands that wire them.
 
-pub mod admission;
-pub mod apis;
 pub mod app;
 pub mod cluster;
 pub mod config;
-pub mod decision;
+pub mod core;
+pub mod health;
 pub mod logging;
 pub mod metrics;
-pub mod platforms;
+pub mod offline;
 pub mod preview;
-pub mod server;
-pub mod snapshot;
-pub mod tls;
-pub mod touch;
-pub mod watch;
+pub mod serve;

@@ -5,7 +5,8 @@ use anyhow::{Context, bail};
 use clap::Parser;
 
 use bootimage_webhook::config::{Cli, Command, PreviewArgs};
-use bootimage_webhook::{app, logging, preview, tls};
+use bootimage_webhook::serve::tls;
+use bootimage_webhook::{app, logging, preview};
 
 fn main() -> ExitCode {
     let cli = match Cli::try_parse() {

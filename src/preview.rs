@@ -5,8 +5,9 @@ use std::path::Path;
 
 use serde_json::{Value, json};
 
-use crate::decision::{self, Decision};
-use crate::snapshot::{self, Arch, BootImages, Snapshot};
+use crate::core::decision::{self, Decision};
+use crate::core::snapshot;
+use crate::offline::{Offline, OfflineError};
 
 #[derive(Debug, thiserror::Error)]
 pub enum PreviewError {
@@ -14,44 +15,10 @@ pub enum PreviewError {
     Read { path: String, cause: std::io::Error },
     #[error("{path}: {message}")]
     Parse { path: String, message: String },
-    #[error("{0}")]
-    BootImages(#[from] snapshot::BootImagesError),
-    #[error("unknown architecture {0:?} (use amd64, arm64, ppc64le or s390x)")]
-    Arch(String),
+    #[error(transparent)]
+    Offline(#[from] OfflineError),
     #[error("the patch does not apply to the MachineSet (a bug): {0}")]
     Apply(String),
-}
-
-/// The offline inputs shared by `preview` and `serve --configmap-file`.
-pub struct Offline<'a> {
-    pub configmap_file: Option<&'a Path>,
-    pub assume_masters_updated: bool,
-    pub control_plane_arch: Option<&'a str>,
-    pub multi_arch: bool,
-}
-
-impl Offline<'_> {
-    pub fn snapshot(&self) -> Result<Snapshot, PreviewError> {
-        let boot_images = match self.configmap_file {
-            Some(path) => {
-                BootImages::from_document(&read(path)?).map_err(|e| PreviewError::Parse {
-                    path: path.display().to_string(),
-                    message: e.to_string(),
-                })?
-            }
-            None => BootImages::from_document(snapshot::EMBEDDED_CONFIGMAP)?,
-        };
-        let arch = match self.control_plane_arch {
-            Some(a) => Some(Arch::parse(a).ok_or_else(|| PreviewError::Arch(a.to_owned()))?),
-            None => Arch::host(),
-        };
-        Ok(Snapshot::offline(
-            boot_images,
-            self.assume_masters_updated,
-            arch,
-            self.multi_arch,
-        ))
-    }
 }
 
 fn read(path: &Path) -> Result<String, PreviewError> {

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use bootimage_webhook::tls;
+use bootimage_webhook::serve::tls;
 use support::{Https, admin_get, fixture, request, send_on, start_server};
 use tokio::sync::Mutex;
 

@@ -68,9 +68,10 @@ fn preview_the_example_with_the_embedded_configmap() {
     let keys: Vec<&str> = v.as_object().unwrap().keys().map(String::as_str).collect();
     assert_eq!(keys, ["reason", "message", "patch", "machineSet"]);
     // The printed MachineSet is the input with the patch applied, applied independently.
-    let input =
-        bootimage_webhook::snapshot::parse_document(&std::fs::read_to_string(&example).unwrap())
-            .unwrap();
+    let input = bootimage_webhook::core::snapshot::parse_document(
+        &std::fs::read_to_string(&example).unwrap(),
+    )
+    .unwrap();
     assert_eq!(
         support::evanphx::apply(&input, &v["patch"]).unwrap(),
         v["machineSet"]
@@ -219,7 +220,7 @@ fn certs_writes_a_pair_and_prints_the_ca_bundle() {
     assert_eq!(ca, std::fs::read(dir.path().join("ca.crt")).unwrap());
     let cert = std::fs::read(dir.path().join("tls.crt")).unwrap();
     let key = std::fs::read(dir.path().join("tls.key")).unwrap();
-    bootimage_webhook::tls::certified_key(&cert, &key).unwrap();
+    bootimage_webhook::serve::tls::certified_key(&cert, &key).unwrap();
     use std::os::unix::fs::PermissionsExt;
     let mode = std::fs::metadata(dir.path().join("tls.key"))
         .unwrap()
@@ -712,7 +713,7 @@ async fn refused_requests_are_logged_once_each_and_rate_limited() {
         .count();
     assert_eq!(
         logged,
-        bootimage_webhook::server::RefusalLog::BURST as usize,
+        bootimage_webhook::serve::server::RefusalLog::BURST as usize,
         "{}",
         served.log_text()
     );

@@ -7,8 +7,8 @@ mod support;
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use bootimage_webhook::decision::{self, BOOT_IMAGE_ANNOTATION, Decision, Reason};
-use bootimage_webhook::snapshot::{
+use bootimage_webhook::core::decision::{self, BOOT_IMAGE_ANNOTATION, Decision, Reason};
+use bootimage_webhook::core::snapshot::{
     Arch, BootImages, ClusterFacts, Enrollment, Gate, KEY_MCO_RELEASE_IMAGE_VERSION,
     KEY_RELEASE_VERSION, KEY_STREAM, Snapshot,
 };
@@ -761,7 +761,7 @@ fn the_docs_sample_with_placeholders_is_left_alone() {
 
 #[test]
 fn touch_plan_picks_exactly_the_machinesets_the_webhook_would_change() {
-    use bootimage_webhook::touch;
+    use bootimage_webhook::cluster::touch;
     let snap = offline_snapshot();
     let mut current = gcp_ms();
     set(

@@ -1,13 +1,13 @@
 //! The rendered manifests agree with the code: webhook path and ports, the opt-out label,
-//! and RBAC that covers every call in `src/apis.rs` and nothing more.
+//! and RBAC that covers every call in `src/cluster/apis.rs` and nothing more.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use bootimage_webhook::apis::{self, Scope};
-use bootimage_webhook::decision::OPT_OUT_LABEL;
-use bootimage_webhook::server::WEBHOOK_PATH;
+use bootimage_webhook::cluster::apis::{self, Scope};
+use bootimage_webhook::core::decision::OPT_OUT_LABEL;
+use bootimage_webhook::serve::server::WEBHOOK_PATH;
 use serde_json::Value;
 
 const OWN_NAMESPACE: &str = "bootimage-webhook";
@@ -46,7 +46,7 @@ fn render(dir: &str) -> Vec<Value> {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    bootimage_webhook::snapshot::parse_documents(&String::from_utf8(out.stdout).unwrap())
+    bootimage_webhook::core::snapshot::parse_documents(&String::from_utf8(out.stdout).unwrap())
         .unwrap()
         .into_iter()
         .filter(|d| !d.is_null())

@@ -11,7 +11,7 @@ mod support;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use bootimage_webhook::apis;
+use bootimage_webhook::cluster::apis;
 use kube::api::{Api, ListParams};
 use kube::core::DynamicObject;
 use support::{Https, admin_get, dev_certs, evanphx};

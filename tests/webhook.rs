@@ -6,9 +6,9 @@ mod support;
 
 use std::time::Duration;
 
-use bootimage_webhook::decision::BOOT_IMAGE_ANNOTATION;
-use bootimage_webhook::server::MAX_BODY;
-use bootimage_webhook::tls::MinVersion;
+use bootimage_webhook::core::decision::BOOT_IMAGE_ANNOTATION;
+use bootimage_webhook::serve::server::MAX_BODY;
+use bootimage_webhook::serve::tls::MinVersion;
 use serde_json::{Value, json};
 use support::{
     CURRENT_X86, Https, Reply, TestServer, evanphx, fixture, request, review_object, send_on,

@@ -13,9 +13,9 @@ use std::time::Duration;
 
 use base64::Engine;
 use bootimage_webhook::app::{self, Running, Settings};
-use bootimage_webhook::server::ConnLimits;
-use bootimage_webhook::snapshot::{self, Arch, BootImages, Snapshot};
-use bootimage_webhook::tls::{DevCerts, MinVersion};
+use bootimage_webhook::core::snapshot::{self, Arch, BootImages, Snapshot};
+use bootimage_webhook::serve::server::ConnLimits;
+use bootimage_webhook::serve::tls::{DevCerts, MinVersion};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Bytes;
 use hyper::client::conn::http1::SendRequest;
@@ -344,7 +344,7 @@ pub fn client_config(
         roots.add(cert.unwrap()).unwrap();
     }
     let mut config =
-        rustls::ClientConfig::builder_with_provider(bootimage_webhook::tls::provider())
+        rustls::ClientConfig::builder_with_provider(bootimage_webhook::serve::tls::provider())
             .with_protocol_versions(versions)
             .unwrap()
             .with_root_certificates(roots)
@@ -392,7 +392,7 @@ pub fn without_image_fields(doc: &Value) -> Value {
         .pointer_mut("/metadata/annotations")
         .and_then(Value::as_object_mut)
     {
-        ann.remove(bootimage_webhook::decision::BOOT_IMAGE_ANNOTATION);
+        ann.remove(bootimage_webhook::core::decision::BOOT_IMAGE_ANNOTATION);
     }
     let empty = |a: &Value| a.is_null() || a.as_object().is_some_and(|a| a.is_empty());
     if d.pointer("/metadata/annotations").is_some_and(empty) {

@@ -21,11 +21,11 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 use tokio::sync::{Notify, watch};
 
-use crate::apis;
-use crate::cluster::{self, GateInputs};
+use crate::cluster::apis;
+use crate::core::facts::{self, GateInputs};
+use crate::core::snapshot::{Arch, BootImages, ClusterFacts, Enrollment, SharedSnapshot, Snapshot};
+use crate::health::Health;
 use crate::metrics::Metrics;
-use crate::server::Health;
-use crate::snapshot::{Arch, BootImages, ClusterFacts, Enrollment, SharedSnapshot, Snapshot};
 
 pub const MASTER_POOL: &str = "master";
 const CLUSTER: &str = "cluster";
@@ -236,11 +236,11 @@ impl Builder {
             mc.metadata
                 .annotations
                 .as_ref()
-                .and_then(|a| a.get(cluster::RELEASE_IMAGE_VERSION_ANNOTATION))
+                .and_then(|a| a.get(facts::RELEASE_IMAGE_VERSION_ANNOTATION))
                 .map(String::as_str)
         });
         let cv = named(&s.clusterversions, VERSION);
-        let gate = cluster::gate(GateInputs {
+        let gate = facts::gate(GateInputs {
             master_pool: pool.as_ref().map(|p| &p.data),
             rendered_release,
             release_version: self.last_good.as_ref().map(|b| b.release_version.as_str()),
@@ -256,7 +256,7 @@ impl Builder {
             self.last_gate = Some(gate.open);
         }
         let mcfg = named(&s.machineconfigurations, CLUSTER);
-        let enrollment = match cluster::enrollment(mcfg.as_ref().map(|m| &m.data)) {
+        let enrollment = match facts::enrollment(mcfg.as_ref().map(|m| &m.data)) {
             Ok(e) => {
                 self.last_enrollment_error = None;
                 e
@@ -288,18 +288,16 @@ impl Builder {
             .filter_map(|secret| {
                 let name = secret.metadata.name.clone()?;
                 let data = secret.data.as_ref()?.get("userData")?;
-                Some((name, cluster::ignition_version(&data.0)))
+                Some((name, facts::ignition_version(&data.0)))
             })
             .collect();
         let infra = named(&s.infrastructures, CLUSTER);
         Snapshot::new(
             self.last_good.clone(),
             ClusterFacts {
-                platform: infra.as_ref().and_then(|i| cluster::platform(&i.data)),
-                control_plane_arch: cluster::control_plane_arch(
-                    arches.iter().map(Option::as_deref),
-                ),
-                multi_arch: cv.as_ref().is_some_and(|c| cluster::multi_arch(&c.data)),
+                platform: infra.as_ref().and_then(|i| facts::platform(&i.data)),
+                control_plane_arch: facts::control_plane_arch(arches.iter().map(Option::as_deref)),
+                multi_arch: cv.as_ref().is_some_and(|c| facts::multi_arch(&c.data)),
                 gate,
                 enrollment,
                 stub_ignition,

@@ -3,7 +3,7 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use axum::Router;
@@ -20,36 +20,14 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 use tokio_rustls::TlsAcceptor;
 
-use crate::admission;
+use super::admission;
+use crate::core::snapshot::SharedSnapshot;
+use crate::health::{Health, until};
 use crate::metrics::{self, Metrics};
-use crate::snapshot::SharedSnapshot;
 
 pub const WEBHOOK_PATH: &str = "/mutate-machinesets";
 /// Well above the apiserver's 3 MiB request cap; an UPDATE carries two objects.
 pub const MAX_BODY: usize = 8 * 1024 * 1024;
-
-/// What `/readyz` reports.
-#[derive(Debug, Default)]
-pub struct Health {
-    pub tls_loaded: AtomicBool,
-    /// Offline: at start. With watchers: once every one of them has listed.
-    pub synced: AtomicBool,
-    pub shutting_down: AtomicBool,
-}
-
-impl Health {
-    pub fn ready(&self) -> Result<(), &'static str> {
-        if self.shutting_down.load(Ordering::Acquire) {
-            Err("shutting down")
-        } else if !self.tls_loaded.load(Ordering::Acquire) {
-            Err("serving certificate not loaded")
-        } else if !self.synced.load(Ordering::Acquire) {
-            Err("caches not synced yet")
-        } else {
-            Ok(())
-        }
-    }
-}
 
 #[derive(Clone)]
 pub struct AppState {
@@ -493,12 +471,6 @@ async fn plain_http_guard(
 
 async fn stopped(stop: &mut watch::Receiver<bool>) {
     until(stop, true).await;
-}
-
-/// Wait until the flag is `want`; `false` if its sender is gone. (Returns no `Ref`, so
-/// it can stand in a `select!` whose arms await.)
-pub async fn until(flag: &mut watch::Receiver<bool>, want: bool) -> bool {
-    flag.wait_for(|v| *v == want).await.is_ok()
 }
 
 /// Bind, saying which address in the error.

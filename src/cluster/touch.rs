@@ -18,11 +18,11 @@ use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use serde_json::{Value, json};
 use tokio::sync::watch;
 
-use crate::apis;
-use crate::decision::{self, Reason, TOUCH_ANNOTATION};
+use crate::cluster::apis;
+use crate::core::decision::{self, Reason, TOUCH_ANNOTATION};
+use crate::core::snapshot::{SharedSnapshot, Snapshot};
+use crate::health::{Health, until};
 use crate::metrics::Metrics;
-use crate::server::{Health, until};
-use crate::snapshot::{SharedSnapshot, Snapshot};
 
 pub const FIELD_MANAGER: &str = "bootimage-webhook";
 pub const MAX_ATTEMPTS: u32 = 3;

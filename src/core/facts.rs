@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use serde_json::Value;
 
-use crate::snapshot::{Arch, Enrollment, Gate};
+use crate::core::snapshot::{Arch, Enrollment, Gate};
 
 /// On the rendered MachineConfig: the release it was rendered for.
 pub const RELEASE_IMAGE_VERSION_ANNOTATION: &str =

@@ -4,8 +4,8 @@
 use serde_json::Value;
 
 use super::{Edit, Outcome, Platform, is_resource_name};
-use crate::decision::Reason;
-use crate::snapshot::Arch;
+use crate::core::arch::Arch;
+use crate::core::reason::Reason;
 
 /// Images the MCO (and so we) may replace: stock RHCOS images. The prefix test has no
 /// trailing slash, as upstream.

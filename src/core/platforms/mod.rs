@@ -5,8 +5,8 @@
 
 use serde_json::Value;
 
-use crate::decision::Reason;
-use crate::snapshot::Arch;
+use super::arch::Arch;
+use super::reason::Reason;
 
 mod gcp;
 

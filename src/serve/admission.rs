@@ -8,8 +8,8 @@ use base64::engine::general_purpose::STANDARD as BASE64;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::decision::{self, Decision, Reason};
-use crate::snapshot::Snapshot;
+use crate::core::decision::{self, Decision, Reason};
+use crate::core::snapshot::Snapshot;
 
 const API_VERSION: &str = "admission.k8s.io/v1";
 const KIND: &str = "AdmissionReview";

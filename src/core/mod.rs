@@ -1,0 +1,9 @@
+//! The pure core: what a MachineSet should boot from, decided without I/O. The webhook,
+//! the toucher, `preview` and `status` all call [`decision::decide`] on a [`snapshot`].
+
+pub mod arch;
+pub mod decision;
+pub mod facts;
+pub mod platforms;
+pub mod reason;
+pub mod snapshot;

@@ -1,0 +1,6 @@
+//! The serving side: AdmissionReview bytes to response bytes ([`admission`]), carried over
+//! HTTPS ([`server`], [`tls`]). It reads the snapshot and never calls anything.
+
+pub mod admission;
+pub mod server;
+pub mod tls;
