@@ -102,7 +102,8 @@ fn main() {
     ))
     .unwrap();
     // The handler patches this one; check so the benchmark measures the real path.
-    let first = admission::review(&serde_json::to_vec(&update).unwrap(), &snap).unwrap();
+    let update_bytes = serde_json::to_vec(&update).unwrap();
+    let first = admission::review(&update_bytes, &snap).unwrap();
     assert_eq!(first.decision.reason.as_str(), "Updated");
     println!("bootimage-webhook handler vs serde_json floor (parse to Value + write back)");
     compare(

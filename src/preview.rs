@@ -124,8 +124,11 @@ pub fn read_machinesets(path: &Path) -> Result<(Vec<Value>, Vec<String>), Previe
 
 /// `{"reason", "message", "patch", "machineSet"}`: the MachineSet after the patch.
 pub fn render(mut machineset: Value, decision: &Decision) -> Result<Value, PreviewError> {
-    json_patch::patch(&mut machineset, &decision.patch.0)
+    let patch = decision
+        .patch
+        .to_json_patch()
         .map_err(|e| PreviewError::Apply(e.to_string()))?;
+    json_patch::patch(&mut machineset, &patch).map_err(|e| PreviewError::Apply(e.to_string()))?;
     Ok(json!({
         "reason": decision.reason,
         "message": decision.message,
@@ -150,7 +153,7 @@ pub fn run(machineset_file: &Path, offline: &Offline<'_>) -> Result<Preview, Pre
     let results = machinesets
         .into_iter()
         .map(|ms| {
-            let d = decision::decide(&ms, &snap);
+            let d = decision::decide_object(&ms, &snap);
             changes |= !d.patch.0.is_empty();
             render(ms, &d)
         })

@@ -41,7 +41,7 @@ pub fn plan(machinesets: &[Value], snap: &Snapshot) -> Vec<Planned> {
     machinesets
         .iter()
         .filter_map(|ms| {
-            let d = decision::decide(ms, snap);
+            let d = decision::decide_object(ms, snap);
             (d.reason == Reason::Updated).then(|| {
                 let meta = |k: &str| {
                     ms.pointer(&format!("/metadata/{k}"))
@@ -345,7 +345,7 @@ impl Toucher {
             .patch(&p.name, &params, &Patch::Merge(&patch))
             .await?;
         let returned = serde_json::to_value(&returned).unwrap_or_default();
-        let d = decision::decide(&returned, snap);
+        let d = decision::decide_object(&returned, snap);
         Ok(match d.reason {
             Reason::UpToDate => Attempt::Moved,
             Reason::Updated => Attempt::NotMoved,

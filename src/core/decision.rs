@@ -1,18 +1,19 @@
-//! The decision: a pure function from a MachineSet (raw JSON) and a snapshot to a reason,
-//! a message and a minimal JSON Patch (behaviour §4, §5). No I/O: the webhook, the toucher and
-//! `preview` all call [`decide`].
+//! The decision: a pure function from a MachineSet (its [`MachineSetView`]) and a snapshot
+//! to a reason, a message and a minimal JSON Patch (behaviour §4, §5). No I/O: the webhook,
+//! the toucher, `preview` and `status` all call [`decide`]. Each rule is one function that
+//! either lets the MachineSet through to the next rule or decides (`Err(Decision)`).
 
 use std::collections::BTreeMap;
 
-use json_patch::jsonptr::PointerBuf;
-use json_patch::{AddOperation, Patch, PatchOperation, ReplaceOperation};
 use kube::core::SelectorExt;
+use serde::Serialize;
 use serde_json::{Map, Value};
 
 use super::arch::Arch;
-use super::platforms::{self, Outcome};
+use super::platforms::{self, Edit, Outcome, Platform, Target};
 pub use super::reason::Reason;
-use super::snapshot::{Enrollment, Snapshot};
+use super::snapshot::{BootImages, ClusterFacts, Enrollment, Snapshot};
+use super::view::{Annotations, MachineSetView, ProviderSpecValue, SpecFields};
 
 /// Per-MachineSet opt-out: this label with the value `"false"`.
 pub const OPT_OUT_LABEL: &str = "bootimages.machineconfiguration.openshift.io/managed";
@@ -25,6 +26,66 @@ pub const SUPPORTED_OS_STREAM: &str = "rhel-9";
 pub const OS_ID_LABEL: &str = "machine.openshift.io/os-id";
 pub const ARCH_ANNOTATION: &str = "capacity.cluster-autoscaler.kubernetes.io/labels";
 const ARCH_LABEL_PREFIX: &str = "kubernetes.io/arch=";
+
+/// A JSON Patch (RFC 6902) of `add` and `replace` operations, the only ones the webhook
+/// writes. Built and written by us on the request path (the `json-patch` crate's typed
+/// operations cost four times as much to build and write); [`Patch::to_json_patch`] hands
+/// it to that crate to apply.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Patch(pub Vec<PatchOp>);
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PatchOp {
+    pub op: OpKind,
+    /// A JSON pointer, escaped.
+    pub path: String,
+    pub value: Value,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OpKind {
+    Add,
+    Replace,
+}
+
+impl Patch {
+    /// The JSON array, written the short way (what `Serialize` writes, at half the cost).
+    pub fn write_json(&self, out: &mut Vec<u8>) {
+        out.push(b'[');
+        for (i, op) in self.0.iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            out.extend_from_slice(match op.op {
+                OpKind::Add => br#"{"op":"add","path":"#,
+                OpKind::Replace => br#"{"op":"replace","path":"#,
+            });
+            // Strings and JSON values into a Vec: writing cannot fail.
+            let _ = serde_json::to_writer(&mut *out, &op.path);
+            out.extend_from_slice(br#","value":"#);
+            let _ = serde_json::to_writer(&mut *out, &op.value);
+            out.push(b'}');
+        }
+        out.push(b']');
+    }
+
+    /// The same operations as the `json-patch` crate's, to apply them.
+    pub fn to_json_patch(&self) -> Result<json_patch::Patch, serde_json::Error> {
+        serde_json::from_value(serde_json::to_value(self)?)
+    }
+}
+
+/// `/` and `~` in a JSON pointer token (RFC 6901).
+pub fn escape_token(out: &mut String, token: &str) {
+    for c in token.chars() {
+        match c {
+            '~' => out.push_str("~0"),
+            '/' => out.push_str("~1"),
+            c => out.push(c),
+        }
+    }
+}
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Decision {
@@ -44,7 +105,7 @@ impl Decision {
         Decision {
             reason,
             message: message.into(),
-            patch: Patch(Vec::new()),
+            patch: Patch::default(),
             platform: None,
             arch: None,
             current: None,
@@ -55,26 +116,158 @@ impl Decision {
     pub fn not_applicable(message: impl Into<String>) -> Self {
         Decision::new(Reason::NotApplicable, message)
     }
+
+    fn on(mut self, platform: &dyn Platform, arch: Arch) -> Self {
+        self.platform = Some(platform.name());
+        self.arch = Some(arch);
+        self
+    }
+
+    fn with_images(mut self, current: Option<String>, target: Option<String>) -> Self {
+        self.current = current;
+        self.target = target;
+        self
+    }
 }
 
-fn str_map(v: Option<&Value>) -> BTreeMap<String, String> {
-    v.and_then(Value::as_object)
-        .map(|m| {
-            m.iter()
-                .filter_map(|(k, v)| v.as_str().map(|s| (k.clone(), s.to_owned())))
-                .collect()
-        })
-        .unwrap_or_default()
+/// Decide what to do with one MachineSet (behaviour §4, first match wins). Pure; never
+/// panics on any input.
+pub fn decide(ms: &MachineSetView<'_>, snap: &Snapshot) -> Decision {
+    rules(ms, snap).unwrap_or_else(|decided| decided)
 }
 
-/// Arch from the autoscaler annotation (`k=v,k=v`), or the control plane's (behaviour §4.7).
-fn machineset_arch(
-    annotations: &BTreeMap<String, String>,
-    snap: &Snapshot,
-) -> Result<Arch, Decision> {
-    let Some(value) = annotations.get(ARCH_ANNOTATION) else {
-        if snap.cluster.multi_arch {
-            // Never guess on a multi-arch cluster (OCPBUGS-69674).
+/// [`decide`] on a MachineSet held as a JSON value (the toucher's list, `preview`'s file).
+pub fn decide_object(ms: &Value, snap: &Snapshot) -> Decision {
+    // Writing a Value cannot fail, and any JSON reads as a view.
+    let json = serde_json::to_vec(ms).unwrap_or_default();
+    match MachineSetView::parse(&json) {
+        Ok(view) => decide(&view, snap),
+        Err(e) => Decision::not_applicable(format!("not a readable object: {e}")),
+    }
+}
+
+fn rules(ms: &MachineSetView<'_>, snap: &Snapshot) -> Result<Decision, Decision> {
+    let spec = applicable(ms)?; // 1
+    enrolled(ms, &snap.cluster.enrollment)?; // 2
+    not_owned(ms)?; // 3
+    supported_os_stream(ms)?; // 4
+    not_windows(ms)?; // 5
+    let boot_images = ready(snap)?; // 6
+    let arch = architecture(ms, &snap.cluster)?; // 7
+    let (platform, target) = platform_and_target(spec, arch, snap, boot_images)?; // 8
+    let change = platform_rule(platform, arch, spec, target)?; // 9
+    stub_ignition_can_boot(spec, &change, &snap.cluster).map_err(|d| d.on(platform, arch))?; // 10
+    Ok(patch(ms, change).on(platform, arch)) // 11
+}
+
+/// 1. A `machine.openshift.io` MachineSet with a providerSpec object.
+fn applicable<'v, 'a>(ms: &'v MachineSetView<'a>) -> Result<&'v SpecFields<'a>, Decision> {
+    let (kind, api_version) = (ms.kind(), ms.api_version());
+    if kind != "MachineSet" || !api_version.starts_with("machine.openshift.io/") {
+        return Err(Decision::not_applicable(format!(
+            "not a machine.openshift.io MachineSet (apiVersion {api_version:?}, kind {kind:?})"
+        )));
+    }
+    match ms.provider_spec() {
+        ProviderSpecValue::None => Err(Decision::not_applicable("no providerSpec value")),
+        ProviderSpecValue::NotObject(_) => Err(Decision::new(
+            Reason::InvalidProviderSpec,
+            "spec.template.spec.providerSpec.value is not an object",
+        )),
+        ProviderSpecValue::Object(spec) => Ok(spec),
+    }
+}
+
+/// 2. Not opted out, by label or by the MCO's own enrollment.
+fn enrolled(ms: &MachineSetView<'_>, enrollment: &Enrollment) -> Result<(), Decision> {
+    if ms.labels().get(OPT_OUT_LABEL) == Some("false") {
+        return Err(Decision::new(
+            Reason::OptedOut,
+            format!("label {OPT_OUT_LABEL}=false"),
+        ));
+    }
+    match enrollment {
+        Enrollment::All => Ok(()),
+        Enrollment::None => Err(Decision::new(
+            Reason::OptedOut,
+            "MachineConfiguration cluster manages no MachineSet boot images (mode None)",
+        )),
+        Enrollment::Partial(selector) => {
+            let labels: BTreeMap<String, String> = ms
+                .labels()
+                .strings()
+                .map(|(k, v)| (k.to_owned(), v.to_owned()))
+                .collect();
+            if selector.matches(&labels) {
+                Ok(())
+            } else {
+                Err(Decision::new(
+                    Reason::OptedOut,
+                    format!("not selected by the MachineConfiguration Partial selector {selector}"),
+                ))
+            }
+        }
+    }
+}
+
+/// 3. Somebody else's: its owner manages the providerSpec.
+fn not_owned(ms: &MachineSetView<'_>) -> Result<(), Decision> {
+    match ms.first_owner() {
+        Some((kind, name)) => Err(Decision::new(
+            Reason::OwnedByController,
+            format!("owned by {kind}/{name}: its owner manages the providerSpec"),
+        )),
+        None => Ok(()),
+    }
+}
+
+/// 4. Only the supported OS stream is updated.
+fn supported_os_stream(ms: &MachineSetView<'_>) -> Result<(), Decision> {
+    match ms.labels().get(OS_STREAM_LABEL) {
+        Some(stream) if stream != SUPPORTED_OS_STREAM => Err(Decision::new(
+            Reason::UnsupportedOSStream,
+            format!(
+                "unsupported stream: {stream} (label {OS_STREAM_LABEL}); only {SUPPORTED_OS_STREAM} is updated"
+            ),
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// 5. Windows images come from elsewhere.
+fn not_windows(ms: &MachineSetView<'_>) -> Result<(), Decision> {
+    if ms.template_label(OS_ID_LABEL) == Some("Windows") {
+        Err(Decision::new(
+            Reason::Windows,
+            format!("{OS_ID_LABEL}=Windows"),
+        ))
+    } else {
+        Ok(())
+    }
+}
+
+/// 6. The ConfigMap has been read, and a master has completed the current upgrade.
+fn ready(snap: &Snapshot) -> Result<&BootImages, Decision> {
+    let Some(boot_images) = snap.boot_images.as_deref() else {
+        return Err(Decision::new(
+            Reason::NotReady,
+            "the coreos-bootimages ConfigMap has not been read yet",
+        ));
+    };
+    if !snap.cluster.gate.open {
+        return Err(Decision::new(
+            Reason::UpgradeInProgress,
+            snap.cluster.gate.reason.clone(),
+        ));
+    }
+    Ok(boot_images)
+}
+
+/// Rule 7: arch from the autoscaler annotation (`k=v,k=v`), or the control plane's; never
+/// a guess on a multi-arch cluster (OCPBUGS-69674).
+fn architecture(ms: &MachineSetView<'_>, cluster: &ClusterFacts) -> Result<Arch, Decision> {
+    let Some(value) = ms.annotation(ARCH_ANNOTATION) else {
+        if cluster.multi_arch {
             return Err(Decision::new(
                 Reason::ArchitectureUnknown,
                 format!(
@@ -82,7 +275,7 @@ fn machineset_arch(
                 ),
             ));
         }
-        return snap.cluster.control_plane_arch.ok_or_else(|| {
+        return cluster.control_plane_arch.ok_or_else(|| {
             Decision::new(
                 Reason::ArchitectureUnknown,
                 "no architecture annotation and the control-plane architecture is not known",
@@ -107,129 +300,34 @@ fn machineset_arch(
     }
 }
 
-/// Decide what to do with one MachineSet. Pure; never panics on any JSON.
-pub fn decide(ms: &Value, snap: &Snapshot) -> Decision {
-    // 1. Ours to look at at all?
-    let kind = ms.get("kind").and_then(Value::as_str).unwrap_or("");
-    let api_version = ms.get("apiVersion").and_then(Value::as_str).unwrap_or("");
-    if kind != "MachineSet" || !api_version.starts_with("machine.openshift.io/") {
-        return Decision::not_applicable(format!(
-            "not a machine.openshift.io MachineSet (apiVersion {api_version:?}, kind {kind:?})"
-        ));
-    }
-    let spec = match ms.pointer("/spec/template/spec/providerSpec/value") {
-        None | Some(Value::Null) => return Decision::not_applicable("no providerSpec value"),
-        Some(v @ Value::Object(_)) => v,
-        Some(_) => {
-            return Decision::new(
-                Reason::InvalidProviderSpec,
-                "spec.template.spec.providerSpec.value is not an object",
-            );
-        }
-    };
-    let metadata = ms.get("metadata");
-    let labels = str_map(metadata.and_then(|m| m.get("labels")));
-    let annotations = str_map(metadata.and_then(|m| m.get("annotations")));
-
-    // 2. Opt-out, by label or by the MCO's own enrollment.
-    if labels.get(OPT_OUT_LABEL).map(String::as_str) == Some("false") {
-        return Decision::new(Reason::OptedOut, format!("label {OPT_OUT_LABEL}=false"));
-    }
-    match &snap.cluster.enrollment {
-        Enrollment::All => {}
-        Enrollment::None => {
-            return Decision::new(
-                Reason::OptedOut,
-                "MachineConfiguration cluster manages no MachineSet boot images (mode None)",
-            );
-        }
-        Enrollment::Partial(selector) => {
-            if !selector.matches(&labels) {
-                return Decision::new(
-                    Reason::OptedOut,
-                    format!("not selected by the MachineConfiguration Partial selector {selector}"),
-                );
-            }
-        }
-    }
-
-    // 3. Somebody else's.
-    if let Some(owners) = metadata
-        .and_then(|m| m.get("ownerReferences"))
-        .and_then(Value::as_array)
-        .filter(|o| !o.is_empty())
-    {
-        let first = &owners[0];
-        let field = |k| first.get(k).and_then(Value::as_str).unwrap_or("?");
-        return Decision::new(
-            Reason::OwnedByController,
-            format!(
-                "owned by {}/{}: its owner manages the providerSpec",
-                field("kind"),
-                field("name")
-            ),
-        );
-    }
-
-    // 4. Another OS stream.
-    if let Some(stream) = labels.get(OS_STREAM_LABEL)
-        && stream != SUPPORTED_OS_STREAM
-    {
-        return Decision::new(
-            Reason::UnsupportedOSStream,
-            format!(
-                "unsupported stream: {stream} (label {OS_STREAM_LABEL}); only {SUPPORTED_OS_STREAM} is updated"
-            ),
-        );
-    }
-
-    // 5. Windows images come from elsewhere.
-    if ms
-        .pointer("/spec/template/metadata/labels")
-        .and_then(|l| l.get(OS_ID_LABEL))
-        .and_then(Value::as_str)
-        == Some("Windows")
-    {
-        return Decision::new(Reason::Windows, format!("{OS_ID_LABEL}=Windows"));
-    }
-
-    // 6. Not yet, or not now.
-    let Some(boot_images) = snap.boot_images.as_deref() else {
-        return Decision::new(
-            Reason::NotReady,
-            "the coreos-bootimages ConfigMap has not been read yet",
-        );
-    };
-    if !snap.cluster.gate.open {
-        return Decision::new(Reason::UpgradeInProgress, snap.cluster.gate.reason.clone());
-    }
-
-    // 7. Architecture.
-    let arch = match machineset_arch(&annotations, snap) {
-        Ok(a) => a,
-        Err(d) => return d,
-    };
-
-    // 8. Platform, and the stream entry for it.
-    let spec_kind = spec.get("kind").and_then(Value::as_str).unwrap_or("");
+/// Rule 8: the platform serves this providerSpec kind on this cluster, and the stream has
+/// its image for this architecture.
+fn platform_and_target<'s>(
+    spec: &SpecFields<'_>,
+    arch: Arch,
+    snap: &Snapshot,
+    boot_images: &'s BootImages,
+) -> Result<(&'static dyn Platform, &'s Target), Decision> {
+    let kind = spec.kind();
+    let spec_kind = kind.as_str().unwrap_or("");
     let platform = match &snap.cluster.platform {
         Some(cluster) => match platforms::by_name(cluster) {
             Some(p) if p.provider_spec_kind() == spec_kind => Some(p),
             Some(p) => {
-                return Decision::new(
+                return Err(Decision::new(
                     Reason::UnsupportedPlatform,
                     format!(
                         "providerSpec kind {spec_kind:?} does not match the cluster platform {} ({})",
                         p.name(),
                         p.provider_spec_kind()
                     ),
-                );
+                ));
             }
             None => {
-                return Decision::new(
+                return Err(Decision::new(
                     Reason::UnsupportedPlatform,
                     format!("cluster platform {cluster} is not supported"),
-                );
+                ));
             }
         },
         None => platforms::by_kind(spec_kind),
@@ -238,127 +336,176 @@ pub fn decide(ms: &Value, snap: &Snapshot) -> Decision {
         let what = platforms::known_platform_of_kind(spec_kind)
             .map(|p| format!("platform {p} ({spec_kind}) is not supported yet"))
             .unwrap_or_else(|| format!("unknown providerSpec kind {spec_kind:?}"));
-        return Decision::new(Reason::UnsupportedPlatform, what);
+        return Err(Decision::new(Reason::UnsupportedPlatform, what));
     };
-    let with_context = |mut d: Decision| {
-        d.platform = Some(platform.name());
-        d.arch = Some(arch);
-        d
-    };
-    let Some(arch_entry) = boot_images.architectures.get(&arch) else {
-        return with_context(Decision::new(
+    if !boot_images.architectures.contains(&arch) {
+        return Err(Decision::new(
             Reason::NoImageInStream,
             format!(
                 "the stream {} has no {arch} architecture",
                 boot_images.stream_name
             ),
-        ));
-    };
+        )
+        .on(platform, arch));
+    }
+    match boot_images.target(arch, platform.name()) {
+        Some(target) => Ok((platform, target)),
+        None => Err(Decision::new(
+            Reason::NoImageInStream,
+            format!("the stream has no {} image for {arch}", platform.name()),
+        )
+        .on(platform, arch)),
+    }
+}
 
-    // 9. The platform rule.
-    let (edits, current, target) = match platform.reconcile(spec, arch, arch_entry) {
+/// What the platform rule found to change.
+struct Change {
+    edits: Vec<Edit>,
+    current: String,
+    target: String,
+}
+
+/// 9. The platform's own rule: which fields move, or why none may.
+fn platform_rule(
+    platform: &dyn Platform,
+    arch: Arch,
+    spec: &SpecFields<'_>,
+    target: &Target,
+) -> Result<Change, Decision> {
+    match platform.reconcile(spec, target.as_ref()) {
+        Outcome::Changes {
+            edits,
+            current,
+            target,
+        } => Ok(Change {
+            edits,
+            current,
+            target,
+        }),
+        Outcome::UpToDate { current, target } => Err(Decision::new(
+            Reason::UpToDate,
+            format!("boot image is already {target}"),
+        )
+        .with_images(Some(current), Some(target))
+        .on(platform, arch)),
         Outcome::Skip {
             reason,
             message,
             current,
             target,
-        } => {
-            let mut d = with_context(Decision::new(reason, message));
-            d.current = current;
-            d.target = target;
-            return d;
-        }
-        Outcome::UpToDate { current, target } => {
-            let message = format!("boot image is already {target}");
-            let mut d = with_context(Decision::new(Reason::UpToDate, message));
-            d.current = Some(current);
-            d.target = Some(target);
-            return d;
-        }
-        Outcome::Changes {
-            edits,
-            current,
-            target,
-        } => (edits, current, target),
-    };
-
-    // 10. A spec-2 stub Ignition cannot boot a new image.
-    let user_data = spec.pointer("/userDataSecret/name").and_then(Value::as_str);
-    if let Some(version) = user_data.and_then(|s| snap.cluster.stub_ignition.get(s))
-        && !version.starts_with('3')
-    {
-        let mut d = with_context(Decision::new(
-            Reason::StubIgnitionSpec2,
-            format!(
-                "user-data Secret {} holds an Ignition spec {version} stub, which {target} cannot boot: upgrade the stub first",
-                user_data.unwrap_or_default()
-            ),
-        ));
-        d.current = Some(current);
-        d.target = Some(target);
-        return d;
+        } => Err(Decision::new(reason, message)
+            .with_images(current, target)
+            .on(platform, arch)),
     }
-
-    // 11. Patch.
-    let mut ops: Vec<PatchOperation> = edits
-        .into_iter()
-        .map(|e| {
-            let path = PointerBuf::from_tokens(
-                ["spec", "template", "spec", "providerSpec", "value"]
-                    .into_iter()
-                    .map(String::from)
-                    .chain(e.path),
-            );
-            set(path, e.exists, e.value)
-        })
-        .collect();
-    ops.extend(annotation_op(metadata, BOOT_IMAGE_ANNOTATION, &target));
-    let mut d = with_context(Decision::new(
-        Reason::Updated,
-        format!(
-            "boot image {} -> {target}",
-            if current.is_empty() {
-                "<empty>"
-            } else {
-                &current
-            }
-        ),
-    ));
-    d.patch = Patch(ops);
-    d.current = Some(current);
-    d.target = Some(target);
-    d
 }
 
-fn set(path: PointerBuf, exists: bool, value: Value) -> PatchOperation {
-    if exists {
-        PatchOperation::Replace(ReplaceOperation { path, value })
-    } else {
-        PatchOperation::Add(AddOperation { path, value })
+/// 10. A spec-2 stub Ignition cannot boot a new image.
+fn stub_ignition_can_boot(
+    spec: &SpecFields<'_>,
+    change: &Change,
+    cluster: &ClusterFacts,
+) -> Result<(), Decision> {
+    let Some(secret) = spec.user_data_secret() else {
+        return Ok(());
+    };
+    match cluster.stub_ignition.get(secret.as_ref()) {
+        Some(version) if !version.starts_with('3') => Err(Decision::new(
+            Reason::StubIgnitionSpec2,
+            format!(
+                "user-data Secret {secret} holds an Ignition spec {version} stub, which {} cannot boot: upgrade the stub first",
+                change.target
+            ),
+        )
+        .with_images(Some(change.current.clone()), Some(change.target.clone()))),
+        _ => Ok(()),
     }
+}
+
+/// 11. The patch: the platform's edits and the annotation that records the image.
+fn patch(ms: &MachineSetView<'_>, change: Change) -> Decision {
+    const PROVIDER_SPEC: &str = "/spec/template/spec/providerSpec/value";
+    let Change {
+        edits,
+        current,
+        target,
+    } = change;
+    let mut ops: Vec<PatchOp> = edits
+        .into_iter()
+        .map(|e| set([PROVIDER_SPEC, &e.pointer].concat(), e.exists, e.value))
+        .collect();
+    ops.extend(annotation_op(
+        ms.annotations_for(BOOT_IMAGE_ANNOTATION),
+        BOOT_IMAGE_ANNOTATION,
+        &target,
+    ));
+    let was = if current.is_empty() {
+        "<empty>"
+    } else {
+        &current
+    };
+    let mut message = String::with_capacity(16 + was.len() + target.len());
+    for part in ["boot image ", was, " -> ", &target] {
+        message.push_str(part);
+    }
+    let mut d = Decision::new(Reason::Updated, message);
+    d.patch = Patch(ops);
+    d.with_images(Some(current), Some(target))
+}
+
+fn set(path: String, exists: bool, value: Value) -> PatchOp {
+    let op = if exists { OpKind::Replace } else { OpKind::Add };
+    PatchOp { op, path, value }
 }
 
 /// The op that sets `metadata.annotations[key]`, creating the map when there is none.
-fn annotation_op(metadata: Option<&Value>, key: &str, value: &str) -> Option<PatchOperation> {
+fn annotation_op(annotations: Annotations, key: &str, value: &str) -> Option<PatchOp> {
+    const MAP: &str = "/metadata/annotations";
     let value = Value::String(value.to_owned());
-    match metadata.and_then(|m| m.get("annotations")) {
-        Some(Value::Object(existing)) => Some(set(
-            PointerBuf::from_tokens(["metadata", "annotations", key]),
-            existing.contains_key(key),
-            value,
-        )),
-        Some(Value::Null) => Some(set(
-            PointerBuf::from_tokens(["metadata", "annotations"]),
-            true,
-            Value::Object(Map::from_iter([(key.to_owned(), value)])),
-        )),
-        None if metadata.is_some_and(Value::is_object) => Some(set(
-            PointerBuf::from_tokens(["metadata", "annotations"]),
-            false,
-            Value::Object(Map::from_iter([(key.to_owned(), value)])),
-        )),
+    let map = || Value::Object(Map::from_iter([(key.to_owned(), value.clone())]));
+    match annotations {
+        Annotations::Map { has_key } => {
+            let mut path = String::with_capacity(MAP.len() + 1 + key.len() + 4);
+            path.push_str(MAP);
+            path.push('/');
+            escape_token(&mut path, key);
+            Some(set(path, has_key, value.clone()))
+        }
+        Annotations::Null => Some(set(MAP.into(), true, map())),
+        Annotations::Absent => Some(set(MAP.into(), false, map())),
         // No metadata object, or annotations that are not a map: the apiserver would have
         // refused such an object; record nothing rather than overwrite it.
-        _ => None,
+        Annotations::Unwritable => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_short_writer_writes_what_serde_writes() {
+        let patch = Patch(vec![
+            set("/a~1b/0".into(), true, Value::String("x\"y".into())),
+            set(
+                "/m".into(),
+                false,
+                serde_json::json!({"k/~": "v", "n": [1, null]}),
+            ),
+        ]);
+        let mut short = Vec::new();
+        patch.write_json(&mut short);
+        assert_eq!(short, serde_json::to_vec(&patch).unwrap());
+        let applied = patch.to_json_patch().unwrap();
+        assert_eq!(
+            serde_json::to_value(&applied).unwrap(),
+            serde_json::to_value(&patch).unwrap()
+        );
+    }
+
+    #[test]
+    fn pointer_tokens_are_escaped() {
+        let mut s = String::new();
+        escape_token(&mut s, "a/b~c");
+        assert_eq!(s, "a~1b~0c");
     }
 }

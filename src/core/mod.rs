@@ -4,6 +4,8 @@
 pub mod arch;
 pub mod decision;
 pub mod facts;
+pub mod lenient;
 pub mod platforms;
 pub mod reason;
 pub mod snapshot;
+pub mod view;

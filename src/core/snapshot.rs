@@ -4,7 +4,7 @@
 //! watchers) builds a whole new one and swaps it into a [`SharedSnapshot`]. The request
 //! path only ever calls `load()`, which is lock-free.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::SystemTime;
 
@@ -13,7 +13,7 @@ use kube::core::Selector;
 use serde_json::Value;
 
 pub use super::arch::Arch;
-use super::platforms;
+use super::platforms::{self, Target};
 
 /// ConfigMap keys, exactly as the MCO and the CVO write them.
 pub const KEY_STREAM: &str = "stream";
@@ -38,16 +38,18 @@ pub enum BootImagesError {
 }
 
 /// The parsed `coreos-bootimages` ConfigMap.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 pub struct BootImages {
     /// `stream` field of the stream JSON, e.g. `rhcos-4.21`.
     pub stream_name: String,
     pub release_version: String,
     pub mco_release_image_version: Option<String>,
     pub mco_version_hash: Option<String>,
-    /// `architectures.<rpm-arch>` of the stream, kept as JSON: each platform reads its own
-    /// part of it, validated once here.
-    pub architectures: BTreeMap<Arch, Value>,
+    /// The architectures of the stream.
+    pub architectures: BTreeSet<Arch>,
+    /// Each platform's typed target per architecture, built once here (absent: the stream
+    /// has no image of that platform for that architecture).
+    targets: BTreeMap<(Arch, &'static str), Target>,
     /// Content digest of the stream and release version (part of the snapshot id).
     pub digest: String,
 }
@@ -75,7 +77,8 @@ impl BootImages {
             .get("architectures")
             .and_then(Value::as_object)
             .ok_or_else(|| BootImagesError::Stream("no architectures object".into()))?;
-        let mut architectures = BTreeMap::new();
+        let mut architectures = BTreeSet::new();
+        let mut targets = BTreeMap::new();
         for (name, entry) in arches {
             // Unknown architectures (riscv64 one day) are not ours to judge.
             let Some(arch) = Arch::from_rpm(name) else {
@@ -87,11 +90,14 @@ impl BootImages {
                 )));
             }
             for platform in platforms::ALL {
-                platform
-                    .validate_stream(entry)
+                let target = platform
+                    .target(entry)
                     .map_err(|e| BootImagesError::Stream(format!("architectures.{name}: {e}")))?;
+                if let Some(target) = target {
+                    targets.insert((arch, platform.name()), target);
+                }
             }
-            architectures.insert(arch, entry.clone());
+            architectures.insert(arch);
         }
         let digest = digest(&[stream_text.as_bytes(), release_version.as_bytes()]);
         let optional = |k: &str| {
@@ -105,6 +111,7 @@ impl BootImages {
             mco_release_image_version: optional(KEY_MCO_RELEASE_IMAGE_VERSION),
             mco_version_hash: optional(KEY_MCO_VERSION_HASH),
             architectures,
+            targets,
             digest,
         })
     }
@@ -126,6 +133,14 @@ impl BootImages {
             })
             .collect();
         BootImages::from_data(&data)
+    }
+
+    /// `platform`'s target for `arch` (see [`platforms::Platform::target`]).
+    pub fn target(&self, arch: Arch, platform: &str) -> Option<&Target> {
+        self.targets
+            .iter()
+            .find(|((a, p), _)| *a == arch && *p == platform)
+            .map(|(_, t)| t)
     }
 
     /// The MCO stamps `MCOReleaseImageVersion` once a master runs the new release.
@@ -340,8 +355,9 @@ mod tests {
         let b = BootImages::from_document(EMBEDDED_CONFIGMAP).unwrap();
         assert_eq!(b.stream_name, "rhcos-4.21");
         assert!(b.stamped());
-        assert!(b.architectures.contains_key(&Arch::Amd64));
-        assert!(b.architectures.contains_key(&Arch::Arm64));
+        assert!(b.architectures.contains(&Arch::Amd64));
+        assert!(b.architectures.contains(&Arch::Arm64));
+        assert!(b.target(Arch::Amd64, "GCP").is_some());
     }
 
     #[test]
@@ -376,7 +392,7 @@ mod tests {
             r#"{"stream":"s","architectures":{"riscv64":{"images":{}},"x86_64":{"images":{}}}}"#,
         ))
         .unwrap();
-        assert_eq!(b.architectures.keys().collect::<Vec<_>>(), [&Arch::Amd64]);
+        assert_eq!(b.architectures.iter().collect::<Vec<_>>(), [&Arch::Amd64]);
     }
 
     #[test]

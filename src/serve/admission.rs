@@ -1,15 +1,17 @@
 //! AdmissionReview bytes in, AdmissionReview bytes out (behaviour §6). Transport-free, so the
 //! server, the tests and the benchmark all drive the same function.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 
 use crate::core::decision::{self, Decision, Reason};
+use crate::core::lenient::{Field, Object};
 use crate::core::snapshot::Snapshot;
+use crate::core::view::MachineSetView;
 
 const API_VERSION: &str = "admission.k8s.io/v1";
 const KIND: &str = "AdmissionReview";
@@ -21,6 +23,8 @@ const MAX_WARNING: usize = 120;
 pub enum ReviewError {
     #[error("request body is not JSON: {0}")]
     NotJson(serde_json::Error),
+    #[error("request body is not JSON: not UTF-8: {0}")]
+    NotUtf8(std::str::Utf8Error),
     #[error("request body is not an AdmissionReview: {0}")]
     NotReview(serde_json::Error),
     #[error(
@@ -33,68 +37,75 @@ pub enum ReviewError {
     MissingUid,
 }
 
+/// Only the fields we read, borrowed from the body; serde skips the rest (oldObject
+/// included) without building it, and the object is read straight into its view.
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct RawReview {
-    #[serde(default)]
-    api_version: String,
-    #[serde(default)]
-    kind: String,
-    request: Option<RawRequest>,
+struct RawReview<'a> {
+    #[serde(default, borrow)]
+    api_version: Cow<'a, str>,
+    #[serde(default, borrow)]
+    kind: Cow<'a, str>,
+    #[serde(borrow)]
+    request: Option<RawRequest<'a>>,
 }
 
 #[derive(Deserialize, Default)]
 #[serde(rename_all = "camelCase", default)]
-struct Gvk {
-    group: String,
-    kind: String,
+struct Gvk<'a> {
+    #[serde(borrow)]
+    group: Cow<'a, str>,
+    #[serde(borrow)]
+    kind: Cow<'a, str>,
 }
 
-/// Only the fields we read; serde skips the rest (oldObject included) without building it.
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct RawRequest {
-    #[serde(default)]
-    uid: String,
-    #[serde(default)]
-    kind: Gvk,
-    #[serde(default)]
-    sub_resource: Option<String>,
-    #[serde(default)]
-    name: Option<String>,
-    #[serde(default)]
-    namespace: Option<String>,
-    #[serde(default)]
-    operation: String,
+struct RawRequest<'a> {
+    #[serde(default, borrow)]
+    uid: Cow<'a, str>,
+    #[serde(default, borrow)]
+    kind: Gvk<'a>,
+    #[serde(default, borrow)]
+    sub_resource: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    name: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    namespace: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    operation: Cow<'a, str>,
     #[serde(default)]
     dry_run: Option<bool>,
-    #[serde(default)]
-    object: Option<Value>,
+    #[serde(default, borrow)]
+    object: Field<Object<MachineSetView<'a>>>,
 }
 
-/// A request answered: the response body plus what the logs and metrics need.
+/// A request answered: the response body plus what the logs and metrics need (borrowed
+/// from the request body where they can be).
 #[derive(Debug)]
-pub struct Reviewed {
+pub struct Reviewed<'a> {
     pub body: Vec<u8>,
     pub decision: Decision,
-    pub uid: String,
-    pub namespace: String,
-    pub name: String,
-    pub operation: String,
+    pub uid: Cow<'a, str>,
+    pub namespace: Cow<'a, str>,
+    pub name: Cow<'a, str>,
+    pub operation: Cow<'a, str>,
     pub dry_run: bool,
 }
 
 /// Answer one AdmissionReview. Never denies: a well-formed review always gets
 /// `allowed: true`, with a patch when the boot image moves.
-pub fn review(body: &[u8], snap: &Snapshot) -> Result<Reviewed, ReviewError> {
-    let raw: RawReview = serde_json::from_slice(body).map_err(|e| match e.classify() {
+pub fn review<'a>(body: &'a [u8], snap: &Snapshot) -> Result<Reviewed<'a>, ReviewError> {
+    // Checked once here, so that the parser need not check each string it borrows.
+    let body = std::str::from_utf8(body).map_err(ReviewError::NotUtf8)?;
+    let raw: RawReview<'_> = serde_json::from_str(body).map_err(|e| match e.classify() {
         serde_json::error::Category::Data => ReviewError::NotReview(e),
         _ => ReviewError::NotJson(e),
     })?;
     if raw.api_version != API_VERSION || raw.kind != KIND {
         return Err(ReviewError::WrongVersion {
-            api_version: raw.api_version,
-            kind: raw.kind,
+            api_version: raw.api_version.into_owned(),
+            kind: raw.kind.into_owned(),
         });
     }
     let req = raw.request.ok_or(ReviewError::MissingRequest)?;
@@ -110,26 +121,24 @@ pub fn review(body: &[u8], snap: &Snapshot) -> Result<Reviewed, ReviewError> {
         Decision::not_applicable("subresource requests are not mutated")
     } else if req.operation != "CREATE" && req.operation != "UPDATE" {
         Decision::not_applicable(format!("operation {} is not mutated", req.operation))
-    } else if let Some(object) = &req.object {
-        decision::decide(object, snap)
     } else {
-        Decision::not_applicable("request has no object")
+        match &req.object {
+            Field::Is(Object(object)) => decision::decide(object, snap),
+            Field::Wrong(kind) => {
+                Decision::not_applicable(format!("request object is {}", kind.article()))
+            }
+            Field::Absent | Field::Null => Decision::not_applicable("request has no object"),
+        }
     };
-    let name = req
-        .name
-        .filter(|n| !n.is_empty())
-        .or_else(|| {
-            // CREATE with generateName has no name yet.
-            req.object
-                .as_ref()
-                .and_then(|o| {
-                    o.pointer("/metadata/name")
-                        .or(o.pointer("/metadata/generateName"))
-                })
-                .and_then(Value::as_str)
-                .map(str::to_owned)
-        })
-        .unwrap_or_default();
+    let name = match req.name {
+        Some(name) if !name.is_empty() => name,
+        // CREATE with generateName has no name yet.
+        _ => req
+            .object
+            .get()
+            .and_then(|o| o.0.name_or_generate_name())
+            .map_or(Cow::Borrowed(""), |n| Cow::Owned(n.to_owned())),
+    };
     let body = response_body(&req.uid, &decision);
     Ok(Reviewed {
         body,
@@ -186,44 +195,65 @@ fn encode(review: &ResponseReview<'_>) -> Vec<u8> {
     serde_json::to_vec(review).unwrap_or_default()
 }
 
+/// The answer to a review, written straight into one buffer: it is the same small
+/// envelope every time, and this is the request path (serde's structs here cost three
+/// times as much, in growing buffers and escaping base64 that never needs it).
 fn response_body(uid: &str, decision: &Decision) -> Vec<u8> {
-    let mut response = Response {
-        uid,
-        allowed: true,
-        status: Status {
-            status: None,
-            code: None,
-            message: &decision.message,
-            reason: None,
-        },
-        patch: None,
-        patch_type: None,
-        audit_annotations: BTreeMap::from([("reason", decision.reason.as_str())]),
-        warnings: Vec::new(),
-    };
-    if decision.reason == Reason::Updated && !decision.patch.0.is_empty() {
+    let updated = decision.reason == Reason::Updated && !decision.patch.0.is_empty();
+    let mut out = Vec::with_capacity(if updated { 1536 } else { 384 });
+    out.extend_from_slice(
+        br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","response":{"uid":"#,
+    );
+    json_string(&mut out, uid);
+    out.extend_from_slice(br#","allowed":true,"status":{"message":"#);
+    json_string(&mut out, &decision.message);
+    out.push(b'}');
+    if updated {
+        let mut ops = Vec::with_capacity(512);
+        decision.patch.write_json(&mut ops);
+        out.extend_from_slice(br#","patch":""#);
+        let start = out.len();
+        out.resize(start + base64::encoded_len(ops.len(), true).unwrap_or(0), 0);
+        let _ = BASE64.encode_slice(&ops, &mut out[start..]);
+        out.extend_from_slice(br#"","patchType":"JSONPatch","auditAnnotations":{"#);
         if let Some(target) = &decision.target {
-            response.audit_annotations.insert("boot-image", target);
+            out.extend_from_slice(br#""boot-image":"#);
+            json_string(&mut out, target);
+            out.push(b',');
         }
-        response.warnings.push(warning(decision));
-        let ops = serde_json::to_vec(&decision.patch).unwrap_or_default();
-        response.patch = Some(BASE64.encode(ops));
-        response.patch_type = Some("JSONPatch");
+        out.extend_from_slice(br#""reason":""#);
+        out.extend_from_slice(decision.reason.as_str().as_bytes());
+        out.extend_from_slice(br#""},"warnings":["#);
+        json_string(&mut out, &warning(decision));
+        out.push(b']');
+    } else {
+        // Reason names are ASCII words: nothing to escape.
+        out.extend_from_slice(br#","auditAnnotations":{"reason":""#);
+        out.extend_from_slice(decision.reason.as_str().as_bytes());
+        out.extend_from_slice(br#""}"#);
     }
-    encode(&ResponseReview {
-        api_version: API_VERSION,
-        kind: KIND,
-        response,
-    })
+    out.extend_from_slice(b"}}");
+    out
+}
+
+/// A JSON string, quoted and escaped.
+fn json_string(out: &mut Vec<u8>, s: &str) {
+    // Writing a str into a Vec cannot fail.
+    let _ = serde_json::to_writer(&mut *out, s);
 }
 
 /// `boot image set to <name> (was <name>)`, cut to the length Kubernetes asks for.
 fn warning(decision: &Decision) -> String {
-    let short = |s: &str| s.rsplit('/').next().unwrap_or(s).to_owned();
-    let target = decision.target.as_deref().map(short).unwrap_or_default();
-    let mut w = format!("bootimage-webhook: boot image set to {target}");
+    fn short(s: &str) -> &str {
+        s.rsplit('/').next().unwrap_or(s)
+    }
+    let mut w = String::with_capacity(MAX_WARNING + 16);
+    w.push_str("bootimage-webhook: boot image set to ");
+    w.push_str(decision.target.as_deref().map(short).unwrap_or_default());
     if let Some(current) = decision.current.as_deref().filter(|c| !c.is_empty()) {
-        w.push_str(&format!(" (was {})", short(current)));
+        w.push_str(" (was ");
+        w.push_str(short(current));
+        w.push(')');
     }
     truncate(w, MAX_WARNING)
 }

@@ -1,11 +1,17 @@
 //! GCP: the boot disk's `image` becomes `projects/<project>/global/images/<name>`, exactly
 //! the MCO's spelling (any other spelling makes the two controllers fight).
 
+use std::any::Any;
+use std::borrow::Cow;
+use std::sync::Arc;
+
+use serde::Deserialize;
 use serde_json::Value;
 
-use super::{Edit, Outcome, Platform, is_resource_name};
-use crate::core::arch::Arch;
+use super::{Edit, Outcome, Platform, Target, is_resource_name};
+use crate::core::lenient::{Field, Object};
 use crate::core::reason::Reason;
+use crate::core::view::SpecFields;
 
 /// Images the MCO (and so we) may replace: stock RHCOS images. The prefix test has no
 /// trailing slash, as upstream.
@@ -13,25 +19,18 @@ const RHCOS_PREFIX: &str = "projects/rhcos-cloud/global/images";
 
 pub struct Gcp;
 
-fn stream_image(arch_entry: &Value) -> Result<Option<(&str, &str)>, String> {
-    let Some(gcp) = arch_entry.pointer("/images/gcp") else {
-        return Ok(None);
-    };
-    let field = |k: &str| {
-        gcp.get(k)
-            .and_then(Value::as_str)
-            .ok_or_else(|| format!("images.gcp.{k} is missing or not a string"))
-    };
-    let (project, name) = (field("project")?, field("name")?);
-    for (k, v) in [("project", project), ("name", name)] {
-        if !is_resource_name(v) {
-            return Err(format!(
-                "images.gcp.{k} {v:?} is not a valid GCP resource name"
-            ));
-        }
-    }
-    Ok(Some((project, name)))
+/// `projects/<project>/global/images/<name>`.
+struct GcpTarget(String);
+
+#[derive(Default, Deserialize)]
+#[serde(default)]
+struct Disk<'a> {
+    boot: Field<bool>,
+    #[serde(borrow)]
+    image: Field<Cow<'a, str>>,
 }
+
+type Disks<'a> = Field<Vec<Field<Object<Disk<'a>>>>>;
 
 impl Platform for Gcp {
     fn name(&self) -> &'static str {
@@ -42,34 +41,40 @@ impl Platform for Gcp {
         "GCPMachineProviderSpec"
     }
 
-    fn validate_stream(&self, arch_entry: &Value) -> Result<(), String> {
-        stream_image(arch_entry).map(|_| ())
+    fn target(&self, arch_entry: &Value) -> Result<Option<Target>, String> {
+        let Some(gcp) = arch_entry.pointer("/images/gcp") else {
+            return Ok(None);
+        };
+        let field = |k: &str| {
+            let v = gcp
+                .get(k)
+                .and_then(Value::as_str)
+                .ok_or_else(|| format!("images.gcp.{k} is missing or not a string"))?;
+            if is_resource_name(v) {
+                Ok(v)
+            } else {
+                Err(format!(
+                    "images.gcp.{k} {v:?} is not a valid GCP resource name"
+                ))
+            }
+        };
+        let (project, name) = (field("project")?, field("name")?);
+        Ok(Some(Arc::new(GcpTarget(format!(
+            "projects/{project}/global/images/{name}"
+        )))))
     }
 
-    fn reconcile(&self, spec: &Value, arch: Arch, arch_entry: &Value) -> Outcome {
-        let skip = |reason, message: String| Outcome::Skip {
-            reason,
-            message,
-            current: None,
-            target: None,
+    fn reconcile(&self, spec: &SpecFields<'_>, target: &(dyn Any + Send + Sync)) -> Outcome {
+        let Some(GcpTarget(target)) = target.downcast_ref::<GcpTarget>() else {
+            return Outcome::skip(Reason::NoImageInStream, "no GCP target in the snapshot");
         };
-        let target = match stream_image(arch_entry) {
-            Ok(Some((project, name))) => format!("projects/{project}/global/images/{name}"),
-            Ok(None) => {
-                return skip(
-                    Reason::NoImageInStream,
-                    format!("the stream has no GCP image for {arch}"),
-                );
-            }
-            Err(e) => return skip(Reason::NoImageInStream, format!("stream for {arch}: {e}")),
-        };
-        let disks = match spec.get("disks") {
-            None | Some(Value::Null) => &[][..],
-            Some(Value::Array(d)) => d.as_slice(),
-            Some(_) => {
-                return skip(
+        let disks = match spec.read::<Disks<'_>>("disks") {
+            Field::Absent | Field::Null => Vec::new(),
+            Field::Is(d) => d,
+            Field::Wrong(_) => {
+                return Outcome::skip(
                     Reason::InvalidProviderSpec,
-                    "providerSpec.value.disks is not an array".into(),
+                    "providerSpec.value.disks is not an array",
                 );
             }
         };
@@ -77,36 +82,36 @@ impl Platform for Gcp {
         let mut current = None;
         let mut boot_disks = 0;
         for (i, disk) in disks.iter().enumerate() {
-            let Some(disk) = disk.as_object() else {
-                return skip(
+            let Field::Is(Object(disk)) = disk else {
+                return Outcome::skip(
                     Reason::InvalidProviderSpec,
                     format!("providerSpec.value.disks[{i}] is not an object"),
                 );
             };
             // Only disks marked boot: a missing `boot` is false, as in the Go type.
-            match disk.get("boot") {
-                Some(Value::Bool(true)) => {}
-                None | Some(Value::Bool(false)) | Some(Value::Null) => continue,
-                Some(_) => {
-                    return skip(
+            match disk.boot {
+                Field::Is(true) => {}
+                Field::Absent | Field::Is(false) | Field::Null => continue,
+                Field::Wrong(_) => {
+                    return Outcome::skip(
                         Reason::InvalidProviderSpec,
                         format!("providerSpec.value.disks[{i}].boot is not a boolean"),
                     );
                 }
             }
             boot_disks += 1;
-            let (image, exists) = match disk.get("image") {
-                None => ("", false),
-                Some(Value::Null) => ("", true),
-                Some(Value::String(s)) => (s.as_str(), true),
-                Some(_) => {
-                    return skip(
+            let (image, exists) = match &disk.image {
+                Field::Absent => ("", false),
+                Field::Null => ("", true),
+                Field::Is(s) => (s.as_ref(), true),
+                Field::Wrong(_) => {
+                    return Outcome::skip(
                         Reason::InvalidProviderSpec,
                         format!("providerSpec.value.disks[{i}].image is not a string"),
                     );
                 }
             };
-            current.get_or_insert_with(|| image.to_owned());
+            current.get_or_insert(image);
             if image == target {
                 continue;
             }
@@ -118,11 +123,11 @@ impl Platform for Gcp {
                         "boot disk {i} uses {image}, not a stock RHCOS image ({RHCOS_PREFIX}/...): leaving the MachineSet alone"
                     ),
                     current: Some(image.to_owned()),
-                    target: Some(target),
+                    target: Some(target.clone()),
                 };
             }
             edits.push(Edit {
-                path: vec!["disks".into(), i.to_string(), "image".into()],
+                pointer: format!("/disks/{i}/image"),
                 exists,
                 value: Value::String(target.clone()),
             });
@@ -133,10 +138,11 @@ impl Platform for Gcp {
                 message: "no disk in providerSpec.value.disks has boot: true: no boot image to set"
                     .into(),
                 current: None,
-                target: Some(target),
+                target: Some(target.clone()),
             };
         }
-        let current = current.unwrap_or_default();
+        let current = current.unwrap_or_default().to_owned();
+        let target = target.clone();
         if edits.is_empty() {
             Outcome::UpToDate { current, target }
         } else {

@@ -1,17 +1,24 @@
 //! Platforms behind one small interface. A platform knows which providerSpec kind it
-//! owns, how to check its part of the stream, and how to compute the edits that move a
-//! providerSpec to the stream's boot image. Adding one is a new module plus its line in
-//! [`ALL`].
+//! owns, turns its part of the stream into a typed target once per snapshot, and computes
+//! the edits that move a providerSpec to that target. Adding one is a new module plus its
+//! line in [`ALL`].
+
+use std::any::Any;
+use std::sync::Arc;
 
 use serde_json::Value;
 
-use super::arch::Arch;
 use super::reason::Reason;
+use super::view::SpecFields;
 
 mod gcp;
 
 /// Every supported platform, in the order they are tried.
 pub static ALL: &[&dyn Platform] = &[&gcp::Gcp];
+
+/// A platform's boot image for one architecture, typed by the platform itself (it is the
+/// only one that reads it back, with `downcast_ref`).
+pub type Target = Arc<dyn Any + Send + Sync>;
 
 pub trait Platform: Sync {
     /// Infrastructure `status.platformStatus.type`, e.g. `GCP`.
@@ -20,18 +27,19 @@ pub trait Platform: Sync {
     /// The providerSpec `kind` this platform reads, e.g. `GCPMachineProviderSpec`.
     fn provider_spec_kind(&self) -> &'static str;
 
-    /// Check this platform's part of `architectures.<arch>` in the stream (absent is fine).
-    fn validate_stream(&self, arch_entry: &Value) -> Result<(), String>;
+    /// This platform's part of `architectures.<arch>` of the stream, checked and typed once
+    /// when the snapshot is built: `Ok(None)` when the stream has none for it.
+    fn target(&self, arch_entry: &Value) -> Result<Option<Target>, String>;
 
-    /// Compare `providerSpec.value` with the stream's boot image for `arch`.
-    fn reconcile(&self, provider_spec: &Value, arch: Arch, arch_entry: &Value) -> Outcome;
+    /// Compare `providerSpec.value` with the target built by [`Platform::target`].
+    fn reconcile(&self, spec: &SpecFields<'_>, target: &(dyn Any + Send + Sync)) -> Outcome;
 }
 
 /// One change inside `providerSpec.value`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Edit {
-    /// JSON pointer tokens below `providerSpec.value`, unescaped.
-    pub path: Vec<String>,
+    /// JSON pointer below `providerSpec.value`, escaped (e.g. `/disks/0/image`).
+    pub pointer: String,
     /// Whether the key exists today (`replace`) or not (`add`).
     pub exists: bool,
     pub value: Value,
@@ -55,6 +63,17 @@ pub enum Outcome {
         current: Option<String>,
         target: Option<String>,
     },
+}
+
+impl Outcome {
+    pub fn skip(reason: Reason, message: impl Into<String>) -> Self {
+        Outcome::Skip {
+            reason,
+            message: message.into(),
+            current: None,
+            target: None,
+        }
+    }
 }
 
 pub fn by_kind(kind: &str) -> Option<&'static dyn Platform> {
