@@ -100,7 +100,7 @@ fn apply_checked(ms: &Value, d: &Decision, snap: &Snapshot) -> Value {
         out["metadata"]["annotations"][BOOT_IMAGE_ANNOTATION],
         json!(target)
     );
-    let again = decision::decide(&out, snap);
+    let again = decision::decide_object(&out, snap);
     assert_eq!(
         again.reason,
         Reason::UpToDate,
@@ -116,7 +116,7 @@ fn apply_checked(ms: &Value, d: &Decision, snap: &Snapshot) -> Value {
 }
 
 fn expect(ms: &Value, snap: &Snapshot, reason: Reason) -> Decision {
-    let d = decision::decide(ms, snap);
+    let d = decision::decide_object(ms, snap);
     assert_eq!(d.reason, reason, "message: {}", d.message);
     if reason != Reason::Updated {
         assert!(
@@ -321,7 +321,7 @@ fn rule_7_architecture_upstream_table() {
             annotate(&mut ms, decision::ARCH_ANNOTATION, a);
         }
         let snap = snap_with(|c| c.multi_arch = multi);
-        let d = decision::decide(&ms, &snap);
+        let d = decision::decide_object(&ms, &snap);
         if case["expectError"] == json!(true) {
             let want = if case["annotation"].is_null() {
                 Reason::ArchitectureUnknown
@@ -509,7 +509,7 @@ fn rule_9_derived_gcp_cases_replayed() {
                 "kubernetes.io/arch=arm64",
             );
         }
-        let d = decision::decide(&ms, &snap);
+        let d = decision::decide_object(&ms, &snap);
         let expect = &case["expect"];
         // The one deliberate difference from the MCO: behaviour §4.9 gives an empty boot image
         // the target (the MCO skips it; machine-api would then default a stale image).
@@ -616,7 +616,7 @@ fn unknown_fields_survive_byte_for_byte_semantics() {
     ms["metadata"]["annotations"] = json!({"a/b~c": "1", "machine.openshift.io/memoryMb": "16384"});
     ms["metadata"]["managedFields"] = json!([{"manager": "m", "fieldsV1": {"f:spec": {}}}]);
     let snap = offline_snapshot();
-    let d = decision::decide(&ms, &snap);
+    let d = decision::decide_object(&ms, &snap);
     let out = apply_checked(&ms, &d, &snap);
     assert_eq!(out["metadata"]["annotations"]["a/b~c"], "1");
     // With an annotations map present the annotation is one escaped add.
@@ -649,7 +649,7 @@ fn every_reason_code_is_reachable() {
     let snap = offline_snapshot();
     let mut seen = BTreeSet::new();
     let mut check = |ms: Value, snap: &Snapshot| {
-        seen.insert(decision::decide(&ms, snap).reason);
+        seen.insert(decision::decide_object(&ms, snap).reason);
     };
     let with = |f: &dyn Fn(&mut Value)| {
         let mut ms = gcp_ms();
@@ -742,7 +742,7 @@ fn every_fixture_machineset_is_decided_without_panic() {
         "machineset-azure.openshift-docs-sample.rendered.yaml",
     ] {
         let ms = fixture(name);
-        let d = decision::decide(&ms, &snap);
+        let d = decision::decide_object(&ms, &snap);
         if d.reason == Reason::Updated {
             apply_checked(&ms, &d, &snap);
         }
@@ -752,7 +752,7 @@ fn every_fixture_machineset_is_decided_without_panic() {
 #[test]
 fn the_docs_sample_with_placeholders_is_left_alone() {
     // The docs sample's image is `<path_to_image>`: not an RHCOS image.
-    let d = decision::decide(
+    let d = decision::decide_object(
         &fixture("machineset-gcp.openshift-docs-sample.rendered.yaml"),
         &offline_snapshot(),
     );
@@ -793,7 +793,7 @@ fn touch_plan_picks_exactly_the_machinesets_the_webhook_would_change() {
     // Nothing while the gate is closed.
     assert!(touch::plan(&fleet, &snap_with(|c| c.gate = Gate::closed("x"))).is_empty());
     // And nothing once the webhook has done its work.
-    let d = decision::decide(&stale, &snap);
+    let d = decision::decide_object(&stale, &snap);
     let done = apply_checked(&stale, &d, &snap);
     assert!(touch::plan(&[done], &snap).is_empty());
 }
