@@ -15,7 +15,7 @@ use crate::cluster::watch::WatchSettings;
 use crate::config::ServeArgs;
 use crate::core::snapshot::{self, SharedSnapshot, Snapshot};
 use crate::health::{Health, until};
-use crate::metrics::Metrics;
+use crate::metrics::{Metrics, SharedMetrics};
 use crate::serve::server::{self, AppState, ConnLimits, WEBHOOK_PATH};
 use crate::serve::tls::{self, DevCerts, MinVersion, Reloader};
 
@@ -39,7 +39,7 @@ pub struct Running {
     pub webhook_addr: SocketAddr,
     pub admin_addr: SocketAddr,
     pub health: Arc<Health>,
-    pub metrics: Metrics,
+    pub metrics: SharedMetrics,
     pub snapshot: SharedSnapshot,
     stop_webhook: watch::Sender<bool>,
     stop_admin: watch::Sender<bool>,
@@ -62,7 +62,9 @@ pub async fn start(
     health.synced.store(synced, Ordering::Release);
     let metrics = Metrics::new(Some(snapshot.clone()));
     let first = snapshot.load();
-    metrics.snapshot_in_use(None, &first.id, first.cluster.gate.open);
+    metrics
+        .snapshot
+        .in_use(None, &first.id, first.cluster.gate.open);
 
     let webhook_listener = server::bind(settings.bind_address).await?;
     let admin_listener = server::bind(settings.admin_address).await?;
@@ -206,7 +208,7 @@ async fn lead(
     namespace: String,
     identity: String,
     leader: watch::Sender<bool>,
-    metrics: Metrics,
+    metrics: SharedMetrics,
     mut stop: watch::Receiver<bool>,
 ) {
     let mut backoff = Duration::from_secs(1);
@@ -233,12 +235,12 @@ async fn lead(
         loop {
             let now = *held.borrow_and_update();
             leader.send_replace(now);
-            metrics.leader.set(i64::from(now));
+            metrics.touch.leader.set(i64::from(now));
             tokio::select! {
                 changed = held.changed() => if changed.is_err() { break },
                 _ = until(&mut stop, true) => {
                     leader.send_replace(false);
-                    metrics.leader.set(0);
+                    metrics.touch.leader.set(0);
                     // Dropping the receiver makes the manager release the Lease.
                     drop(held);
                     let _ = tokio::time::timeout(Duration::from_secs(5), task).await;
@@ -247,7 +249,7 @@ async fn lead(
             }
         }
         leader.send_replace(false);
-        metrics.leader.set(0);
+        metrics.touch.leader.set(0);
         tracing::warn!("the Lease manager stopped; starting it again");
     }
 }

@@ -22,7 +22,7 @@ use crate::cluster::apis;
 use crate::core::decision::{self, Reason, TOUCH_ANNOTATION};
 use crate::core::snapshot::{SharedSnapshot, Snapshot};
 use crate::health::{Health, until};
-use crate::metrics::Metrics;
+use crate::metrics::{SharedMetrics, TouchOutcome};
 
 pub const FIELD_MANAGER: &str = "bootimage-webhook";
 pub const MAX_ATTEMPTS: u32 = 3;
@@ -126,7 +126,7 @@ pub struct Toucher {
     health: Arc<Health>,
     snapshot: SharedSnapshot,
     settings: TouchSettings,
-    metrics: Metrics,
+    metrics: SharedMetrics,
     recorder: Recorder,
     /// (MachineSet uid, target) pairs given up on; a new target tries again.
     given_up: HashSet<(String, String)>,
@@ -144,7 +144,7 @@ impl Toucher {
         client: kube::Client,
         snapshot: SharedSnapshot,
         settings: TouchSettings,
-        metrics: Metrics,
+        metrics: SharedMetrics,
         instance: String,
         lease: Option<LeaseCheck>,
         health: Arc<Health>,
@@ -284,30 +284,30 @@ impl Toucher {
                 stats.writes += 1;
                 match self.touch_once(&p, &snap, attempt).await {
                     Ok(Attempt::Moved) => {
-                        self.metrics.touch("moved");
+                        self.metrics.touch.touched(TouchOutcome::Moved);
                         tracing::info!(machineset = %p.name, target = %p.target, attempt, "touched: boot image moved");
                         stats.moved += 1;
                         outcome = Some(true);
                         break;
                     }
                     Ok(Attempt::Changed(reason)) => {
-                        self.metrics.touch("changed");
+                        self.metrics.touch.touched(TouchOutcome::Changed);
                         tracing::info!(machineset = %p.name, %reason, "touched: no longer needs the new image");
                         outcome = Some(true);
                         break;
                     }
                     Ok(Attempt::NotMoved) => {
-                        self.metrics.touch("not_moved");
+                        self.metrics.touch.touched(TouchOutcome::NotMoved);
                         tracing::warn!(machineset = %p.name, target = %p.target, attempt, "touched, but the boot image did not move");
                     }
                     Err(kube::Error::Api(s)) if s.code == 404 => {
-                        self.metrics.touch("changed");
+                        self.metrics.touch.touched(TouchOutcome::Changed);
                         tracing::info!(machineset = %p.name, "gone before its touch");
                         outcome = Some(true);
                         break;
                     }
                     Err(e) => {
-                        self.metrics.touch("error");
+                        self.metrics.touch.touched(TouchOutcome::Error);
                         tracing::warn!(machineset = %p.name, attempt, error = %e, "touch failed");
                     }
                 }
@@ -355,7 +355,7 @@ impl Toucher {
 
     async fn give_up(&mut self, p: &Planned) {
         self.given_up.insert((p.uid.clone(), p.target.clone()));
-        self.metrics.touch_given_up.inc();
+        self.metrics.touch.given_up.inc();
         let note = format!(
             "{MAX_ATTEMPTS} touches did not move the boot image from {} to {}: is the webhook reachable, or is another controller reverting it? Not touching again until the target changes.",
             p.current, p.target

@@ -25,7 +25,7 @@ use crate::cluster::apis;
 use crate::core::facts::{self, GateInputs};
 use crate::core::snapshot::{Arch, BootImages, ClusterFacts, Enrollment, SharedSnapshot, Snapshot};
 use crate::health::Health;
-use crate::metrics::Metrics;
+use crate::metrics::{Metrics, SharedMetrics};
 
 pub const MASTER_POOL: &str = "master";
 const CLUSTER: &str = "cluster";
@@ -73,7 +73,7 @@ struct Ctx {
     notify: Arc<Notify>,
     sync: Arc<Listed>,
     health: Arc<Health>,
-    metrics: Metrics,
+    metrics: SharedMetrics,
 }
 
 /// Drive one watcher into its store, waking the builder on every change. Errors are
@@ -125,7 +125,7 @@ fn spawn_watch<K>(
                         ctx.notify.notify_one();
                         continue;
                     }
-                    ctx.metrics.watch_error(&name);
+                    ctx.metrics.watch.error(&name);
                     if failing {
                         tracing::debug!(watcher = %name, error = %e, "watch still failing");
                     } else {
@@ -212,7 +212,7 @@ impl Builder {
                 Err(e) => {
                     let version = cm.metadata.resource_version.clone().unwrap_or_default();
                     if self.reported.as_deref() != Some(&version) {
-                        metrics.configmap_errors.inc();
+                        metrics.watch.configmap_errors.inc();
                         tracing::error!(
                             configmap = %format_args!("{}/{}", settings.configmap_namespace, settings.configmap_name),
                             resource_version = %version,
@@ -331,7 +331,7 @@ pub fn start(
     settings: WatchSettings,
     snapshot: SharedSnapshot,
     health: Arc<Health>,
-    metrics: Metrics,
+    metrics: SharedMetrics,
 ) -> watch::Receiver<String> {
     let ctx = Arc::new(Ctx {
         notify: Arc::new(Notify::new()),
@@ -449,7 +449,8 @@ pub fn start(
             let next = builder.build(&stores, &settings, &ctx.metrics);
             let previous = snapshot.load().id.clone();
             ctx.metrics
-                .snapshot_in_use(Some(&previous), &next.id, next.cluster.gate.open);
+                .snapshot
+                .in_use(Some(&previous), &next.id, next.cluster.gate.open);
             if next.id != previous {
                 tracing::info!(
                     snapshot = %next.id,

@@ -21,18 +21,22 @@ use tokio::sync::watch;
 use tokio_rustls::TlsAcceptor;
 
 use super::admission;
+use crate::core::reason::Reason;
 use crate::core::snapshot::SharedSnapshot;
 use crate::health::{Health, until};
-use crate::metrics::{self, Metrics};
+use crate::metrics::{self, RequestReason, SharedMetrics};
+use admission::Reviewed;
+use prometheus_client::metrics::gauge::Gauge;
+use tracing::Level;
 
 pub const WEBHOOK_PATH: &str = "/mutate-machinesets";
 /// Well above the apiserver's 3 MiB request cap; an UPDATE carries two objects.
 pub const MAX_BODY: usize = 8 * 1024 * 1024;
 
-#[derive(Clone)]
+/// What every request reads; shared behind one `Arc`, so a request clones one pointer.
 pub struct AppState {
     pub snapshot: SharedSnapshot,
-    pub metrics: Metrics,
+    pub metrics: SharedMetrics,
     pub health: Arc<Health>,
     /// Time allowed for the body to arrive once the headers are in.
     pub body_timeout: Duration,
@@ -105,8 +109,10 @@ pub fn webhook_router(state: AppState) -> Router {
     Router::new()
         .route(WEBHOOK_PATH, post(mutate).fallback(method_not_allowed))
         .fallback(not_found)
-        .with_state(state)
+        .with_state(Arc::new(state))
 }
+
+type St = State<Arc<AppState>>;
 
 /// One exit for every webhook response: metrics, content type, and `Connection: close`
 /// while draining so that clients move to another replica.
@@ -114,11 +120,14 @@ fn respond(
     st: &AppState,
     start: Instant,
     code: StatusCode,
-    reason: &str,
+    outcome: RequestReason,
     body: Vec<u8>,
 ) -> Response {
-    st.metrics
-        .observe(reason, code.as_u16(), start.elapsed().as_secs_f64());
+    let seconds = start.elapsed().as_secs_f64();
+    match outcome {
+        RequestReason::Decided(reason) => st.metrics.requests.decided(reason, seconds),
+        RequestReason::Refused(class) => st.metrics.requests.refused(class, code.as_u16(), seconds),
+    }
     let mut res = (code, body).into_response();
     let headers = res.headers_mut();
     headers.insert(
@@ -136,7 +145,7 @@ fn fail(
     peer: Option<SocketAddr>,
     start: Instant,
     code: StatusCode,
-    reason: &str,
+    reason: &'static str,
     message: &str,
 ) -> Response {
     if let Some(suppressed) = st.refusals.admit() {
@@ -153,12 +162,12 @@ fn fail(
         st,
         start,
         code,
-        reason,
+        RequestReason::Refused(reason),
         admission::error_body(code.as_u16(), message),
     )
 }
 
-async fn not_found(State(st): State<AppState>, req: Request) -> Response {
+async fn not_found(State(st): St, req: Request) -> Response {
     let msg = format!(
         "no such path {}; the webhook is POST {WEBHOOK_PATH}",
         req.uri().path()
@@ -174,7 +183,7 @@ async fn not_found(State(st): State<AppState>, req: Request) -> Response {
     )
 }
 
-async fn method_not_allowed(State(st): State<AppState>, req: Request) -> Response {
+async fn method_not_allowed(State(st): St, req: Request) -> Response {
     let msg = format!("method {} not allowed; use POST", req.method());
     let mut res = fail(
         &st,
@@ -189,11 +198,19 @@ async fn method_not_allowed(State(st): State<AppState>, req: Request) -> Respons
     res
 }
 
-struct InFlight(Metrics);
+/// Counts a request in flight until it is answered (or dropped).
+struct InFlight<'a>(&'a Gauge);
 
-impl Drop for InFlight {
+impl<'a> InFlight<'a> {
+    fn new(gauge: &'a Gauge) -> Self {
+        gauge.inc();
+        InFlight(gauge)
+    }
+}
+
+impl Drop for InFlight<'_> {
     fn drop(&mut self) {
-        self.0.in_flight.dec();
+        self.0.dec();
     }
 }
 
@@ -204,10 +221,9 @@ fn is_json(content_type: Option<&HeaderValue>) -> bool {
         .is_some_and(|essence| essence.trim().eq_ignore_ascii_case("application/json"))
 }
 
-async fn mutate(State(st): State<AppState>, req: Request) -> Response {
+async fn mutate(State(st): St, req: Request) -> Response {
     let start = Instant::now();
-    st.metrics.in_flight.inc();
-    let _in_flight = InFlight(st.metrics.clone());
+    let _in_flight = InFlight::new(&st.metrics.requests.in_flight);
     let peer = peer(&req);
 
     if !is_json(req.headers().get(header::CONTENT_TYPE)) {
@@ -271,21 +287,9 @@ async fn mutate(State(st): State<AppState>, req: Request) -> Response {
     let snapshot = st.snapshot.load();
     match admission::review(&bytes, &snapshot) {
         Ok(r) => {
-            let d = &r.decision;
-            tracing::info!(
-                uid = %r.uid,
-                machineset = %format_args!("{}/{}", r.namespace, r.name),
-                operation = %r.operation,
-                dry_run = r.dry_run,
-                reason = %d.reason,
-                platform = d.platform,
-                arch = d.arch.map(|a| a.rpm()),
-                current = d.current.as_deref(),
-                target = d.target.as_deref(),
-                snapshot = %snapshot.id,
-                "{}: {}", d.reason, d.message
-            );
-            respond(&st, start, StatusCode::OK, d.reason.as_str(), r.body)
+            log_decision(&r, &snapshot.id);
+            let reason = RequestReason::Decided(r.decision.reason);
+            respond(&st, start, StatusCode::OK, reason, r.body)
         }
         Err(e) => fail(
             &st,
@@ -298,7 +302,35 @@ async fn mutate(State(st): State<AppState>, req: Request) -> Response {
     }
 }
 
-pub fn admin_router(metrics: Metrics, health: Arc<Health>) -> Router {
+/// One line per decision: at info when the image moves, at debug otherwise (a MachineSet
+/// scaled a hundred times a day is not news).
+fn log_decision(r: &Reviewed<'_>, snapshot: &str) {
+    macro_rules! line {
+        ($level:expr) => {
+            tracing::event!(
+                $level,
+                uid = %r.uid,
+                machineset = %format_args!("{}/{}", r.namespace, r.name),
+                operation = %r.operation,
+                dry_run = r.dry_run,
+                reason = %r.decision.reason,
+                platform = r.decision.platform,
+                arch = r.decision.arch.map(|a| a.rpm()),
+                current = r.decision.current.as_deref(),
+                target = r.decision.target.as_deref(),
+                snapshot,
+                "{}: {}", r.decision.reason, r.decision.message
+            )
+        };
+    }
+    if r.decision.reason == Reason::Updated {
+        line!(Level::INFO);
+    } else {
+        line!(Level::DEBUG);
+    }
+}
+
+pub fn admin_router(metrics: SharedMetrics, health: Arc<Health>) -> Router {
     let ready = {
         let health = health.clone();
         move || async move {

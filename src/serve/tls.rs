@@ -15,7 +15,7 @@ use rustls::sign::CertifiedKey;
 use rustls::{ServerConfig, SupportedProtocolVersion};
 use tokio::sync::watch;
 
-use crate::metrics::Metrics;
+use crate::metrics::SharedMetrics;
 
 #[derive(Debug, thiserror::Error)]
 pub enum TlsError {
@@ -199,7 +199,12 @@ impl Reloader {
         }
     }
 
-    pub async fn run(self, every: Duration, metrics: Metrics, mut stop: watch::Receiver<bool>) {
+    pub async fn run(
+        self,
+        every: Duration,
+        metrics: SharedMetrics,
+        mut stop: watch::Receiver<bool>,
+    ) {
         let mut tick = tokio::time::interval(every);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         tick.tick().await;
@@ -220,11 +225,11 @@ impl Reloader {
             match result {
                 Poll::Unchanged | Poll::StillBad => {}
                 Poll::Loaded => {
-                    metrics.cert_reloads.inc();
+                    metrics.certs.reloads.inc();
                     tracing::info!(cert = %self.cert_path.display(), "loaded the new serving certificate");
                 }
                 Poll::Failed(e) => {
-                    metrics.cert_reload_errors.inc();
+                    metrics.certs.reload_errors.inc();
                     tracing::error!(error = %e, "new serving certificate not usable; keeping the previous one");
                 }
             }
