@@ -326,6 +326,8 @@ async fn start_cluster_side(
 
 /// `bootimage-webhook serve`.
 pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
+    // Before anything is announced: a Ctrl-C right after "serving" must be ours to handle.
+    let mut signals = Signals::new()?;
     let settings = resolve(&args)?;
     let offline = args.offline.configmap_file.is_some() || args.dev;
     let snap = if offline {
@@ -362,7 +364,6 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             addr = running.webhook_addr,
         );
     }
-    let mut signals = Signals::new()?;
     let which = signals.next().await;
     tracing::info!("received {which}; a second signal exits at once");
     // Readiness fails at once; touching stops (and the Lease is released) while the

@@ -128,7 +128,14 @@ fn preview_follows_the_flags() {
             .to_str()
             .unwrap(),
     ]);
-    assert_eq!(aws["reason"], "UnsupportedPlatform");
+    assert_eq!(aws["reason"], "AMIUnclassified");
+    assert!(
+        aws["message"]
+            .as_str()
+            .unwrap()
+            .contains("would need EC2 to classify"),
+        "{aws}"
+    );
     // Flags come from the environment too.
     let out = Command::new(BIN)
         .arg("preview")

@@ -6,11 +6,13 @@
 mod support;
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use bootimage_webhook::core::decision::{self, BOOT_IMAGE_ANNOTATION, Decision, Reason};
+use bootimage_webhook::core::platforms::aws::{self, AwsLearned, Described};
 use bootimage_webhook::core::snapshot::{
     Arch, BootImages, ClusterFacts, Enrollment, Gate, KEY_MCO_RELEASE_IMAGE_VERSION,
-    KEY_RELEASE_VERSION, KEY_STREAM, Snapshot,
+    KEY_RELEASE_VERSION, KEY_STREAM, Learned, Snapshot,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use serde_json::{Value, json};
@@ -67,7 +69,24 @@ fn annotate(ms: &mut Value, key: &str, value: &str) {
     ann[key] = json!(value);
 }
 
+/// The boot image(s) as the decision names them: GCP boot disks, the AWS AMI id, the
+/// Azure marketplace image as a URN.
 fn boot_images(ms: &Value) -> Vec<String> {
+    let spec = &ms["spec"]["template"]["spec"]["providerSpec"]["value"];
+    if let Some(ami) = spec["ami"]["id"].as_str() {
+        return vec![ami.to_owned()];
+    }
+    if spec["image"].is_object() {
+        let i = &spec["image"];
+        let f = |k: &str| i[k].as_str().unwrap_or("").to_owned();
+        return vec![format!(
+            "{}:{}:{}:{}",
+            f("publisher"),
+            f("offer"),
+            f("sku"),
+            f("version")
+        )];
+    }
     ms.pointer("/spec/template/spec/providerSpec/value/disks")
         .and_then(Value::as_array)
         .map(|d| {
@@ -382,11 +401,15 @@ fn rule_7_unknown_control_plane_arch() {
 fn rule_8_unsupported_platform() {
     let snap = offline_snapshot();
     let aws = fixture("machineset-aws-build01-ci-tests-worker-us-east-1a.yaml");
-    let d = expect(&aws, &snap, Reason::UnsupportedPlatform);
-    assert!(d.message.contains("AWS"), "{}", d.message);
+    let mut vsphere = gcp_ms();
+    vsphere["spec"]["template"]["spec"]["providerSpec"]["value"]["kind"] =
+        json!("VSphereMachineProviderSpec");
+    let d = expect(&vsphere, &snap, Reason::UnsupportedPlatform);
+    assert!(d.message.contains("VSphere"), "{}", d.message);
+    let on_stack = snap_with(|c| c.platform = Some("AzureStackCloud".into()));
     expect(
         &fixture("machineset-azure.openshift-docs-sample.rendered.yaml"),
-        &snap,
+        &on_stack,
         Reason::UnsupportedPlatform,
     );
     let mut weird = gcp_ms();
@@ -684,6 +707,40 @@ fn every_reason_code_is_reachable() {
         &snap,
     );
     check(
+        with(&|m| {
+            m["spec"]["template"]["spec"]["providerSpec"]["value"]["kind"] =
+                json!("VSphereMachineProviderSpec")
+        }),
+        &snap,
+    );
+    // A marketplace AMI whose product has no image at or below the stream's version.
+    let aws = fixture("machineset-aws-build01-ci-tests-worker-us-east-1a.yaml");
+    let ami = aws["spec"]["template"]["spec"]["providerSpec"]["value"]["ami"]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let product = "59ead7de-2540-4653-a8b0-fa7926d5c845";
+    let mut learned = AwsLearned::default();
+    learned.images.insert(
+        ("us-east-1".into(), ami),
+        Described::Found {
+            owner: aws::MARKETPLACE_OWNER.into(),
+            name: format!("RHEL-9.4-RHCOS-9.6_HVM_GA-20260210-x86_64-0-{product}"),
+        },
+    );
+    learned
+        .marketplace
+        .insert(("us-east-1".into(), product.into()), Vec::new());
+    check(
+        aws,
+        &snap_with(|c| c.learned = Learned::default().with(aws::NAME, Arc::new(learned))),
+    );
+    for (case, reason) in cloud_cases() {
+        let d = decision::decide_object(&case, &snap);
+        assert_eq!(d.reason, reason, "{}", d.message);
+        check(case, &snap);
+    }
+    check(
         with(&|m| annotate(m, decision::ARCH_ANNOTATION, "kubernetes.io/arch=s390x")),
         &snap,
     );
@@ -796,4 +853,67 @@ fn touch_plan_picks_exactly_the_machinesets_the_webhook_would_change() {
     let d = decision::decide_object(&stale, &snap);
     let done = apply_checked(&stale, &d, &snap);
     assert!(touch::plan(&[done], &snap).is_empty());
+}
+
+/// One AWS or Azure MachineSet per cloud-specific reason, from the real fixtures.
+fn cloud_cases() -> Vec<(Value, Reason)> {
+    let aws = fixture("machineset-aws-build01-ci-tests-worker-us-east-1a.yaml");
+    let azure = azure_ms();
+    let aws_with = |f: &dyn Fn(&mut Value)| {
+        let mut m = aws.clone();
+        f(&mut m["spec"]["template"]["spec"]["providerSpec"]["value"]);
+        m
+    };
+    let azure_with = |f: &dyn Fn(&mut Value)| {
+        let mut m = azure.clone();
+        f(&mut m["spec"]["template"]["spec"]["providerSpec"]["value"]);
+        m
+    };
+    let mut ppc = azure.clone();
+    annotate(
+        &mut ppc,
+        decision::ARCH_ANNOTATION,
+        "kubernetes.io/arch=ppc64le",
+    );
+    vec![
+        (
+            aws_with(&|s| s["ami"] = json!({"arn": "arn:aws:ec2:us-east-1::image/ami-1"})),
+            Reason::NoAMIID,
+        ),
+        (
+            aws_with(&|s| {
+                s["ami"]["id"] = json!(aws_stream_ami("us-east-1"));
+                s["placement"]["region"] = json!("mars-north-1");
+            }),
+            Reason::RegionNotInStream,
+        ),
+        (aws.clone(), Reason::AMIUnclassified),
+        (
+            azure_with(&|s| {
+                s["securityProfile"] = json!({"settings": {"securityType": "ConfidentialVM"}})
+            }),
+            Reason::SecurityTypeUnsupported,
+        ),
+        (ppc, Reason::UnsupportedArchitecture),
+        (
+            azure_with(&|s| {
+                s["image"] = json!({"publisher": "me", "offer": "mine", "sku": "1", "version": "1"})
+            }),
+            Reason::CustomImage,
+        ),
+    ]
+}
+
+/// The real Azure docs sample, with its legacy uploaded image.
+fn azure_ms() -> Value {
+    fixture("machineset-azure.openshift-docs-sample.rendered.yaml")
+}
+
+/// The stream's x86_64 AMI for a region.
+fn aws_stream_ami(region: &str) -> String {
+    fixture("stream-coreos-rhel-9.installer.json")["architectures"]["x86_64"]["images"]["aws"]
+        ["regions"][region]["image"]
+        .as_str()
+        .unwrap()
+        .to_owned()
 }

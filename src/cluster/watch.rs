@@ -207,6 +207,13 @@ impl Builder {
                     if self.reported.take().is_some() {
                         tracing::info!("coreos-bootimages is usable again");
                     }
+                    let changed = self.last_good.as_ref().is_none_or(|g| g.digest != b.digest);
+                    if changed {
+                        // A bad platform entry makes that platform alone skip: say so once.
+                        for problem in b.problems() {
+                            tracing::warn!(%problem, "coreos-bootimages: this platform's boot images stay where they are");
+                        }
+                    }
                     self.last_good = Some(Arc::new(b));
                 }
                 Err(e) => {
@@ -301,6 +308,7 @@ impl Builder {
                 gate,
                 enrollment,
                 stub_ignition,
+                learned: Default::default(),
             },
         )
     }

@@ -3,6 +3,7 @@
 //! the toucher, `preview` and `status` all call [`decide`]. Each rule is one function that
 //! either lets the MachineSet through to the next rule or decides (`Err(Decision)`).
 
+use std::any::Any;
 use std::collections::BTreeMap;
 
 use kube::core::SelectorExt;
@@ -10,7 +11,7 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 
 use super::arch::Arch;
-use super::platforms::{self, Edit, Outcome, Platform, Target};
+use super::platforms::{self, Context, Edit, Outcome, Platform, Target};
 pub use super::reason::Reason;
 use super::snapshot::{BootImages, ClusterFacts, Enrollment, Snapshot};
 use super::view::{Annotations, MachineSetView, ProviderSpecValue, SpecFields};
@@ -155,7 +156,8 @@ fn rules(ms: &MachineSetView<'_>, snap: &Snapshot) -> Result<Decision, Decision>
     let boot_images = ready(snap)?; // 6
     let arch = architecture(ms, &snap.cluster)?; // 7
     let (platform, target) = platform_and_target(spec, arch, snap, boot_images)?; // 8
-    let change = platform_rule(platform, arch, spec, target)?; // 9
+    let learned = snap.cluster.learned.get(platform.name());
+    let change = platform_rule(platform, arch, spec, target, learned)?; // 9
     stub_ignition_can_boot(spec, &change, &snap.cluster).map_err(|d| d.on(platform, arch))?; // 10
     Ok(patch(ms, change).on(platform, arch)) // 11
 }
@@ -338,6 +340,16 @@ fn platform_and_target<'s>(
             .unwrap_or_else(|| format!("unknown providerSpec kind {spec_kind:?}"));
         return Err(Decision::new(Reason::UnsupportedPlatform, what));
     };
+    if !platform.serves(arch) {
+        return Err(Decision::new(
+            Reason::UnsupportedArchitecture,
+            format!(
+                "{} boot images are not managed for {arch} machines",
+                platform.name()
+            ),
+        )
+        .on(platform, arch));
+    }
     if !boot_images.architectures.contains(&arch) {
         return Err(Decision::new(
             Reason::NoImageInStream,
@@ -349,7 +361,15 @@ fn platform_and_target<'s>(
         .on(platform, arch));
     }
     match boot_images.target(arch, platform.name()) {
-        Some(target) => Ok((platform, target)),
+        Some(Ok(target)) => Ok((platform, target)),
+        Some(Err(why)) => Err(Decision::new(
+            Reason::NoImageInStream,
+            format!(
+                "the stream's {} entry for {arch} is unusable: {why}",
+                platform.name()
+            ),
+        )
+        .on(platform, arch)),
         None => Err(Decision::new(
             Reason::NoImageInStream,
             format!("the stream has no {} image for {arch}", platform.name()),
@@ -371,8 +391,14 @@ fn platform_rule(
     arch: Arch,
     spec: &SpecFields<'_>,
     target: &Target,
+    learned: Option<&(dyn Any + Send + Sync)>,
 ) -> Result<Change, Decision> {
-    match platform.reconcile(spec, target.as_ref()) {
+    let ctx = Context {
+        arch,
+        target: target.as_ref(),
+        learned,
+    };
+    match platform.reconcile(spec, &ctx) {
         Outcome::Changes {
             edits,
             current,

@@ -137,13 +137,22 @@ pub fn enrollment(machine_configuration: Option<&Value>) -> Result<Enrollment, S
 }
 
 /// Infrastructure `cluster`: `status.platformStatus.type` (older clusters: `status.platform`).
+/// Azure Stack Hub is Azure to the Infrastructure type, but has no marketplace images: it
+/// is named apart so that no platform serves it (as the MCO excludes it).
 pub fn platform(infrastructure: &Value) -> Option<String> {
-    infrastructure
+    let kind = infrastructure
         .pointer("/status/platformStatus/type")
         .or_else(|| infrastructure.pointer("/status/platform"))
         .and_then(Value::as_str)
-        .filter(|s| !s.is_empty())
-        .map(str::to_owned)
+        .filter(|s| !s.is_empty())?;
+    let cloud = infrastructure
+        .pointer("/status/platformStatus/azure/cloudName")
+        .and_then(Value::as_str);
+    Some(if kind == "Azure" && cloud == Some("AzureStackCloud") {
+        "AzureStackCloud".to_owned()
+    } else {
+        kind.to_owned()
+    })
 }
 
 /// ClusterVersion `version`: `status.desired.architecture == Multi`.
@@ -186,6 +195,23 @@ pub fn ignition_version(user_data: &[u8]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn azure_stack_is_not_azure() {
+        let infra = |cloud: &str| json!({"status": {"platformStatus": {"type": "Azure", "azure": {"cloudName": cloud}}}});
+        assert_eq!(
+            platform(&infra("AzurePublicCloud")).as_deref(),
+            Some("Azure")
+        );
+        assert_eq!(
+            platform(&infra("AzureStackCloud")).as_deref(),
+            Some("AzureStackCloud")
+        );
+        assert_eq!(
+            platform(&json!({"status": {"platform": "GCP"}})).as_deref(),
+            Some("GCP")
+        );
+    }
     use serde_json::json;
 
     fn pool(spec: &str, status: &str, updated: i64, conditions: &[(&str, &str)]) -> Value {

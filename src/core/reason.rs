@@ -16,7 +16,20 @@ pub enum Reason {
     InvalidArchitecture,
     ArchitectureUnknown,
     UnsupportedPlatform,
+    /// The platform does not manage boot images of this architecture (Azure: ppc64le, s390x).
+    UnsupportedArchitecture,
     NoImageInStream,
+    /// AWS: the stream has no AMI for the MachineSet's region.
+    RegionNotInStream,
+    /// AWS: `ami.id` is not set (an ARN or filters select the AMI): left alone (OCPBUGS-57506).
+    NoAMIID,
+    /// AWS: an AMI that is not in the stream, whose owner EC2 has not told us yet (or cannot:
+    /// no credentials, EC2 unreachable); moved once it is known.
+    AMIUnclassified,
+    /// AWS Marketplace: no image of the MachineSet's product at or below the stream's version.
+    NoMarketplaceImage,
+    /// Azure: `securityProfile.settings.securityType` is set (Confidential VM, Trusted Launch).
+    SecurityTypeUnsupported,
     CustomImage,
     /// No disk is marked `boot: true`: there is no boot image to move.
     NoBootDisk,
@@ -29,7 +42,7 @@ pub enum Reason {
 }
 
 impl Reason {
-    pub const ALL: [Reason; 17] = [
+    pub const ALL: [Reason; 23] = [
         Reason::NotApplicable,
         Reason::OptedOut,
         Reason::OwnedByController,
@@ -40,7 +53,13 @@ impl Reason {
         Reason::InvalidArchitecture,
         Reason::ArchitectureUnknown,
         Reason::UnsupportedPlatform,
+        Reason::UnsupportedArchitecture,
         Reason::NoImageInStream,
+        Reason::RegionNotInStream,
+        Reason::NoAMIID,
+        Reason::AMIUnclassified,
+        Reason::NoMarketplaceImage,
+        Reason::SecurityTypeUnsupported,
         Reason::CustomImage,
         Reason::NoBootDisk,
         Reason::StubIgnitionSpec2,
@@ -61,7 +80,13 @@ impl Reason {
             Reason::InvalidArchitecture => "InvalidArchitecture",
             Reason::ArchitectureUnknown => "ArchitectureUnknown",
             Reason::UnsupportedPlatform => "UnsupportedPlatform",
+            Reason::UnsupportedArchitecture => "UnsupportedArchitecture",
             Reason::NoImageInStream => "NoImageInStream",
+            Reason::RegionNotInStream => "RegionNotInStream",
+            Reason::NoAMIID => "NoAMIID",
+            Reason::AMIUnclassified => "AMIUnclassified",
+            Reason::NoMarketplaceImage => "NoMarketplaceImage",
+            Reason::SecurityTypeUnsupported => "SecurityTypeUnsupported",
             Reason::CustomImage => "CustomImage",
             Reason::NoBootDisk => "NoBootDisk",
             Reason::StubIgnitionSpec2 => "StubIgnitionSpec2",

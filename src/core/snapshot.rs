@@ -4,6 +4,7 @@
 //! watchers) builds a whole new one and swaps it into a [`SharedSnapshot`]. The request
 //! path only ever calls `load()`, which is lock-free.
 
+use std::any::Any;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::SystemTime;
@@ -13,7 +14,7 @@ use kube::core::Selector;
 use serde_json::Value;
 
 pub use super::arch::Arch;
-use super::platforms::{self, Target};
+use super::platforms::{self, Target, Typed};
 
 /// ConfigMap keys, exactly as the MCO and the CVO write them.
 pub const KEY_STREAM: &str = "stream";
@@ -48,8 +49,9 @@ pub struct BootImages {
     /// The architectures of the stream.
     pub architectures: BTreeSet<Arch>,
     /// Each platform's typed target per architecture, built once here (absent: the stream
-    /// has no image of that platform for that architecture).
-    targets: BTreeMap<(Arch, &'static str), Target>,
+    /// has no image of that platform for that architecture; `Err`: its entry is unusable,
+    /// and that platform alone skips).
+    targets: BTreeMap<(Arch, &'static str), Result<Target, String>>,
     /// Content digest of the stream and release version (part of the snapshot id).
     pub digest: String,
 }
@@ -77,8 +79,7 @@ impl BootImages {
             .get("architectures")
             .and_then(Value::as_object)
             .ok_or_else(|| BootImagesError::Stream("no architectures object".into()))?;
-        let mut architectures = BTreeSet::new();
-        let mut targets = BTreeMap::new();
+        let mut entries = BTreeMap::new();
         for (name, entry) in arches {
             // Unknown architectures (riscv64 one day) are not ours to judge.
             let Some(arch) = Arch::from_rpm(name) else {
@@ -89,16 +90,17 @@ impl BootImages {
                     "architectures.{name} is not an object"
                 )));
             }
-            for platform in platforms::ALL {
-                let target = platform
-                    .target(entry)
-                    .map_err(|e| BootImagesError::Stream(format!("architectures.{name}: {e}")))?;
-                if let Some(target) = target {
-                    targets.insert((arch, platform.name()), target);
-                }
-            }
-            architectures.insert(arch);
+            entries.insert(arch, entry);
         }
+        let architectures = entries.keys().copied().collect();
+        let targets = platforms::ALL
+            .iter()
+            .flat_map(|p| {
+                p.targets(&entries)
+                    .into_iter()
+                    .map(|(arch, t)| ((arch, p.name()), t))
+            })
+            .collect();
         let digest = digest(&[stream_text.as_bytes(), release_version.as_bytes()]);
         let optional = |k: &str| {
             data.get(k)
@@ -135,12 +137,21 @@ impl BootImages {
         BootImages::from_data(&data)
     }
 
-    /// `platform`'s target for `arch` (see [`platforms::Platform::target`]).
-    pub fn target(&self, arch: Arch, platform: &str) -> Option<&Target> {
+    /// `platform`'s target for `arch` (see [`platforms::Platform::targets`]).
+    pub fn target(&self, arch: Arch, platform: &str) -> Option<Result<&Target, &str>> {
         self.targets
             .iter()
             .find(|((a, p), _)| *a == arch && *p == platform)
-            .map(|(_, t)| t)
+            .map(|(_, t)| t.as_ref().map_err(String::as_str))
+    }
+
+    /// The unusable parts of the stream, each as `<platform> <arch>: <why>`, for the logs.
+    pub fn problems(&self) -> impl Iterator<Item = String> + '_ {
+        self.targets.iter().filter_map(|((arch, platform), t)| {
+            t.as_ref()
+                .err()
+                .map(|e| format!("{platform} {}: {e}", arch.rpm()))
+        })
     }
 
     /// The MCO stamps `MCOReleaseImageVersion` once a master runs the new release.
@@ -232,6 +243,33 @@ pub struct ClusterFacts {
     pub enrollment: Enrollment,
     /// user-data Secret name -> its Ignition `ignition.version`, for the Secrets we know.
     pub stub_ignition: BTreeMap<String, String>,
+    /// What the cluster side learned from clouds in the background.
+    pub learned: Learned,
+}
+
+/// What the cluster side learned in the background for a platform's rule (EC2's answers
+/// about AMIs, say), typed by that platform: the request path only reads it.
+#[derive(Debug, Clone, Default)]
+pub struct Learned {
+    by_platform: BTreeMap<&'static str, Typed>,
+    /// Moves whenever anything here changes: part of the snapshot id.
+    pub generation: u64,
+}
+
+impl Learned {
+    pub fn get(&self, platform: &str) -> Option<&(dyn Any + Send + Sync)> {
+        self.by_platform.get(platform).map(|t| t.as_ref())
+    }
+
+    /// These facts with `platform`'s replaced.
+    pub fn with(&self, platform: &'static str, facts: Typed) -> Learned {
+        let mut by_platform = self.by_platform.clone();
+        by_platform.insert(platform, facts);
+        Learned {
+            by_platform,
+            generation: self.generation + 1,
+        }
+    }
 }
 
 impl Default for ClusterFacts {
@@ -243,6 +281,7 @@ impl Default for ClusterFacts {
             gate: Gate::closed("no master upgrade state known yet"),
             enrollment: Enrollment::All,
             stub_ignition: BTreeMap::new(),
+            learned: Learned::default(),
         }
     }
 }
@@ -276,6 +315,7 @@ impl Snapshot {
         let id = digest(&[
             stream_digest.as_bytes(),
             &[u8::from(cluster.gate.open), u8::from(cluster.multi_arch)],
+            &cluster.learned.generation.to_be_bytes(),
             platform.as_bytes(),
             arch.as_bytes(),
             enrollment.as_bytes(),
@@ -328,6 +368,13 @@ impl Snapshot {
                 gate,
                 enrollment: Enrollment::All,
                 stub_ignition: BTreeMap::new(),
+                learned: Learned::default().with(
+                    platforms::aws::NAME,
+                    Arc::new(platforms::aws::AwsLearned {
+                        unavailable: Some("nothing asks EC2 offline".into()),
+                        ..Default::default()
+                    }),
+                ),
             },
         )
     }
@@ -357,7 +404,11 @@ mod tests {
         assert!(b.stamped());
         assert!(b.architectures.contains(&Arch::Amd64));
         assert!(b.architectures.contains(&Arch::Arm64));
-        assert!(b.target(Arch::Amd64, "GCP").is_some());
+        assert!(matches!(b.target(Arch::Amd64, "GCP"), Some(Ok(_))));
+        assert!(matches!(b.target(Arch::Amd64, "AWS"), Some(Ok(_))));
+        assert!(matches!(b.target(Arch::Amd64, "Azure"), Some(Ok(_))));
+        assert!(b.target(Arch::Ppc64le, "Azure").is_none());
+        assert_eq!(b.problems().count(), 0);
     }
 
     #[test]
@@ -368,12 +419,33 @@ mod tests {
             "{}",
             r#"{"architectures": []}"#,
             r#"{"architectures": {"x86_64": 3}}"#,
-            r#"{"architectures": {"x86_64": {"images": {"gcp": {"project": "Rhcos Cloud", "name": "x"}}}}}"#,
-            r#"{"architectures": {"x86_64": {"images": {"gcp": {"project": "rhcos-cloud", "name": "../../etc"}}}}}"#,
-            r#"{"architectures": {"x86_64": {"images": {"gcp": {"project": "rhcos-cloud"}}}}}"#,
-            r#"{"architectures": {"x86_64": {"images": {"gcp": "projects/x"}}}}"#,
         ] {
             assert!(BootImages::from_data(&data(bad)).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_bad_platform_entry_makes_that_platform_alone_skip() {
+        for bad in [
+            r#"{"project": "Rhcos Cloud", "name": "x"}"#,
+            r#"{"project": "rhcos-cloud", "name": "../../etc"}"#,
+            r#"{"project": "rhcos-cloud"}"#,
+            r#""projects/x""#,
+        ] {
+            let stream = format!(
+                r#"{{"architectures": {{"x86_64": {{"images": {{"gcp": {bad}, "aws": {{"regions": {{"us-east-1": {{"image": "ami-0123456789abcdef0"}}}}}}}}}}}}}}"#
+            );
+            let b = BootImages::from_data(&data(&stream)).unwrap();
+            assert!(
+                matches!(b.target(Arch::Amd64, "GCP"), Some(Err(_))),
+                "{bad}"
+            );
+            assert!(matches!(b.target(Arch::Amd64, "AWS"), Some(Ok(_))), "{bad}");
+            let problems: Vec<String> = b.problems().collect();
+            assert!(
+                problems.len() == 1 && problems[0].starts_with("GCP x86_64: images.gcp"),
+                "{problems:?}"
+            );
         }
     }
 

@@ -398,6 +398,15 @@ pub fn without_image_fields(doc: &Value) -> Value {
     if d.pointer("/metadata/annotations").is_some_and(empty) {
         d["metadata"].as_object_mut().unwrap().remove("annotations");
     }
+    // AWS `ami` and Azure `image` are replaced as a whole.
+    if let Some(spec) = d
+        .pointer_mut("/spec/template/spec/providerSpec/value")
+        .and_then(Value::as_object_mut)
+    {
+        for key in ["ami", "image"] {
+            spec.remove(key);
+        }
+    }
     if let Some(disks) = d
         .pointer_mut("/spec/template/spec/providerSpec/value/disks")
         .and_then(Value::as_array_mut)

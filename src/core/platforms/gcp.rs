@@ -1,14 +1,15 @@
 //! GCP: the boot disk's `image` becomes `projects/<project>/global/images/<name>`, exactly
 //! the MCO's spelling (any other spelling makes the two controllers fight).
 
-use std::any::Any;
 use std::borrow::Cow;
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::{Edit, Outcome, Platform, Target, is_resource_name};
+use super::{Context, Edit, Outcome, Platform, Target, is_resource_name, per_arch};
+use crate::core::arch::Arch;
 use crate::core::lenient::{Field, Object};
 use crate::core::reason::Reason;
 use crate::core::view::SpecFields;
@@ -41,116 +42,129 @@ impl Platform for Gcp {
         "GCPMachineProviderSpec"
     }
 
-    fn target(&self, arch_entry: &Value) -> Result<Option<Target>, String> {
-        let Some(gcp) = arch_entry.pointer("/images/gcp") else {
-            return Ok(None);
-        };
-        let field = |k: &str| {
-            let v = gcp
-                .get(k)
-                .and_then(Value::as_str)
-                .ok_or_else(|| format!("images.gcp.{k} is missing or not a string"))?;
-            if is_resource_name(v) {
-                Ok(v)
-            } else {
-                Err(format!(
-                    "images.gcp.{k} {v:?} is not a valid GCP resource name"
-                ))
-            }
-        };
-        let (project, name) = (field("project")?, field("name")?);
-        Ok(Some(Arc::new(GcpTarget(format!(
-            "projects/{project}/global/images/{name}"
-        )))))
+    fn targets(
+        &self,
+        architectures: &BTreeMap<Arch, &Value>,
+    ) -> BTreeMap<Arch, Result<Target, String>> {
+        per_arch(architectures, |_, entry| target(entry))
     }
 
-    fn reconcile(&self, spec: &SpecFields<'_>, target: &(dyn Any + Send + Sync)) -> Outcome {
-        let Some(GcpTarget(target)) = target.downcast_ref::<GcpTarget>() else {
+    fn reconcile(&self, spec: &SpecFields<'_>, ctx: &Context<'_>) -> Outcome {
+        let Some(GcpTarget(target)) = ctx.target.downcast_ref::<GcpTarget>() else {
             return Outcome::skip(Reason::NoImageInStream, "no GCP target in the snapshot");
         };
-        let disks = match spec.read::<Disks<'_>>("disks") {
-            Field::Absent | Field::Null => Vec::new(),
-            Field::Is(d) => d,
+        reconcile(spec, target)
+    }
+}
+
+fn target(arch_entry: &Value) -> Result<Option<Target>, String> {
+    let Some(gcp) = arch_entry.pointer("/images/gcp") else {
+        return Ok(None);
+    };
+    let field = |k: &str| {
+        let v = gcp
+            .get(k)
+            .and_then(Value::as_str)
+            .ok_or_else(|| format!("images.gcp.{k} is missing or not a string"))?;
+        if is_resource_name(v) {
+            Ok(v)
+        } else {
+            Err(format!(
+                "images.gcp.{k} {v:?} is not a valid GCP resource name"
+            ))
+        }
+    };
+    let (project, name) = (field("project")?, field("name")?);
+    Ok(Some(Arc::new(GcpTarget(format!(
+        "projects/{project}/global/images/{name}"
+    )))))
+}
+
+/// The boot disks' images move to `target`; a custom image anywhere leaves the whole
+/// MachineSet alone (behaviour §4.9).
+fn reconcile(spec: &SpecFields<'_>, target: &String) -> Outcome {
+    let disks = match spec.read::<Disks<'_>>("disks") {
+        Field::Absent | Field::Null => Vec::new(),
+        Field::Is(d) => d,
+        Field::Wrong(_) => {
+            return Outcome::skip(
+                Reason::InvalidProviderSpec,
+                "providerSpec.value.disks is not an array",
+            );
+        }
+    };
+    let mut edits = Vec::new();
+    let mut current = None;
+    let mut boot_disks = 0;
+    for (i, disk) in disks.iter().enumerate() {
+        let Field::Is(Object(disk)) = disk else {
+            return Outcome::skip(
+                Reason::InvalidProviderSpec,
+                format!("providerSpec.value.disks[{i}] is not an object"),
+            );
+        };
+        // Only disks marked boot: a missing `boot` is false, as in the Go type.
+        match disk.boot {
+            Field::Is(true) => {}
+            Field::Absent | Field::Is(false) | Field::Null => continue,
             Field::Wrong(_) => {
                 return Outcome::skip(
                     Reason::InvalidProviderSpec,
-                    "providerSpec.value.disks is not an array",
+                    format!("providerSpec.value.disks[{i}].boot is not a boolean"),
+                );
+            }
+        }
+        boot_disks += 1;
+        let (image, exists) = match &disk.image {
+            Field::Absent => ("", false),
+            Field::Null => ("", true),
+            Field::Is(s) => (s.as_ref(), true),
+            Field::Wrong(_) => {
+                return Outcome::skip(
+                    Reason::InvalidProviderSpec,
+                    format!("providerSpec.value.disks[{i}].image is not a string"),
                 );
             }
         };
-        let mut edits = Vec::new();
-        let mut current = None;
-        let mut boot_disks = 0;
-        for (i, disk) in disks.iter().enumerate() {
-            let Field::Is(Object(disk)) = disk else {
-                return Outcome::skip(
-                    Reason::InvalidProviderSpec,
-                    format!("providerSpec.value.disks[{i}] is not an object"),
-                );
-            };
-            // Only disks marked boot: a missing `boot` is false, as in the Go type.
-            match disk.boot {
-                Field::Is(true) => {}
-                Field::Absent | Field::Is(false) | Field::Null => continue,
-                Field::Wrong(_) => {
-                    return Outcome::skip(
-                        Reason::InvalidProviderSpec,
-                        format!("providerSpec.value.disks[{i}].boot is not a boolean"),
-                    );
-                }
-            }
-            boot_disks += 1;
-            let (image, exists) = match &disk.image {
-                Field::Absent => ("", false),
-                Field::Null => ("", true),
-                Field::Is(s) => (s.as_ref(), true),
-                Field::Wrong(_) => {
-                    return Outcome::skip(
-                        Reason::InvalidProviderSpec,
-                        format!("providerSpec.value.disks[{i}].image is not a string"),
-                    );
-                }
-            };
-            current.get_or_insert(image);
-            if image == target {
-                continue;
-            }
-            // An empty image would be defaulted to a stale one by machine-api: give it ours.
-            if !image.is_empty() && !image.starts_with(RHCOS_PREFIX) {
-                return Outcome::Skip {
-                    reason: Reason::CustomImage,
-                    message: format!(
-                        "boot disk {i} uses {image}, not a stock RHCOS image ({RHCOS_PREFIX}/...): leaving the MachineSet alone"
-                    ),
-                    current: Some(image.to_owned()),
-                    target: Some(target.clone()),
-                };
-            }
-            edits.push(Edit {
-                pointer: format!("/disks/{i}/image"),
-                exists,
-                value: Value::String(target.clone()),
-            });
+        current.get_or_insert(image);
+        if image == target {
+            continue;
         }
-        if boot_disks == 0 {
+        // An empty image would be defaulted to a stale one by machine-api: give it ours.
+        if !image.is_empty() && !image.starts_with(RHCOS_PREFIX) {
             return Outcome::Skip {
-                reason: Reason::NoBootDisk,
-                message: "no disk in providerSpec.value.disks has boot: true: no boot image to set"
-                    .into(),
-                current: None,
+                reason: Reason::CustomImage,
+                message: format!(
+                    "boot disk {i} uses {image}, not a stock RHCOS image ({RHCOS_PREFIX}/...): leaving the MachineSet alone"
+                ),
+                current: Some(image.to_owned()),
                 target: Some(target.clone()),
             };
         }
-        let current = current.unwrap_or_default().to_owned();
-        let target = target.clone();
-        if edits.is_empty() {
-            Outcome::UpToDate { current, target }
-        } else {
-            Outcome::Changes {
-                edits,
-                current,
-                target,
-            }
+        edits.push(Edit {
+            pointer: format!("/disks/{i}/image"),
+            exists,
+            value: Value::String(target.clone()),
+        });
+    }
+    if boot_disks == 0 {
+        return Outcome::Skip {
+            reason: Reason::NoBootDisk,
+            message: "no disk in providerSpec.value.disks has boot: true: no boot image to set"
+                .into(),
+            current: None,
+            target: Some(target.clone()),
+        };
+    }
+    let current = current.unwrap_or_default().to_owned();
+    let target = target.clone();
+    if edits.is_empty() {
+        Outcome::UpToDate { current, target }
+    } else {
+        Outcome::Changes {
+            edits,
+            current,
+            target,
         }
     }
 }

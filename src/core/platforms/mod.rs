@@ -1,24 +1,41 @@
 //! Platforms behind one small interface. A platform knows which providerSpec kind it
-//! owns, turns its part of the stream into a typed target once per snapshot, and computes
-//! the edits that move a providerSpec to that target. Adding one is a new module plus its
+//! owns, turns its part of the stream into typed targets once per snapshot, and computes
+//! the edits that move a providerSpec to its target. Adding one is a new module plus its
 //! line in [`ALL`].
 
 use std::any::Any;
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use serde_json::Value;
 
+use super::arch::Arch;
 use super::reason::Reason;
 use super::view::SpecFields;
 
+pub mod aws;
+pub mod azure;
 mod gcp;
 
 /// Every supported platform, in the order they are tried.
-pub static ALL: &[&dyn Platform] = &[&gcp::Gcp];
+pub static ALL: &[&dyn Platform] = &[&gcp::Gcp, &aws::Aws, &azure::Azure];
 
-/// A platform's boot image for one architecture, typed by the platform itself (it is the
-/// only one that reads it back, with `downcast_ref`).
-pub type Target = Arc<dyn Any + Send + Sync>;
+/// Typed data a platform made for itself (a target, or what it learned in the background);
+/// it is the only one that reads it back, with `downcast_ref`.
+pub type Typed = Arc<dyn Any + Send + Sync>;
+
+/// A platform's boot image for one architecture.
+pub type Target = Typed;
+
+/// What a platform's rule gets besides the providerSpec.
+pub struct Context<'s> {
+    pub arch: Arch,
+    /// Built by [`Platform::targets`] for this architecture.
+    pub target: &'s (dyn Any + Send + Sync),
+    /// What the cluster side learned for this platform in the background (e.g. EC2's
+    /// answers about AMIs), if anything yet.
+    pub learned: Option<&'s (dyn Any + Send + Sync)>,
+}
 
 pub trait Platform: Sync {
     /// Infrastructure `status.platformStatus.type`, e.g. `GCP`.
@@ -27,12 +44,21 @@ pub trait Platform: Sync {
     /// The providerSpec `kind` this platform reads, e.g. `GCPMachineProviderSpec`.
     fn provider_spec_kind(&self) -> &'static str;
 
-    /// This platform's part of `architectures.<arch>` of the stream, checked and typed once
-    /// when the snapshot is built: `Ok(None)` when the stream has none for it.
-    fn target(&self, arch_entry: &Value) -> Result<Option<Target>, String>;
+    /// Whether this platform manages boot images of that architecture at all.
+    fn serves(&self, _arch: Arch) -> bool {
+        true
+    }
 
-    /// Compare `providerSpec.value` with the target built by [`Platform::target`].
-    fn reconcile(&self, spec: &SpecFields<'_>, target: &(dyn Any + Send + Sync)) -> Outcome;
+    /// This platform's targets from `architectures.<arch>` of the stream, checked and typed
+    /// once when the snapshot is built. An architecture without an entry for this platform
+    /// is left out; an unusable entry is an `Err` that makes this platform (alone) skip.
+    fn targets(
+        &self,
+        architectures: &BTreeMap<Arch, &Value>,
+    ) -> BTreeMap<Arch, Result<Target, String>>;
+
+    /// Compare `providerSpec.value` with the target.
+    fn reconcile(&self, spec: &SpecFields<'_>, ctx: &Context<'_>) -> Outcome;
 }
 
 /// One change inside `providerSpec.value`.
@@ -66,6 +92,14 @@ pub enum Outcome {
 }
 
 impl Outcome {
+    /// Name the current image in a skip that did not.
+    pub fn with_current(mut self, image: &str) -> Outcome {
+        if let Outcome::Skip { current, .. } = &mut self {
+            current.get_or_insert_with(|| image.to_owned());
+        }
+        self
+    }
+
     pub fn skip(reason: Reason, message: impl Into<String>) -> Self {
         Outcome::Skip {
             reason,
@@ -84,16 +118,28 @@ pub fn by_name(name: &str) -> Option<&'static dyn Platform> {
     ALL.iter().copied().find(|p| p.name() == name)
 }
 
-/// The providerSpec kinds we know of but do not manage, for clear messages.
+/// The platforms of providerSpec kinds we know of but do not manage, for clear messages;
+/// the served ones come from [`ALL`].
 pub fn known_platform_of_kind(kind: &str) -> Option<&'static str> {
-    match kind {
-        "GCPMachineProviderSpec" => Some("GCP"),
-        "AWSMachineProviderConfig" => Some("AWS"),
-        "AzureMachineProviderSpec" => Some("Azure"),
+    by_kind(kind).map(|p| p.name()).or(match kind {
         "VSphereMachineProviderSpec" => Some("VSphere"),
         "OpenstackProviderSpec" => Some("OpenStack"),
+        "IBMCloudMachineProviderSpec" => Some("IBMCloud"),
+        "NutanixMachineProviderConfig" => Some("Nutanix"),
         _ => None,
-    }
+    })
+}
+
+/// Targets for every architecture from a per-architecture reader: the common shape of
+/// [`Platform::targets`] for platforms whose entries stand alone.
+pub(crate) fn per_arch(
+    architectures: &BTreeMap<Arch, &Value>,
+    read: impl Fn(Arch, &Value) -> Result<Option<Target>, String>,
+) -> BTreeMap<Arch, Result<Target, String>> {
+    architectures
+        .iter()
+        .filter_map(|(&arch, entry)| read(arch, entry).transpose().map(|t| (arch, t)))
+        .collect()
 }
 
 /// A lowercase cloud resource name (RFC 1035 label): `[a-z]([-a-z0-9]{0,61}[a-z0-9])?`.
@@ -138,7 +184,12 @@ mod tests {
             by_name("GCP").unwrap().provider_spec_kind(),
             "GCPMachineProviderSpec"
         );
-        assert!(by_kind("AWSMachineProviderConfig").is_none());
+        assert_eq!(by_kind("AWSMachineProviderConfig").unwrap().name(), "AWS");
+        assert!(by_kind("VSphereMachineProviderSpec").is_none());
+        assert_eq!(
+            known_platform_of_kind("VSphereMachineProviderSpec"),
+            Some("VSphere")
+        );
         assert_eq!(
             known_platform_of_kind("AWSMachineProviderConfig"),
             Some("AWS")

@@ -1,0 +1,519 @@
+//! AWS: `ami` becomes `{id: <target>}`, as the MCO does (`reconcileAWSProviderSpec`).
+//!
+//! Which AMIs may move depends on who owns the current one. The MCO asks EC2 on every
+//! reconcile; the request path may not call a cloud, so: an AMI that appears anywhere in
+//! the stream (any architecture, any region) is Red Hat's without asking, and any other is
+//! classified in the background (`cluster::ec2`), whose answers reach this rule as
+//! [`AwsLearned`]. Until then the MachineSet is left as it is (`AMIUnclassified`). Red Hat's
+//! AMIs move to the stream's AMI for the region; AWS Marketplace (and ROSA) AMIs to the
+//! newest marketplace AMI of the same product whose version is at most the stream's;
+//! anybody else's are custom and never touched.
+
+use std::any::Any;
+use std::borrow::Cow;
+use std::cmp::Ordering;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, LazyLock};
+
+use regex::Regex;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::{Context, Edit, Outcome, Platform, Target};
+use crate::core::arch::Arch;
+use crate::core::lenient::{Field, Object};
+use crate::core::reason::Reason;
+use crate::core::view::SpecFields;
+
+pub struct Aws;
+
+pub const NAME: &str = "AWS";
+/// The owner of Red Hat's own RHCOS AMIs.
+pub const RED_HAT_OWNER: &str = "531415883065";
+/// The owner of AWS Marketplace AMIs, and its alias for `DescribeImages(Owners=...)`.
+pub const MARKETPLACE_OWNER: &str = "679593333241";
+pub const MARKETPLACE_OWNER_ALIAS: &str = "aws-marketplace";
+/// The ROSA product among the marketplace ones.
+pub const ROSA_PRODUCT: &str = "34850061-abaf-402d-92df-94325c9e947f";
+
+/// One architecture's AMIs, and every AMI of the stream.
+struct AwsTarget {
+    /// Region -> AMI.
+    regions: BTreeMap<String, String>,
+    /// `artifacts.aws.release`, e.g. `9.8.20260428-0`: the marketplace version bound.
+    release: Option<String>,
+    /// Every AMI of the stream, all architectures and regions: these are Red Hat's.
+    in_stream: Arc<BTreeSet<String>>,
+}
+
+/// What EC2 said, learned in the background and read here.
+#[derive(Debug, Clone, Default)]
+pub struct AwsLearned {
+    /// `DescribeImages(ImageIds=[ami])` in a region, by (region, AMI).
+    pub images: BTreeMap<(String, String), Described>,
+    /// `DescribeImages(Owners=[aws-marketplace], name=*<product>*)`, by (region, product).
+    pub marketplace: BTreeMap<(String, String), Vec<MarketImage>>,
+    /// Why EC2 cannot be asked now (no credentials, unreachable), for messages.
+    pub unavailable: Option<String>,
+}
+
+impl AwsLearned {
+    /// The product whose marketplace images, as EC2 listed them, include this AMI: an AMI
+    /// we moved a MachineSet to is known without asking again.
+    fn listed_product(&self, region: &str, ami: &str) -> Option<&str> {
+        self.marketplace
+            .iter()
+            .find(|((r, _), images)| r == region && images.iter().any(|i| i.id == ami))
+            .map(|((_, product), _)| product.as_str())
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Described {
+    Found {
+        owner: String,
+        name: String,
+    },
+    /// EC2 knows no such AMI in that region.
+    NotFound,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MarketImage {
+    pub id: String,
+    pub description: String,
+    /// ISO 8601, as EC2 gives it: compares as a string.
+    pub creation_date: String,
+}
+
+/// What the background must ask EC2 so that the rule can decide.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Query {
+    /// Who owns this AMI in this region?
+    Describe { region: String, ami: String },
+    /// The marketplace images of this product in this region.
+    Marketplace { region: String, product: String },
+}
+
+/// Who an AMI belongs to, by its owner (MCO `detectAMIKind`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Kind {
+    Standard,
+    /// An AWS Marketplace product (ROSA is one of them).
+    Marketplace {
+        product: String,
+    },
+    Unknown,
+}
+
+pub fn detect_kind(owner: &str, name: &str) -> Kind {
+    match owner {
+        RED_HAT_OWNER => Kind::Standard,
+        MARKETPLACE_OWNER => product_id(name).map_or(Kind::Unknown, |p| Kind::Marketplace {
+            product: p.to_owned(),
+        }),
+        _ => Kind::Unknown,
+    }
+}
+
+static UUID: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new("^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
+        .expect("a constant pattern")
+});
+
+/// A marketplace product id: the last five `-` segments of the AMI name, if a UUID.
+pub fn product_id(name: &str) -> Option<&str> {
+    let start = name.rmatch_indices('-').nth(4).map(|(i, _)| i + 1)?;
+    Some(&name[start..]).filter(|p| UUID.is_match(p))
+}
+
+/// `major.minor`, compared as numbers.
+pub type Token = (u64, u64);
+
+fn token(s: &str) -> Option<Token> {
+    let (major, minor) = s.split_once('.')?;
+    Some((major.parse().ok()?, minor.parse().ok()?))
+}
+
+/// The first two `.` segments of a release (`9.6.20260210-0` -> `9.6`).
+pub fn version_token(release: &str) -> Result<Token, String> {
+    let mut parts = release.split('.');
+    match (parts.next(), parts.next()) {
+        (Some(major), Some(minor)) => token(&format!("{major}.{minor}"))
+            .ok_or_else(|| format!("release {release:?} does not start with major.minor")),
+        _ => Err(format!(
+            "release {release:?} has fewer than two '.'-separated parts"
+        )),
+    }
+}
+
+static DESCRIPTION_VERSION: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"(\d+\.\d+)\.(?:[0-9]{8}|[0-9]{12})-\d+").expect("a constant pattern")
+});
+
+/// The RHCOS version in a marketplace image description: (full version, token).
+pub fn description_version(description: &str) -> Option<(&str, Token)> {
+    let caps = DESCRIPTION_VERSION.captures(description)?;
+    Some((caps.get(0)?.as_str(), token(caps.get(1)?.as_str())?))
+}
+
+/// Tokens of 100 and more are the pre-RHEL-aligned scheme (`418.94`).
+pub fn is_pre_rhel_aligned(token: Token) -> bool {
+    token.0 > 100
+}
+
+/// The marketplace image for `target`: the highest version at most `target`, ties going to
+/// the newest `CreationDate` (MCO `findMarketplaceAMI`).
+pub fn find_marketplace_ami(images: &[MarketImage], target: Token) -> Option<(&MarketImage, &str)> {
+    images
+        .iter()
+        .filter_map(|i| description_version(&i.description).map(|(full, t)| (i, full, t)))
+        .filter(|(_, _, t)| t.cmp(&target) != Ordering::Greater)
+        .max_by(|a, b| {
+            a.2.cmp(&b.2)
+                .then_with(|| a.0.creation_date.cmp(&b.0.creation_date))
+        })
+        .map(|(i, full, _)| (i, full))
+}
+
+#[derive(Default, Deserialize)]
+#[serde(default)]
+struct AmiRef<'a> {
+    #[serde(borrow)]
+    id: Field<Cow<'a, str>>,
+}
+
+#[derive(Default, Deserialize)]
+#[serde(default)]
+struct Placement<'a> {
+    #[serde(borrow)]
+    region: Field<Cow<'a, str>>,
+}
+
+/// The MachineSet's AMI and region, or why it has none to move.
+fn ami_and_region<'a>(spec: &SpecFields<'a>) -> Result<(Cow<'a, str>, Cow<'a, str>), Outcome> {
+    let ami = match spec.read::<Field<Object<AmiRef<'a>>>>("ami") {
+        Field::Is(Object(r)) => match r.id {
+            Field::Is(id) if !id.is_empty() => id,
+            Field::Wrong(_) => {
+                return Err(Outcome::skip(
+                    Reason::InvalidProviderSpec,
+                    "providerSpec.value.ami.id is not a string",
+                ));
+            }
+            _ => {
+                return Err(Outcome::skip(
+                    Reason::NoAMIID,
+                    "providerSpec.value.ami has no id (an ARN or filters choose the AMI): leaving it alone",
+                ));
+            }
+        },
+        Field::Wrong(_) => {
+            return Err(Outcome::skip(
+                Reason::InvalidProviderSpec,
+                "providerSpec.value.ami is not an object",
+            ));
+        }
+        Field::Absent | Field::Null => {
+            return Err(Outcome::skip(
+                Reason::NoAMIID,
+                "providerSpec.value.ami is not set: leaving it alone",
+            ));
+        }
+    };
+    let region = match spec.read::<Field<Object<Placement<'a>>>>("placement") {
+        Field::Is(Object(p)) => p.region,
+        _ => Field::Absent,
+    };
+    match region {
+        Field::Is(region) if !region.is_empty() => Ok((ami, region)),
+        _ => Err(Outcome::Skip {
+            reason: Reason::RegionNotInStream,
+            message: "providerSpec.value.placement.region is not set: no region to take an AMI for"
+                .into(),
+            current: Some(ami.into_owned()),
+            target: None,
+        }),
+    }
+}
+
+fn targets(architectures: &BTreeMap<Arch, &Value>) -> BTreeMap<Arch, Result<Target, String>> {
+    #[derive(Deserialize)]
+    struct RegionImage {
+        image: String,
+    }
+    // Per architecture: region -> AMI, and the release.
+    type Read = Result<(BTreeMap<String, String>, Option<String>), String>;
+    let mut read: BTreeMap<Arch, Read> = BTreeMap::new();
+    for (&arch, entry) in architectures {
+        let Some(regions) = entry.pointer("/images/aws/regions") else {
+            continue;
+        };
+        let parsed = serde_json::from_value::<BTreeMap<String, RegionImage>>(regions.clone())
+            .map_err(|e| format!("images.aws.regions: {e}"))
+            .map(|r| {
+                let regions = r.into_iter().map(|(k, v)| (k, v.image)).collect();
+                let release = entry
+                    .pointer("/artifacts/aws/release")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned);
+                (regions, release)
+            });
+        read.insert(arch, parsed);
+    }
+    let in_stream: Arc<BTreeSet<String>> = Arc::new(
+        read.values()
+            .flatten()
+            .flat_map(|(regions, _)| regions.values().cloned())
+            .collect(),
+    );
+    read.into_iter()
+        .map(|(arch, r)| {
+            let target = r.map(|(regions, release)| {
+                Arc::new(AwsTarget {
+                    regions,
+                    release,
+                    in_stream: in_stream.clone(),
+                }) as Target
+            });
+            (arch, target)
+        })
+        .collect()
+}
+
+impl Platform for Aws {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn provider_spec_kind(&self) -> &'static str {
+        "AWSMachineProviderConfig"
+    }
+
+    fn targets(
+        &self,
+        architectures: &BTreeMap<Arch, &Value>,
+    ) -> BTreeMap<Arch, Result<Target, String>> {
+        targets(architectures)
+    }
+
+    fn reconcile(&self, spec: &SpecFields<'_>, ctx: &Context<'_>) -> Outcome {
+        let Some(target) = ctx.target.downcast_ref::<AwsTarget>() else {
+            return Outcome::skip(Reason::NoImageInStream, "no AWS target in the snapshot");
+        };
+        let learned = ctx.learned.and_then(|l| l.downcast_ref::<AwsLearned>());
+        let (ami, region) = match ami_and_region(spec) {
+            Ok(v) => v,
+            Err(skip) => return skip,
+        };
+        let chosen = match classify(&ami, &region, target, learned) {
+            Ok(Kind::Standard) => match target.regions.get(region.as_ref()) {
+                Some(t) => t.clone(),
+                None => {
+                    return Outcome::Skip {
+                        reason: Reason::RegionNotInStream,
+                        message: format!(
+                            "the stream has no AWS image for region {region} ({})",
+                            ctx.arch
+                        ),
+                        current: Some(ami.into_owned()),
+                        target: None,
+                    };
+                }
+            },
+            Ok(Kind::Marketplace { product }) => {
+                match marketplace_target(&product, &region, target, learned, ctx.arch) {
+                    Ok(t) => t,
+                    Err(skip) => return skip.with_current(&ami),
+                }
+            }
+            Ok(Kind::Unknown) => {
+                return Outcome::Skip {
+                    reason: Reason::CustomImage,
+                    message: format!(
+                        "AMI {ami} in {region} is neither Red Hat's nor an AWS Marketplace RHCOS image: leaving the MachineSet alone"
+                    ),
+                    current: Some(ami.into_owned()),
+                    target: None,
+                };
+            }
+            Err(skip) => return skip.with_current(&ami),
+        };
+        if chosen == ami {
+            return Outcome::UpToDate {
+                current: ami.into_owned(),
+                target: chosen,
+            };
+        }
+        Outcome::Changes {
+            edits: vec![Edit {
+                pointer: "/ami".into(),
+                exists: true,
+                value: json!({ "id": chosen }),
+            }],
+            current: ami.into_owned(),
+            target: chosen,
+        }
+    }
+}
+
+/// Who owns the AMI: the stream says so for Red Hat's, EC2 (through `learned`) for others.
+fn classify(
+    ami: &str,
+    region: &str,
+    target: &AwsTarget,
+    learned: Option<&AwsLearned>,
+) -> Result<Kind, Outcome> {
+    if target.in_stream.contains(ami) {
+        return Ok(Kind::Standard);
+    }
+    if let Some(product) = learned.and_then(|l| l.listed_product(region, ami)) {
+        return Ok(Kind::Marketplace {
+            product: product.to_owned(),
+        });
+    }
+    let key = (region.to_owned(), ami.to_owned());
+    match learned.and_then(|l| l.images.get(&key)) {
+        Some(Described::Found { owner, name }) => Ok(detect_kind(owner, name)),
+        Some(Described::NotFound) => Err(Outcome::skip(
+            Reason::CustomImage,
+            format!("EC2 knows no AMI {ami} in {region}: leaving the MachineSet alone"),
+        )),
+        None => Err(Outcome::skip(
+            Reason::AMIUnclassified,
+            match learned.and_then(|l| l.unavailable.as_deref()) {
+                Some(why) => format!(
+                    "AMI {ami} in {region} is not in the stream; would need EC2 to classify it: {why}"
+                ),
+                None => format!(
+                    "AMI {ami} in {region} is not in the stream; waiting for EC2 to say who owns it"
+                ),
+            },
+        )),
+    }
+}
+
+fn marketplace_target(
+    product: &str,
+    region: &str,
+    target: &AwsTarget,
+    learned: Option<&AwsLearned>,
+    arch: Arch,
+) -> Result<String, Outcome> {
+    let release = target.release.as_deref().ok_or_else(|| {
+        Outcome::skip(
+            Reason::NoImageInStream,
+            format!("the stream has no artifacts.aws.release for {arch}: no marketplace version to look for"),
+        )
+    })?;
+    let bound = version_token(release)
+        .map_err(|e| Outcome::skip(Reason::NoImageInStream, format!("stream: {e}")))?;
+    let key = (region.to_owned(), product.to_owned());
+    let Some(images) = learned.and_then(|l| l.marketplace.get(&key)) else {
+        return Err(Outcome::skip(
+            Reason::AMIUnclassified,
+            format!(
+                "AWS Marketplace product {product}: waiting for EC2's list of its images in {region}"
+            ),
+        ));
+    };
+    match find_marketplace_ami(images, bound) {
+        Some((image, _)) => Ok(image.id.clone()),
+        None => {
+            let old_only = !images.is_empty()
+                && images.iter().all(|i| {
+                    description_version(&i.description).is_some_and(|(_, t)| is_pre_rhel_aligned(t))
+                });
+            Err(Outcome::skip(
+                Reason::NoMarketplaceImage,
+                if old_only {
+                    format!(
+                        "AWS Marketplace product {product} has only pre-4.19 images in {region}: none at or below {}.{}",
+                        bound.0, bound.1
+                    )
+                } else {
+                    format!(
+                        "no AWS Marketplace image of product {product} at or below version {}.{} in {region}; will look again",
+                        bound.0, bound.1
+                    )
+                },
+            ))
+        }
+    }
+}
+
+/// What the background must ask EC2 before the rule can decide a MachineSet with this
+/// providerSpec (`stream`: this platform's targets, any architecture): nothing for stream
+/// AMIs, AMIs already known, or providerSpecs with no AMI to move.
+pub fn queries<'t>(
+    spec: &SpecFields<'_>,
+    stream: impl IntoIterator<Item = &'t (dyn Any + Send + Sync)>,
+    learned: Option<&AwsLearned>,
+) -> Vec<Query> {
+    if spec.kind().as_str() != Some(Aws.provider_spec_kind()) {
+        return Vec::new();
+    }
+    let Ok((ami, region)) = ami_and_region(spec) else {
+        return Vec::new();
+    };
+    let in_stream = stream.into_iter().any(|t| {
+        t.downcast_ref::<AwsTarget>()
+            .is_some_and(|t| t.in_stream.contains(ami.as_ref()))
+    });
+    if in_stream || learned.is_some_and(|l| l.listed_product(&region, &ami).is_some()) {
+        return Vec::new();
+    }
+    let key = (region.into_owned(), ami.into_owned());
+    match learned.and_then(|l| l.images.get(&key)) {
+        None => vec![Query::Describe {
+            region: key.0,
+            ami: key.1,
+        }],
+        Some(Described::Found { owner, name }) => match detect_kind(owner, name) {
+            Kind::Marketplace { product } => {
+                let key = (key.0, product);
+                if learned.is_some_and(|l| l.marketplace.contains_key(&key)) {
+                    Vec::new()
+                } else {
+                    vec![Query::Marketplace {
+                        region: key.0,
+                        product: key.1,
+                    }]
+                }
+            }
+            _ => Vec::new(),
+        },
+        Some(Described::NotFound) => Vec::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn product_ids() {
+        assert_eq!(
+            product_id(
+                "RHEL-9.4-RHCOS-9.6_HVM_GA-20260210-x86_64-0-59ead7de-2540-4653-a8b0-fa7926d5c845"
+            ),
+            Some("59ead7de-2540-4653-a8b0-fa7926d5c845")
+        );
+        assert_eq!(product_id("some-image-without-a-uuid"), None);
+        assert_eq!(product_id("short"), None);
+        assert_eq!(product_id(""), None);
+    }
+
+    #[test]
+    fn tokens() {
+        assert_eq!(version_token("9.10.20260210-0"), Ok((9, 10)));
+        assert!(version_token("9").is_err());
+        assert!(version_token("").is_err());
+        assert_eq!(
+            description_version("rhcos-9.6.20250701-0-x86_64"),
+            Some(("9.6.20250701-0", (9, 6)))
+        );
+        assert!(is_pre_rhel_aligned((418, 94)));
+        assert!(!is_pre_rhel_aligned((100, 0)));
+    }
+}

@@ -1,0 +1,300 @@
+//! Azure: `image` becomes the stream's marketplace image of the same variant and Hyper-V
+//! generation, replaced as a whole, as the MCO does (`reconcileAzureProviderSpec`): the
+//! unpaid `azureopenshift` image, or the paid `redhat`/`redhat-limited` OCP/OPP/OKE ones.
+//! An image uploaded at install time (`resourceID`) moves to the unpaid marketplace image.
+//! No cloud call: everything comes from the stream.
+
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::Arc;
+
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::{Context, Edit, Outcome, Platform, Target, per_arch};
+use crate::core::arch::Arch;
+use crate::core::lenient::{Field, Object};
+use crate::core::reason::Reason;
+use crate::core::view::SpecFields;
+
+pub struct Azure;
+
+const NO_PLAN: &str = "MarketplaceNoPlan";
+const WITH_PLAN: &str = "MarketplaceWithPlan";
+/// The unpaid variant's key in the stream, and its publisher.
+const UNPAID: &str = "no-purchase-plan";
+const UNPAID_PUBLISHER: &str = "azureopenshift";
+
+/// A marketplace image as the stream gives it.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+struct Image {
+    publisher: String,
+    offer: String,
+    sku: String,
+    version: String,
+}
+
+impl fmt::Display for Image {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Azure's own URN spelling.
+        write!(
+            f,
+            "{}:{}:{}:{}",
+            self.publisher, self.offer, self.sku, self.version
+        )
+    }
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Generations {
+    hyper_v_gen1: Option<Image>,
+    hyper_v_gen2: Option<Image>,
+}
+
+/// `rhel-coreos-extensions.marketplace.azure` of one architecture, by variant
+/// (`no-purchase-plan`, `ocp`, `opp-emea`, ...).
+struct AzureTarget(BTreeMap<String, Generations>);
+
+fn target(entry: &Value) -> Result<Option<Target>, String> {
+    let Some(azure) = entry.pointer("/rhel-coreos-extensions/marketplace/azure") else {
+        return Ok(None);
+    };
+    let variants: BTreeMap<String, Generations> = serde_json::from_value(azure.clone())
+        .map_err(|e| format!("rhel-coreos-extensions.marketplace.azure: {e}"))?;
+    Ok(Some(Arc::new(AzureTarget(variants))))
+}
+
+/// The providerSpec fields this rule reads.
+#[derive(Default, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+struct CurrentImage<'a> {
+    #[serde(borrow)]
+    publisher: Field<Cow<'a, str>>,
+    #[serde(borrow)]
+    offer: Field<Cow<'a, str>>,
+    #[serde(borrow)]
+    sku: Field<Cow<'a, str>>,
+    #[serde(borrow)]
+    version: Field<Cow<'a, str>>,
+    #[serde(borrow, rename = "resourceID")]
+    resource_id: Field<Cow<'a, str>>,
+    #[serde(borrow, rename = "type")]
+    kind: Field<Cow<'a, str>>,
+}
+
+#[derive(Default, Deserialize)]
+#[serde(default)]
+struct SecurityProfile<'a> {
+    #[serde(borrow)]
+    settings: Field<Object<SecuritySettings<'a>>>,
+}
+
+#[derive(Default, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+struct SecuritySettings<'a> {
+    #[serde(borrow)]
+    security_type: Field<Cow<'a, str>>,
+}
+
+/// The variant's key in the stream, from the current image (MCO's marketplace variants).
+fn variant(publisher: &str, offer: &str, legacy: bool) -> Option<&'static str> {
+    if legacy || publisher == UNPAID_PUBLISHER {
+        return Some(UNPAID);
+    }
+    let emea = match publisher {
+        "redhat" => false,
+        "redhat-limited" => true,
+        _ => return None,
+    };
+    Some(match (offer, emea) {
+        ("rh-ocp-worker", false) => "ocp",
+        ("rh-opp-worker", false) => "opp",
+        ("rh-oke-worker", false) => "oke",
+        ("rh-ocp-worker", true) => "ocp-emea",
+        ("rh-opp-worker", true) => "opp-emea",
+        ("rh-oke-worker", true) => "oke-emea",
+        _ => return None,
+    })
+}
+
+/// Hyper-V generation 2? Read from the current image as the MCO does.
+fn gen2(arch: Arch, legacy_resource: Option<&str>, kind: &str, sku: &str) -> bool {
+    match legacy_resource {
+        Some(resource) => resource.contains("gen2"),
+        None if kind == NO_PLAN => sku.contains("v2") || arch == Arch::Arm64,
+        None => !sku.contains("gen1"),
+    }
+}
+
+impl Platform for Azure {
+    fn name(&self) -> &'static str {
+        "Azure"
+    }
+
+    fn provider_spec_kind(&self) -> &'static str {
+        "AzureMachineProviderSpec"
+    }
+
+    /// The MCO leaves ppc64le and s390x machines on Azure alone.
+    fn serves(&self, arch: Arch) -> bool {
+        matches!(arch, Arch::Amd64 | Arch::Arm64)
+    }
+
+    fn targets(
+        &self,
+        architectures: &BTreeMap<Arch, &Value>,
+    ) -> BTreeMap<Arch, Result<Target, String>> {
+        per_arch(architectures, |_, entry| target(entry))
+    }
+
+    fn reconcile(&self, spec: &SpecFields<'_>, ctx: &Context<'_>) -> Outcome {
+        let Some(AzureTarget(variants)) = ctx.target.downcast_ref::<AzureTarget>() else {
+            return Outcome::skip(Reason::NoImageInStream, "no Azure target in the snapshot");
+        };
+        let security = spec.read::<Field<Object<SecurityProfile<'_>>>>("securityProfile");
+        if let Field::Is(Object(profile)) = &security
+            && let Field::Is(Object(settings)) = &profile.settings
+            && let Some(kind) = settings.security_type.as_str().filter(|t| !t.is_empty())
+        {
+            return Outcome::skip(
+                Reason::SecurityTypeUnsupported,
+                format!(
+                    "securityProfile.settings.securityType is {kind}: boot images of such machines are not managed on Azure"
+                ),
+            );
+        }
+        let image = match spec.read::<Field<Object<CurrentImage<'_>>>>("image") {
+            Field::Is(Object(image)) => image,
+            Field::Absent | Field::Null => CurrentImage::default(),
+            Field::Wrong(_) => {
+                return Outcome::skip(
+                    Reason::InvalidProviderSpec,
+                    "providerSpec.value.image is not an object",
+                );
+            }
+        };
+        let mut fields = [("", ""); 6];
+        for (slot, (name, field)) in fields.iter_mut().zip([
+            ("publisher", &image.publisher),
+            ("offer", &image.offer),
+            ("sku", &image.sku),
+            ("version", &image.version),
+            ("resourceID", &image.resource_id),
+            ("type", &image.kind),
+        ]) {
+            *slot = match field {
+                Field::Is(s) => (name, s.as_ref()),
+                Field::Absent | Field::Null => (name, ""),
+                Field::Wrong(_) => {
+                    return Outcome::skip(
+                        Reason::InvalidProviderSpec,
+                        format!("providerSpec.value.image.{name} is not a string"),
+                    );
+                }
+            };
+        }
+        let [publisher, offer, sku, version, resource_id, kind] = fields.map(|(_, v)| v);
+        let legacy = (!resource_id.is_empty()).then_some(resource_id);
+        let current = match legacy {
+            Some(resource) => resource.to_owned(),
+            None => format!("{publisher}:{offer}:{sku}:{version}"),
+        };
+        let Some(variant) = variant(publisher, offer, legacy.is_some()) else {
+            return Outcome::Skip {
+                reason: Reason::CustomImage,
+                message: format!(
+                    "image {current} is not an RHCOS marketplace image this project knows (publisher {publisher:?}, offer {offer:?}): leaving the MachineSet alone"
+                ),
+                current: Some(current),
+                target: None,
+            };
+        };
+        let second = gen2(ctx.arch, legacy, kind, sku);
+        let generation = if second {
+            "Hyper-V Gen2"
+        } else {
+            "Hyper-V Gen1"
+        };
+        let chosen = variants.get(variant).and_then(|g| {
+            if second {
+                g.hyper_v_gen2.as_ref()
+            } else {
+                g.hyper_v_gen1.as_ref()
+            }
+        });
+        let Some(chosen) = chosen else {
+            return Outcome::skip(
+                Reason::NoImageInStream,
+                format!(
+                    "the stream has no Azure {variant} {generation} image for {}",
+                    ctx.arch
+                ),
+            );
+        };
+        let plan = if variant == UNPAID {
+            NO_PLAN
+        } else {
+            WITH_PLAN
+        };
+        let target = chosen.to_string();
+        let unchanged = [publisher, offer, sku, version, resource_id, kind]
+            == [
+                chosen.publisher.as_str(),
+                &chosen.offer,
+                &chosen.sku,
+                &chosen.version,
+                "",
+                plan,
+            ];
+        if unchanged {
+            return Outcome::UpToDate { current, target };
+        }
+        Outcome::Changes {
+            edits: vec![Edit {
+                pointer: "/image".into(),
+                exists: spec.raw("image").is_some(),
+                value: json!({
+                    "publisher": chosen.publisher,
+                    "offer": chosen.offer,
+                    "sku": chosen.sku,
+                    "version": chosen.version,
+                    "resourceID": "",
+                    "type": plan,
+                }),
+            }],
+            current,
+            target,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn variants_as_the_mco_names_them() {
+        assert_eq!(variant("azureopenshift", "aro4", false), Some(UNPAID));
+        assert_eq!(variant("", "", true), Some(UNPAID));
+        assert_eq!(variant("redhat", "rh-opp-worker", false), Some("opp"));
+        assert_eq!(
+            variant("redhat-limited", "rh-oke-worker", false),
+            Some("oke-emea")
+        );
+        assert_eq!(variant("redhat", "rh-rhel-worker", false), None);
+        assert_eq!(variant("someone", "rh-ocp-worker", false), None);
+    }
+
+    #[test]
+    fn hyper_v_generation() {
+        assert!(gen2(Arch::Amd64, Some("x-gen2-y"), "", ""));
+        assert!(!gen2(Arch::Amd64, Some("x-gen1"), "", "v2"));
+        assert!(gen2(Arch::Amd64, None, NO_PLAN, "419-v2"));
+        assert!(gen2(Arch::Arm64, None, NO_PLAN, "aro_418"));
+        assert!(!gen2(Arch::Amd64, None, NO_PLAN, "aro_418"));
+        assert!(gen2(Arch::Amd64, None, WITH_PLAN, "rh-ocp-worker"));
+        assert!(!gen2(Arch::Amd64, None, WITH_PLAN, "rh-ocp-worker-gen1"));
+    }
+}
