@@ -263,6 +263,7 @@ async fn start_cluster_side(
     let client = kube::Client::try_default()
         .await
         .context("building the Kubernetes client (in-cluster service account or KUBECONFIG)")?;
+    let learned = Arc::new(crate::cluster::ec2::LearnedCell::default());
     let ids = crate::cluster::watch::start(
         client.clone(),
         WatchSettings {
@@ -275,7 +276,18 @@ async fn start_cluster_side(
         running.snapshot.clone(),
         running.health.clone(),
         running.metrics.clone(),
+        learned.clone(),
     );
+    // Every replica learns from EC2: each serves the webhook from its own snapshot.
+    let ec2 = tokio::spawn(crate::cluster::ec2::run(
+        client.clone(),
+        args.machine_api_namespace.clone(),
+        running.snapshot.clone(),
+        learned,
+        ids.clone(),
+        args.touch_resync,
+        stop.clone(),
+    ));
     let namespace = args
         .pod_namespace
         .clone()
@@ -287,7 +299,7 @@ async fn start_cluster_side(
     });
     if args.no_touch {
         tracing::info!("watching the cluster; not touching MachineSets (--no-touch)");
-        return Ok(Vec::new());
+        return Ok(vec![ec2]);
     }
     tracing::info!(lease = %format_args!("{namespace}/{}", args.lease_name), %identity, "watching the cluster; touching MachineSets while holding the Lease");
     let (leader_tx, leader_rx) = watch::channel(false);
@@ -321,6 +333,7 @@ async fn start_cluster_side(
             stop.clone(),
         )),
         tokio::spawn(toucher.run(leader_rx, ids, stop)),
+        ec2,
     ])
 }
 

@@ -22,8 +22,11 @@ use serde_json::Value;
 use tokio::sync::{Notify, watch};
 
 use crate::cluster::apis;
+use crate::cluster::ec2::LearnedCell;
 use crate::core::facts::{self, GateInputs};
-use crate::core::snapshot::{Arch, BootImages, ClusterFacts, Enrollment, SharedSnapshot, Snapshot};
+use crate::core::snapshot::{
+    Arch, BootImages, ClusterFacts, Enrollment, Learned, SharedSnapshot, Snapshot,
+};
 use crate::health::Health;
 use crate::metrics::{Metrics, SharedMetrics};
 
@@ -199,7 +202,13 @@ pub struct Builder {
 }
 
 impl Builder {
-    pub fn build(&mut self, s: &Stores, settings: &WatchSettings, metrics: &Metrics) -> Snapshot {
+    pub fn build(
+        &mut self,
+        s: &Stores,
+        settings: &WatchSettings,
+        metrics: &Metrics,
+        learned: Learned,
+    ) -> Snapshot {
         if let Some(cm) = named(&s.configmap, &settings.configmap_name) {
             let data = cm.data.clone().unwrap_or_default();
             match BootImages::from_data(&data) {
@@ -308,7 +317,7 @@ impl Builder {
                 gate,
                 enrollment,
                 stub_ignition,
-                learned: Default::default(),
+                learned,
             },
         )
     }
@@ -340,6 +349,7 @@ pub fn start(
     snapshot: SharedSnapshot,
     health: Arc<Health>,
     metrics: SharedMetrics,
+    learned: Arc<LearnedCell>,
 ) -> watch::Receiver<String> {
     let ctx = Arc::new(Ctx {
         notify: Arc::new(Notify::new()),
@@ -451,10 +461,14 @@ pub fn start(
     tokio::spawn(async move {
         let mut builder = Builder::default();
         loop {
-            ctx.notify.notified().await;
+            tokio::select! {
+                _ = ctx.notify.notified() => {}
+                _ = learned.changed.notified() => {}
+            }
             // Let a burst of events (a re-list) land before rebuilding.
             tokio::time::sleep(Duration::from_millis(50)).await;
-            let next = builder.build(&stores, &settings, &ctx.metrics);
+            let facts = Learned::clone(&learned.facts.load());
+            let next = builder.build(&stores, &settings, &ctx.metrics, facts);
             let previous = snapshot.load().id.clone();
             ctx.metrics
                 .snapshot

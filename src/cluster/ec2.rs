@@ -1,0 +1,382 @@
+//! EC2, asked in the background (never on the request path): who owns an AMI that is not
+//! in the stream, and which AWS Marketplace images a product has. The answers become
+//! [`AwsLearned`] in the snapshot, where the AWS rule reads them.
+//!
+//! Credentials are the SDK's standard chain: environment variables, a shared credentials
+//! file (`AWS_SHARED_CREDENTIALS_FILE`: the Secret the cloud-credential-operator makes from
+//! `manifests/`'s CredentialsRequest, static keys or STS web identity), or a profile. HTTPS
+//! goes through rustls on ring, as everything else here.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use arc_swap::ArcSwap;
+use aws_config::{BehaviorVersion, Region, SdkConfig};
+use aws_sdk_ec2::Client;
+use aws_sdk_ec2::error::ProvideErrorMetadata;
+use aws_sdk_ec2::types::Filter;
+use aws_smithy_http_client::tls::{self, rustls_provider::CryptoMode};
+use kube::api::{Api, ListParams};
+use kube::core::DynamicObject;
+use tokio::sync::{Notify, watch};
+
+use crate::cluster::apis;
+use crate::core::arch::Arch;
+use crate::core::platforms::aws::{self, AwsLearned, Described, MarketImage, Query};
+use crate::core::snapshot::{Learned, SharedSnapshot, Snapshot};
+use crate::core::view::{MachineSetView, ProviderSpecValue};
+use crate::health::until;
+
+#[derive(Debug, thiserror::Error)]
+pub enum Ec2Error {
+    #[error("no AWS credentials: {0}")]
+    NoCredentials(String),
+    #[error("EC2 DescribeImages in {region}: {message}")]
+    Call { region: String, message: String },
+}
+
+/// An EC2 client per region, from one SDK configuration.
+pub struct Ec2 {
+    config: SdkConfig,
+    clients: Mutex<HashMap<String, Client>>,
+}
+
+impl Ec2 {
+    /// From the SDK's standard environment; fails when no credentials can be had, so that
+    /// callers can say so once instead of failing every call.
+    pub async fn from_env() -> Result<Ec2, Ec2Error> {
+        let https = aws_smithy_http_client::Builder::new()
+            .tls_provider(tls::Provider::Rustls(CryptoMode::Ring))
+            .build_https();
+        let config = aws_config::defaults(BehaviorVersion::latest())
+            .http_client(https)
+            .timeout_config(
+                aws_config::timeout::TimeoutConfig::builder()
+                    .operation_timeout(Duration::from_secs(20))
+                    .build(),
+            )
+            .load()
+            .await;
+        let provider = config
+            .credentials_provider()
+            .ok_or_else(|| Ec2Error::NoCredentials("no credentials provider configured".into()))?;
+        use aws_sdk_ec2::config::ProvideCredentials;
+        provider
+            .provide_credentials()
+            .await
+            .map_err(|e| Ec2Error::NoCredentials(e.to_string()))?;
+        Ok(Ec2 {
+            config,
+            clients: Mutex::new(HashMap::new()),
+        })
+    }
+
+    fn client(&self, region: &str) -> Client {
+        let mut clients = self.clients.lock().unwrap_or_else(|e| e.into_inner());
+        clients
+            .entry(region.to_owned())
+            .or_insert_with(|| {
+                let conf = aws_sdk_ec2::config::Builder::from(&self.config)
+                    .region(Region::new(region.to_owned()))
+                    .build();
+                Client::from_conf(conf)
+            })
+            .clone()
+    }
+
+    /// Who owns `ami` in `region` (and its name, which carries a marketplace product id).
+    pub async fn describe(&self, region: &str, ami: &str) -> Result<Described, Ec2Error> {
+        let out = self
+            .client(region)
+            .describe_images()
+            .image_ids(ami)
+            .send()
+            .await;
+        match out {
+            Ok(out) => Ok(out
+                .images()
+                .iter()
+                .find(|i| i.image_id() == Some(ami))
+                .map_or(Described::NotFound, |i| Described::Found {
+                    owner: i.owner_id().unwrap_or_default().to_owned(),
+                    name: i.name().unwrap_or_default().to_owned(),
+                })),
+            // EC2 answers an unknown (or deregistered) AMI with an error, not an empty list.
+            Err(e) if e.code().is_some_and(|c| c.starts_with("InvalidAMIID")) => {
+                Ok(Described::NotFound)
+            }
+            Err(e) => Err(call_error(region, &e)),
+        }
+    }
+
+    /// The marketplace images of `product` in `region` (MCO `findMarketplaceAMI`'s search).
+    pub async fn marketplace(
+        &self,
+        region: &str,
+        product: &str,
+    ) -> Result<Vec<MarketImage>, Ec2Error> {
+        // By owner id, not the `aws-marketplace` alias: both work on EC2, and emulators
+        // know only the id.
+        let mut pages = self
+            .client(region)
+            .describe_images()
+            .owners(aws::MARKETPLACE_OWNER)
+            .filters(
+                Filter::builder()
+                    .name("name")
+                    .values(format!("*{product}*"))
+                    .build(),
+            )
+            .into_paginator()
+            .items()
+            .send();
+        let mut images = Vec::new();
+        while let Some(image) = pages.next().await {
+            let image = image.map_err(|e| call_error(region, &e))?;
+            images.push(MarketImage {
+                id: image.image_id().unwrap_or_default().to_owned(),
+                description: image.description().unwrap_or_default().to_owned(),
+                creation_date: image.creation_date().unwrap_or_default().to_owned(),
+            });
+        }
+        Ok(images)
+    }
+
+    /// Ask every query; what was answered goes into `learned`, what failed comes back.
+    pub async fn answer(
+        &self,
+        queries: &[Query],
+        learned: &mut AwsLearned,
+    ) -> Vec<(Query, Ec2Error)> {
+        let mut failed = Vec::new();
+        for q in queries {
+            match q {
+                Query::Describe { region, ami } => match self.describe(region, ami).await {
+                    Ok(d) => {
+                        learned.images.insert((region.clone(), ami.clone()), d);
+                    }
+                    Err(e) => failed.push((q.clone(), e)),
+                },
+                Query::Marketplace { region, product } => {
+                    match self.marketplace(region, product).await {
+                        Ok(images) => {
+                            learned
+                                .marketplace
+                                .insert((region.clone(), product.clone()), images);
+                        }
+                        Err(e) => failed.push((q.clone(), e)),
+                    }
+                }
+            }
+        }
+        failed
+    }
+}
+
+fn call_error<E, R>(region: &str, e: &aws_sdk_ec2::error::SdkError<E, R>) -> Ec2Error
+where
+    E: ProvideErrorMetadata + std::error::Error + 'static,
+    R: std::fmt::Debug,
+{
+    let message = match (e.code(), e.message()) {
+        (Some(code), Some(msg)) => format!("{code}: {msg}"),
+        (Some(code), None) => code.to_owned(),
+        _ => aws_sdk_ec2::error::DisplayErrorContext(e).to_string(),
+    };
+    Ec2Error::Call {
+        region: region.to_owned(),
+        message,
+    }
+}
+
+/// The queries the AWS rule needs answered for these MachineSets (JSON objects).
+pub fn queries_for<'a>(
+    machinesets: impl IntoIterator<Item = &'a [u8]>,
+    snap: &Snapshot,
+) -> BTreeSet<Query> {
+    let Some(boot_images) = snap.boot_images.as_deref() else {
+        return BTreeSet::new();
+    };
+    let stream: Vec<_> = Arch::ALL
+        .iter()
+        .filter_map(|&a| match boot_images.target(a, aws::NAME) {
+            Some(Ok(t)) => Some(t.as_ref()),
+            _ => None,
+        })
+        .collect();
+    let learned = snap
+        .cluster
+        .learned
+        .get(aws::NAME)
+        .and_then(|l| l.downcast_ref::<AwsLearned>());
+    let mut out = BTreeSet::new();
+    for json in machinesets {
+        let Ok(view) = MachineSetView::parse(json) else {
+            continue;
+        };
+        if let ProviderSpecValue::Object(spec) = view.provider_spec() {
+            out.extend(aws::queries(spec, stream.iter().copied(), learned));
+        }
+    }
+    out
+}
+
+/// What the background learned, shared with the snapshot builder, which rebuilds when
+/// told.
+#[derive(Default)]
+pub struct LearnedCell {
+    pub facts: ArcSwap<Learned>,
+    pub changed: Notify,
+}
+
+impl LearnedCell {
+    fn publish_aws(&self, aws: AwsLearned) {
+        let next = self.facts.load().with(aws::NAME, Arc::new(aws));
+        self.facts.store(Arc::new(next));
+        self.changed.notify_one();
+    }
+}
+
+/// How often a marketplace product's list is asked again (new images are published).
+const MARKETPLACE_TTL: Duration = Duration::from_secs(6 * 3600);
+/// The longest wait before a failed query is asked again.
+const MAX_BACKOFF: Duration = Duration::from_secs(600);
+
+/// The background: on an AWS cluster, find the AMIs the rule cannot decide yet (listing
+/// the MachineSets), ask EC2, publish the answers. Runs on every replica: each serves the
+/// webhook from its own snapshot.
+pub async fn run(
+    client: kube::Client,
+    namespace: String,
+    snapshot: SharedSnapshot,
+    cell: Arc<LearnedCell>,
+    mut changes: watch::Receiver<String>,
+    resync: Duration,
+    mut stop: watch::Receiver<bool>,
+) {
+    let api: Api<DynamicObject> =
+        Api::namespaced_with(client, &namespace, &apis::MACHINESET.api_resource());
+    let mut ec2: Option<Ec2> = None;
+    let mut credentials_seen: Option<Vec<u8>> = None;
+    let mut learned = AwsLearned::default();
+    let mut listed_at: BTreeMap<(String, String), Instant> = BTreeMap::new();
+    let mut backoff = Duration::from_secs(5);
+    let mut reported: Option<String> = None;
+    loop {
+        let snap = snapshot.load_full();
+        let on_aws = snap.cluster.platform.as_deref() == Some(aws::NAME);
+        let mut wait = resync;
+        if on_aws {
+            // A rotated credentials file (the CCO's Secret) means a new client.
+            let file = credentials_file();
+            let now = file.as_ref().and_then(|f| std::fs::read(f).ok());
+            if now != credentials_seen {
+                credentials_seen = now;
+                ec2 = None;
+            }
+            match pass(&api, &snap, &mut ec2, &mut learned, &mut listed_at).await {
+                Ok(Pass::Done { changed }) => {
+                    if reported.take().is_some() {
+                        tracing::info!("EC2 answers again: classifying AMIs");
+                    }
+                    backoff = Duration::from_secs(5);
+                    if changed {
+                        cell.publish_aws(learned.clone());
+                    }
+                }
+                Ok(Pass::Nothing) => {}
+                Err(why) => {
+                    // One line per kind of trouble, not one per retry.
+                    if reported.as_deref() != Some(&why) {
+                        tracing::warn!(error = %why, retry_in = ?backoff, "cannot classify AMIs through EC2; those MachineSets keep their AMIs until it can");
+                        reported = Some(why.clone());
+                    }
+                    if learned.unavailable.as_deref() != Some(&why) {
+                        learned.unavailable = Some(why);
+                        cell.publish_aws(learned.clone());
+                    }
+                    wait = backoff;
+                    backoff = (backoff * 2).min(MAX_BACKOFF);
+                }
+            }
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(wait) => {}
+            r = changes.changed() => if r.is_err() { return },
+            _ = until(&mut stop, true) => return,
+        }
+    }
+}
+
+enum Pass {
+    /// No question to ask.
+    Nothing,
+    Done {
+        changed: bool,
+    },
+}
+
+fn credentials_file() -> Option<PathBuf> {
+    std::env::var_os("AWS_SHARED_CREDENTIALS_FILE").map(PathBuf::from)
+}
+
+async fn pass(
+    api: &Api<DynamicObject>,
+    snap: &Snapshot,
+    ec2: &mut Option<Ec2>,
+    learned: &mut AwsLearned,
+    listed_at: &mut BTreeMap<(String, String), Instant>,
+) -> Result<Pass, String> {
+    let list = api
+        .list(&ListParams::default())
+        .await
+        .map_err(|e| format!("listing MachineSets: {e}"))?;
+    let objects: Vec<Vec<u8>> = list
+        .items
+        .iter()
+        .filter_map(|o| serde_json::to_vec(o).ok())
+        .collect();
+    let mut queries = queries_for(objects.iter().map(Vec::as_slice), snap);
+    // Marketplace lists grow: ask again after a while.
+    let stale: Vec<(String, String)> = listed_at
+        .iter()
+        .filter(|(_, at)| at.elapsed() > MARKETPLACE_TTL)
+        .map(|(k, _)| k.clone())
+        .collect();
+    for (region, product) in stale {
+        queries.insert(Query::Marketplace { region, product });
+    }
+    if queries.is_empty() {
+        return Ok(Pass::Nothing);
+    }
+    if ec2.is_none() {
+        *ec2 = Some(Ec2::from_env().await.map_err(|e| e.to_string())?);
+    }
+    let Some(client) = ec2.as_ref() else {
+        return Ok(Pass::Nothing);
+    };
+    let queries: Vec<Query> = queries.into_iter().collect();
+    let failed = client.answer(&queries, learned).await;
+    for q in &queries {
+        if let Query::Marketplace { region, product } = q
+            && !failed.iter().any(|(f, _)| f == q)
+        {
+            listed_at.insert((region.clone(), product.clone()), Instant::now());
+        }
+    }
+    let answered = queries.len() - failed.len();
+    if answered > 0 {
+        tracing::info!(answered, failed = failed.len(), "EC2 answered about AMIs");
+        learned.unavailable = None;
+    }
+    match failed.into_iter().next() {
+        Some((_, e)) if answered == 0 => Err(e.to_string()),
+        Some((q, e)) => {
+            tracing::warn!(query = ?q, error = %e, "EC2 could not answer; asking again later");
+            Ok(Pass::Done { changed: true })
+        }
+        None => Ok(Pass::Done { changed: true }),
+    }
+}

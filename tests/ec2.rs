@@ -1,0 +1,434 @@
+//! AMIs classified through EC2, end to end, against a real third-party EC2 emulator (moto
+//! in server mode, from PyPI) and, for the server, a real kube-apiserver: a Red Hat-owned
+//! AMI that is not in the stream moves to the stream's AMI, a marketplace AMI moves to the
+//! product's newest image at or below the stream's version, a foreign AMI stays; without
+//! credentials or with EC2 unreachable nothing moves, nothing is denied, one clear line is
+//! logged, and once EC2 answers the MachineSets move.
+
+#[path = "support/apiserver.rs"]
+mod apiserver;
+mod support;
+
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use apiserver::ApiServer;
+use serde_json::{Value, json};
+use support::binary::{self, Served};
+use support::{evanphx, fixture};
+
+const REGION: &str = "us-east-1";
+const RED_HAT: &str = "ami-0redhat0000000001";
+const MARKET_OLD: &str = "ami-0market0000000001";
+const MARKET_NEW: &str = "ami-0market0000000002";
+const MARKET_TOO_NEW: &str = "ami-0market0000000003";
+const FOREIGN: &str = "ami-0foreign000000001";
+const PRODUCT: &str = "59ead7de-2540-4653-a8b0-fa7926d5c845";
+
+fn venv_bin(name: &str) -> PathBuf {
+    let home = std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .unwrap_or_default();
+    std::env::var_os("VENV")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| home.join(".cache/bootimage-webhook/venv"))
+        .join("bin")
+        .join(name)
+}
+
+/// What EC2 holds: Red Hat's, the marketplace's (three versions of one product) and a
+/// stranger's AMIs, in moto's AMI file format.
+fn amis() -> Value {
+    let market = |id: &str, version: &str, date: &str| {
+        json!({
+            "ami_id": id, "state": "available", "public": true,
+            "owner_id": "679593333241",
+            "name": format!("RHEL-9.4-RHCOS-{version}_HVM_GA-{date}-x86_64-0-{PRODUCT}"),
+            "description": format!("RHEL CoreOS {version} {version}.{date}-0 x86_64"),
+            "creation_date": format!("{}-{}-{}T00:00:00.000Z", &date[..4], &date[4..6], &date[6..]),
+            "image_type": "machine", "architecture": "x86_64", "virtualization_type": "hvm",
+            "root_device_type": "ebs", "root_device_name": "/dev/xvda", "hypervisor": "xen"
+        })
+    };
+    json!([
+        {
+            "ami_id": RED_HAT, "state": "available", "public": true, "owner_id": "531415883065",
+            "name": "rhcos-9.6.20250826-1-x86_64", "description": "OpenShift 4.20",
+            "image_type": "machine", "architecture": "x86_64", "virtualization_type": "hvm",
+            "root_device_type": "ebs", "root_device_name": "/dev/xvda", "hypervisor": "xen"
+        },
+        market(MARKET_OLD, "9.6", "20250826"),
+        market(MARKET_NEW, "9.8", "20260428"),
+        market(MARKET_TOO_NEW, "9.9", "20260901"),
+        {
+            "ami_id": FOREIGN, "state": "available", "public": true, "owner_id": "123456789012",
+            "name": "my-golden-rhcos", "description": "ours",
+            "image_type": "machine", "architecture": "x86_64", "virtualization_type": "hvm",
+            "root_device_type": "ebs", "root_device_name": "/dev/xvda", "hypervisor": "xen"
+        }
+    ])
+}
+
+/// moto's EC2, on a loopback port (0: any free one), killed on drop.
+struct Moto {
+    child: Child,
+    addr: SocketAddr,
+    _amis: tempfile::NamedTempFile,
+}
+
+impl Moto {
+    fn start(port: u16) -> Moto {
+        let amis = tempfile::NamedTempFile::new().unwrap();
+        std::fs::write(amis.path(), amis_json()).unwrap();
+        let bin = venv_bin("moto_server");
+        let mut child = Command::new(&bin)
+            .args(["-H", "127.0.0.1", "-p", &port.to_string()])
+            .env("MOTO_AMIS_PATH", amis.path())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| {
+                panic!(
+                    "{}: {e} (scripts/install-test-deps installs moto[server])",
+                    bin.display()
+                )
+            });
+        let lines = BufReader::new(child.stderr.take().unwrap()).lines();
+        let mut seen = Vec::new();
+        let mut addr = None;
+        for line in lines.map_while(Result::ok) {
+            if let Some(rest) = line.split("Running on http://").nth(1) {
+                addr = rest.trim().parse().ok();
+                break;
+            }
+            seen.push(line);
+        }
+        let addr = addr.unwrap_or_else(|| panic!("moto did not start: {seen:?}"));
+        Moto {
+            child,
+            addr,
+            _amis: amis,
+        }
+    }
+
+    fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+}
+
+fn amis_json() -> String {
+    amis().to_string()
+}
+
+impl Drop for Moto {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The SDK's standard environment, pointed at `endpoint`.
+fn aws_env(cmd: &mut Command, endpoint: &str) {
+    cmd.env("AWS_ENDPOINT_URL", endpoint)
+        .env("AWS_ACCESS_KEY_ID", "testing")
+        .env("AWS_SECRET_ACCESS_KEY", "testing")
+        .env("AWS_REGION", REGION)
+        .env("AWS_EC2_METADATA_DISABLED", "true")
+        .env_remove("AWS_PROFILE")
+        .env_remove("AWS_SHARED_CREDENTIALS_FILE");
+}
+
+/// The real AWS MachineSet, named `name`, on `ami`.
+fn machineset(name: &str, ami: &str) -> Value {
+    let mut ms = fixture("machineset-aws-build01-ci-tests-worker-us-east-1a.yaml");
+    ms["metadata"] = json!({"name": name, "namespace": "openshift-machine-api"});
+    ms["spec"]["template"]["spec"]["providerSpec"]["value"]["ami"] = json!({"id": ami});
+    ms
+}
+
+fn ami_of(ms: &Value) -> Value {
+    ms["spec"]["template"]["spec"]["providerSpec"]["value"]["ami"].clone()
+}
+
+fn stream_ami() -> String {
+    fixture("stream-coreos-rhel-9.installer.json")["architectures"]["x86_64"]["images"]["aws"]
+        ["regions"][REGION]["image"]
+        .as_str()
+        .unwrap()
+        .to_owned()
+}
+
+fn list_file(dir: &Path) -> PathBuf {
+    let items: Vec<Value> = [
+        ("redhat", RED_HAT),
+        ("market", MARKET_OLD),
+        ("foreign", FOREIGN),
+    ]
+    .into_iter()
+    .map(|(n, a)| machineset(n, a))
+    .collect();
+    let path = dir.join("machinesets.json");
+    std::fs::write(&path, json!({"kind": "List", "items": items}).to_string()).unwrap();
+    path
+}
+
+fn preview(list: &Path, env: impl FnOnce(&mut Command)) -> (Vec<Value>, String) {
+    let mut cmd = Command::new(binary::BIN);
+    cmd.args([
+        "preview",
+        "--control-plane-arch",
+        "amd64",
+        "--machineset-file",
+    ])
+    .arg(list);
+    env(&mut cmd);
+    let out = cmd.output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "preview failed: {err}");
+    let lines = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    (lines, err)
+}
+
+#[test]
+fn preview_classifies_through_ec2_like_the_server() {
+    let moto = Moto::start(0);
+    let dir = tempfile::tempdir().unwrap();
+    let list = list_file(dir.path());
+    let (results, _) = preview(&list, |c| aws_env(c, &moto.url()));
+    let by_name = |n: &str| {
+        results
+            .iter()
+            .find(|r| r["machineSet"]["metadata"]["name"] == n)
+            .unwrap()
+    };
+    let redhat = by_name("redhat");
+    assert_eq!(redhat["reason"], "Updated", "{redhat}");
+    assert_eq!(ami_of(&redhat["machineSet"]), json!({"id": stream_ami()}));
+    let market = by_name("market");
+    assert_eq!(market["reason"], "Updated", "{market}");
+    assert_eq!(ami_of(&market["machineSet"]), json!({"id": MARKET_NEW}));
+    let foreign = by_name("foreign");
+    assert_eq!(foreign["reason"], "CustomImage", "{foreign}");
+    assert_eq!(foreign["machineSet"], machineset("foreign", FOREIGN));
+    // The patches are what the apiserver's own library applies.
+    for r in [redhat, market] {
+        let name = r["machineSet"]["metadata"]["name"].as_str().unwrap();
+        let ami = if name == "redhat" {
+            RED_HAT
+        } else {
+            MARKET_OLD
+        };
+        let applied = evanphx::apply(&machineset(name, ami), &r["patch"]).unwrap();
+        assert_eq!(applied, r["machineSet"], "{name}");
+    }
+}
+
+#[test]
+fn preview_without_credentials_or_ec2_says_so_and_changes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let list = list_file(dir.path());
+    let (results, _) = preview(&list, |c| {
+        for k in [
+            "AWS_ACCESS_KEY_ID",
+            "AWS_PROFILE",
+            "AWS_WEB_IDENTITY_TOKEN_FILE",
+            "AWS_SHARED_CREDENTIALS_FILE",
+            "AWS_CONFIG_FILE",
+        ] {
+            c.env_remove(k);
+        }
+        c.env("HOME", dir.path());
+    });
+    for r in &results {
+        assert_eq!(r["reason"], "AMIUnclassified", "{r}");
+        assert!(
+            r["message"]
+                .as_str()
+                .unwrap()
+                .contains("would need EC2 to classify"),
+            "{r}"
+        );
+        assert!(r["patch"].as_array().unwrap().is_empty());
+    }
+    // EC2 unreachable: the same, with EC2's error in words, on stderr too.
+    let dead = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", dead.local_addr().unwrap());
+    drop(dead);
+    let (results, err) = preview(&list, |c| aws_env(c, &url));
+    assert!(err.contains("EC2"), "{err}");
+    for r in &results {
+        assert_eq!(r["reason"], "AMIUnclassified", "{r}");
+        assert!(r["patch"].as_array().unwrap().is_empty());
+    }
+}
+
+/// The cluster the server follows: an AWS Infrastructure, the ConfigMap (stamped), a
+/// finished master pool, an amd64 master, and our webhook registered at `webhook`.
+fn aws_cluster(api: &ApiServer, webhook: SocketAddr, ca_pem: &str) {
+    let stream = fixture("stream-coreos-rhel-9.installer.json");
+    let objects = json!([
+        {"apiVersion": "v1", "kind": "ConfigMap",
+         "metadata": {"name": "coreos-bootimages", "namespace": "openshift-machine-config-operator"},
+         "data": {"releaseVersion": "4.21.0", "MCOReleaseImageVersion": "4.21.0", "stream": stream.to_string()}},
+        {"apiVersion": "config.openshift.io/v1", "kind": "Infrastructure", "metadata": {"name": "cluster"}, "spec": {}},
+        {"apiVersion": "machineconfiguration.openshift.io/v1", "kind": "MachineConfig",
+         "metadata": {"name": "rendered-master-1",
+                      "annotations": {"machineconfiguration.openshift.io/release-image-version": "4.21.0"}},
+         "spec": {}},
+        {"apiVersion": "machineconfiguration.openshift.io/v1", "kind": "MachineConfigPool",
+         "metadata": {"name": "master"},
+         "spec": {"configuration": {"name": "rendered-master-1"},
+                  "machineConfigSelector": {"matchLabels": {"machineconfiguration.openshift.io/role": "master"}},
+                  "nodeSelector": {"matchLabels": {"node-role.kubernetes.io/master": ""}}}},
+        {"apiVersion": "v1", "kind": "Node",
+         "metadata": {"name": "master-0", "labels": {"node-role.kubernetes.io/master": "", "kubernetes.io/arch": "amd64"}}},
+        {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingWebhookConfiguration",
+         "metadata": {"name": "bootimage-webhook"},
+         "webhooks": [{
+            "name": "machinesets.bootimage-webhook.openshift.io",
+            "clientConfig": {"url": format!("https://{webhook}/mutate-machinesets"),
+                             "caBundle": base64(ca_pem)},
+            "rules": [{"apiGroups": ["machine.openshift.io"], "apiVersions": ["v1beta1"],
+                       "operations": ["CREATE", "UPDATE"], "resources": ["machinesets"], "scope": "Namespaced"}],
+            "admissionReviewVersions": ["v1"], "sideEffects": "None", "failurePolicy": "Ignore",
+            "reinvocationPolicy": "IfNeeded", "timeoutSeconds": 5}]}
+    ]);
+    for o in objects.as_array().unwrap() {
+        let out = api.kubectl_stdin(["create", "-f", "-"], &o.to_string());
+        api.expect_ok(&["create", "-f", "-"], out);
+    }
+    api.kubectl_ok([
+        "patch", "infrastructure", "cluster", "--subresource=status", "--type=merge",
+        "-p", r#"{"status": {"platform": "AWS", "platformStatus": {"type": "AWS", "aws": {"region": "us-east-1"}}}}"#,
+    ]);
+    api.kubectl_ok([
+        "patch", "machineconfigpool", "master", "--subresource=status", "--type=merge",
+        "-p", r#"{"status": {"configuration": {"name": "rendered-master-1"}, "updatedMachineCount": 1, "machineCount": 1,
+                   "conditions": [{"type": "Updated", "status": "True", "lastTransitionTime": "2026-01-01T00:00:00Z"},
+                                  {"type": "Updating", "status": "False", "lastTransitionTime": "2026-01-01T00:00:00Z"}]}}"#,
+    ]);
+}
+
+fn base64(s: &str) -> String {
+    use base64::Engine;
+    base64::engine::general_purpose::STANDARD.encode(s)
+}
+
+fn stored_ami(api: &ApiServer, name: &str) -> Value {
+    ami_of(&api.get_json(["machineset", "-n", "openshift-machine-api", name]))
+}
+
+fn wait_until(what: &str, limit: Duration, mut ok: impl FnMut() -> bool, log: impl Fn() -> String) {
+    let t = Instant::now();
+    while !ok() {
+        assert!(
+            t.elapsed() < limit,
+            "{what} not within {limit:?}. Log:\n{}",
+            log()
+        );
+        std::thread::sleep(Duration::from_millis(250));
+    }
+}
+
+/// The server, with EC2 unreachable at first: the AWS MachineSets are created as sent
+/// (AMIUnclassified, never denied), one warning says why; EC2 comes up on that address and
+/// the Lease holder's touches move them; the foreign one is never written by us.
+#[test]
+fn the_server_classifies_in_the_background_and_touches_once_ec2_answers() {
+    support::install_provider();
+    let api = ApiServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let certs = support::dev_certs();
+    certs.write(dir.path()).unwrap();
+    // EC2's address, with nothing listening yet.
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let mut cmd = binary::serve_command();
+    cmd.args([
+        "--touch-settle",
+        "0s",
+        "--touch-resync",
+        "2s",
+        "--touch-backoff",
+        "200ms",
+    ])
+    .args(["--pod-name", "replica-0", "--pod-namespace", "default"])
+    .arg("--tls-cert-file")
+    .arg(dir.path().join("tls.crt"))
+    .arg("--tls-private-key-file")
+    .arg(dir.path().join("tls.key"))
+    .env("KUBECONFIG", api.kubeconfig());
+    aws_env(&mut cmd, &format!("http://127.0.0.1:{port}"));
+    let served = Served::spawn(cmd);
+    aws_cluster(&api, served.webhook, &certs.ca_pem);
+    let names = [
+        ("redhat", RED_HAT),
+        ("market", MARKET_OLD),
+        ("foreign", FOREIGN),
+    ];
+    for (name, ami) in names {
+        let out = api.kubectl_stdin(["create", "-f", "-"], &machineset(name, ami).to_string());
+        api.expect_ok(&["create", "-f", "-"], out);
+        assert_eq!(
+            stored_ami(&api, name),
+            json!({"id": ami}),
+            "{name} stored as sent"
+        );
+    }
+    let warned = served.wait_for_line(Duration::from_secs(60), |l| {
+        l.contains("cannot classify AMIs through EC2")
+    });
+    assert!(warned.is_some(), "no warning. Log:\n{}", served.log_text());
+    std::thread::sleep(Duration::from_secs(3));
+    for (name, ami) in names {
+        assert_eq!(
+            stored_ami(&api, name),
+            json!({"id": ami}),
+            "{name} moved without EC2"
+        );
+    }
+    let warnings = served
+        .log()
+        .iter()
+        .filter(|l| l.contains("cannot classify AMIs through EC2"))
+        .count();
+    assert_eq!(
+        warnings,
+        1,
+        "one line, not one per retry. Log:\n{}",
+        served.log_text()
+    );
+
+    // EC2 comes up where the server looks for it: classification is retried.
+    let _moto = Moto::start(port);
+    let log = || served.log_text();
+    wait_until(
+        "the Red Hat AMI moved",
+        Duration::from_secs(90),
+        || stored_ami(&api, "redhat") == json!({"id": stream_ami()}),
+        log,
+    );
+    wait_until(
+        "the marketplace AMI moved",
+        Duration::from_secs(60),
+        || stored_ami(&api, "market") == json!({"id": MARKET_NEW}),
+        log,
+    );
+    assert_eq!(stored_ami(&api, "foreign"), json!({"id": FOREIGN}));
+    // Nobody wrote the foreign MachineSet after its creation.
+    let writes = api
+        .audit_events()
+        .into_iter()
+        .filter(|e| e["objectRef"]["name"] == "foreign" && e["verb"] != "create")
+        .count();
+    assert_eq!(writes, 0);
+}
