@@ -124,4 +124,63 @@ fn main() {
         &serde_json::to_vec(&current).unwrap(),
         &snap,
     );
+
+    // The same UPDATE on the other clouds, against the GCP one: an AWS MachineSet on a
+    // stream AMI of another region, the Azure docs sample on its install-time image.
+    println!("\nthe handler per platform, against the GCP review (same run)");
+    let gcp = serde_json::to_vec(&update).unwrap();
+    let stream = parse_document(&fixture("stream-coreos-rhel-9.installer.json")).unwrap();
+    let mut aws = parse_document(&fixture(
+        "machineset-aws-build01-ci-tests-worker-us-east-1a.yaml",
+    ))
+    .unwrap();
+    aws["spec"]["template"]["spec"]["providerSpec"]["value"]["ami"]["id"] =
+        stream["architectures"]["x86_64"]["images"]["aws"]["regions"]["eu-west-1"]["image"].clone();
+    let azure = parse_document(&fixture(
+        "machineset-azure.openshift-docs-sample.rendered.yaml",
+    ))
+    .unwrap();
+    for (name, ms) in [("AWS UPDATE review", aws), ("Azure UPDATE review", azure)] {
+        let mut review = update.clone();
+        review["request"]["object"] = ms.clone();
+        review["request"]["oldObject"] = ms;
+        let body = serde_json::to_vec(&review).unwrap();
+        let reviewed = admission::review(&body, &snap).unwrap();
+        assert_eq!(
+            reviewed.decision.reason.as_str(),
+            "Updated",
+            "{name}: {}",
+            reviewed.decision.message
+        );
+        against_gcp(name, &body, &gcp, &snap);
+    }
+}
+
+/// The handler on `body` against the handler on the GCP review, interleaved rounds.
+fn against_gcp(name: &str, body: &[u8], gcp: &[u8], snap: &Snapshot) {
+    let run = |b: &[u8]| {
+        admission::review(black_box(b), snap)
+            .map(|r| r.body.len())
+            .unwrap_or(0)
+    };
+    let iters = ((20e6 / round(200, || run(gcp)).max(1.0)) as u32).max(50);
+    let (mut this, mut base) = (Vec::new(), Vec::new());
+    for i in 0..ROUNDS {
+        if i % 2 == 0 {
+            this.push(round(iters, || run(body)));
+            base.push(round(iters, || run(gcp)));
+        } else {
+            base.push(round(iters, || run(gcp)));
+            this.push(round(iters, || run(body)));
+        }
+    }
+    let ratios: Vec<f64> = this.iter().zip(&base).map(|(a, b)| a / b).collect();
+    println!(
+        "{name:<28} {:>7} B  handler {:>8.1} us  GCP ({} B) {:>8.1} us  ratio {:.2} (median of per-round ratios)",
+        body.len(),
+        median(this) / 1e3,
+        gcp.len(),
+        median(base) / 1e3,
+        median(ratios),
+    );
 }
