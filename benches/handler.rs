@@ -12,7 +12,9 @@ use std::hint::black_box;
 use std::path::Path;
 use std::time::Instant;
 
-use bootimage_webhook::core::snapshot::{Arch, BootImages, Snapshot, parse_document};
+use bootimage_webhook::core::snapshot::{
+    Arch, BootImages, Snapshot, parse_document, parse_documents,
+};
 use bootimage_webhook::serve::admission;
 use serde_json::{Value, json};
 
@@ -130,10 +132,12 @@ fn main() {
     println!("\nthe handler per platform, against the GCP review (same run)");
     let gcp = serde_json::to_vec(&update).unwrap();
     let stream = parse_document(&fixture("stream-coreos-rhel-9.installer.json")).unwrap();
-    let mut aws = parse_document(&fixture(
+    // The fixture holds the MachineSet and its MachineAutoscaler: take the MachineSet.
+    let mut aws = parse_documents(&fixture(
         "machineset-aws-build01-ci-tests-worker-us-east-1a.yaml",
     ))
-    .unwrap();
+    .unwrap()
+    .swap_remove(0);
     aws["spec"]["template"]["spec"]["providerSpec"]["value"]["ami"]["id"] =
         stream["architectures"]["x86_64"]["images"]["aws"]["regions"]["eu-west-1"]["image"].clone();
     let azure = parse_document(&fixture(
