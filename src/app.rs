@@ -279,15 +279,17 @@ async fn start_cluster_side(
         learned.clone(),
     );
     // Every replica learns from EC2: each serves the webhook from its own snapshot.
-    let ec2 = tokio::spawn(crate::cluster::ec2::run(
-        client.clone(),
-        args.machine_api_namespace.clone(),
-        running.snapshot.clone(),
-        learned,
-        ids.clone(),
-        args.touch_resync,
-        stop.clone(),
-    ));
+    let ec2 = tokio::spawn(
+        crate::cluster::ec2::Background {
+            client: client.clone(),
+            namespace: args.machine_api_namespace.clone(),
+            snapshot: running.snapshot.clone(),
+            learned,
+            health: running.health.clone(),
+            resync: args.touch_resync,
+        }
+        .run(ids.clone(), stop.clone()),
+    );
     let namespace = args
         .pod_namespace
         .clone()

@@ -1,8 +1,9 @@
-//! Process state that both sides share: what `/readyz` reports, and stop/leadership flags.
+//! Process state that both sides share: what `/readyz` reports, a wake-up for the
+//! background, and stop/leadership flags.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use tokio::sync::watch;
+use tokio::sync::{Notify, watch};
 
 /// What `/readyz` reports.
 #[derive(Debug, Default)]
@@ -11,6 +12,9 @@ pub struct Health {
     /// Offline: at start. With watchers: once every one of them has listed.
     pub synced: AtomicBool,
     pub shutting_down: AtomicBool,
+    /// Rung by the webhook when a decision waits on something the background learns (an
+    /// AMI EC2 has not classified yet), so that it need not wait for the next resync.
+    pub wanted: Notify,
 }
 
 impl Health {

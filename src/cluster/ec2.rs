@@ -27,7 +27,7 @@ use crate::core::arch::Arch;
 use crate::core::platforms::aws::{self, AwsLearned, Described, MarketImage, Query};
 use crate::core::snapshot::{Learned, SharedSnapshot, Snapshot};
 use crate::core::view::{MachineSetView, ProviderSpecValue};
-use crate::health::until;
+use crate::health::{Health, until};
 
 #[derive(Debug, thiserror::Error)]
 pub enum Ec2Error {
@@ -247,67 +247,93 @@ const MAX_BACKOFF: Duration = Duration::from_secs(600);
 /// The background: on an AWS cluster, find the AMIs the rule cannot decide yet (listing
 /// the MachineSets), ask EC2, publish the answers. Runs on every replica: each serves the
 /// webhook from its own snapshot.
-pub async fn run(
-    client: kube::Client,
-    namespace: String,
-    snapshot: SharedSnapshot,
-    cell: Arc<LearnedCell>,
-    mut changes: watch::Receiver<String>,
-    resync: Duration,
-    mut stop: watch::Receiver<bool>,
-) {
-    let api: Api<DynamicObject> =
-        Api::namespaced_with(client, &namespace, &apis::MACHINESET.api_resource());
-    let mut ec2: Option<Ec2> = None;
-    let mut credentials_seen: Option<Vec<u8>> = None;
-    let mut learned = AwsLearned::default();
-    let mut listed_at: BTreeMap<(String, String), Instant> = BTreeMap::new();
-    let mut backoff = Duration::from_secs(5);
-    let mut reported: Option<String> = None;
-    loop {
-        let snap = snapshot.load_full();
-        let on_aws = snap.cluster.platform.as_deref() == Some(aws::NAME);
-        let mut wait = resync;
-        if on_aws {
-            // A rotated credentials file (the CCO's Secret) means a new client.
-            let file = credentials_file();
-            let now = file.as_ref().and_then(|f| std::fs::read(f).ok());
-            if now != credentials_seen {
-                credentials_seen = now;
-                ec2 = None;
-            }
-            match pass(&api, &snap, &mut ec2, &mut learned, &mut listed_at).await {
-                Ok(Pass::Done { changed }) => {
-                    if reported.take().is_some() {
-                        tracing::info!("EC2 answers again: classifying AMIs");
+pub struct Background {
+    pub client: kube::Client,
+    /// Where the MachineSets are.
+    pub namespace: String,
+    pub snapshot: SharedSnapshot,
+    pub learned: Arc<LearnedCell>,
+    pub health: Arc<Health>,
+    /// Look again at least this often.
+    pub resync: Duration,
+}
+
+impl Background {
+    pub async fn run(self, mut changes: watch::Receiver<String>, mut stop: watch::Receiver<bool>) {
+        let Background {
+            client,
+            namespace,
+            snapshot,
+            learned: cell,
+            health,
+            resync,
+        } = self;
+        let api: Api<DynamicObject> =
+            Api::namespaced_with(client, &namespace, &apis::MACHINESET.api_resource());
+        let mut ec2: Option<Ec2> = None;
+        let mut credentials_seen: Option<Vec<u8>> = None;
+        let mut learned = AwsLearned::default();
+        let mut listed_at: BTreeMap<(String, String), Instant> = BTreeMap::new();
+        let mut backoff = Duration::from_secs(5);
+        let mut reported: Option<String> = None;
+        loop {
+            let snap = snapshot.load_full();
+            let on_aws = snap.cluster.platform.as_deref() == Some(aws::NAME);
+            let mut wait = resync;
+            if on_aws {
+                // A rotated credentials file (the CCO's Secret) means a new client.
+                let file = credentials_file();
+                let now = file.as_ref().and_then(|f| std::fs::read(f).ok());
+                if now != credentials_seen {
+                    credentials_seen = now;
+                    ec2 = None;
+                }
+                match pass(&api, &snap, &mut ec2, &mut learned, &mut listed_at).await {
+                    Ok(Pass::Done { changed }) => {
+                        if reported.take().is_some() {
+                            tracing::info!("EC2 answers again: classifying AMIs");
+                        }
+                        backoff = Duration::from_secs(5);
+                        if changed {
+                            cell.publish_aws(learned.clone());
+                        }
                     }
-                    backoff = Duration::from_secs(5);
-                    if changed {
-                        cell.publish_aws(learned.clone());
+                    Ok(Pass::Nothing) => {}
+                    Err(Trouble::Kube(why)) => {
+                        tracing::warn!(error = %why, "cannot list MachineSets to find AMIs to classify; retrying");
+                        wait = backoff;
+                        backoff = (backoff * 2).min(MAX_BACKOFF);
+                    }
+                    Err(Trouble::Ec2(why)) => {
+                        // One line per kind of trouble, not one per retry.
+                        if reported.as_deref() != Some(&why) {
+                            tracing::warn!(error = %why, retry_in = ?backoff, "cannot classify AMIs through EC2; those MachineSets keep their AMIs until it can");
+                            reported = Some(why.clone());
+                        }
+                        if learned.unavailable.as_deref() != Some(&why) {
+                            learned.unavailable = Some(why);
+                            cell.publish_aws(learned.clone());
+                        }
+                        wait = backoff;
+                        backoff = (backoff * 2).min(MAX_BACKOFF);
                     }
                 }
-                Ok(Pass::Nothing) => {}
-                Err(why) => {
-                    // One line per kind of trouble, not one per retry.
-                    if reported.as_deref() != Some(&why) {
-                        tracing::warn!(error = %why, retry_in = ?backoff, "cannot classify AMIs through EC2; those MachineSets keep their AMIs until it can");
-                        reported = Some(why.clone());
-                    }
-                    if learned.unavailable.as_deref() != Some(&why) {
-                        learned.unavailable = Some(why);
-                        cell.publish_aws(learned.clone());
-                    }
-                    wait = backoff;
-                    backoff = (backoff * 2).min(MAX_BACKOFF);
-                }
             }
-        }
-        tokio::select! {
-            _ = tokio::time::sleep(wait) => {}
-            r = changes.changed() => if r.is_err() { return },
-            _ = until(&mut stop, true) => return,
+            tokio::select! {
+                _ = tokio::time::sleep(wait) => {}
+                r = changes.changed() => if r.is_err() { return },
+                // A new MachineSet on an AMI nobody asked about yet: now, not at the resync.
+                _ = health.wanted.notified() => {}
+                _ = until(&mut stop, true) => return,
+            }
         }
     }
+}
+
+enum Trouble {
+    /// The API server: no reason to tell the rule that EC2 is out of reach.
+    Kube(String),
+    Ec2(String),
 }
 
 enum Pass {
@@ -328,11 +354,11 @@ async fn pass(
     ec2: &mut Option<Ec2>,
     learned: &mut AwsLearned,
     listed_at: &mut BTreeMap<(String, String), Instant>,
-) -> Result<Pass, String> {
+) -> Result<Pass, Trouble> {
     let list = api
         .list(&ListParams::default())
         .await
-        .map_err(|e| format!("listing MachineSets: {e}"))?;
+        .map_err(|e| Trouble::Kube(e.to_string()))?;
     let objects: Vec<Vec<u8>> = list
         .items
         .iter()
@@ -352,7 +378,11 @@ async fn pass(
         return Ok(Pass::Nothing);
     }
     if ec2.is_none() {
-        *ec2 = Some(Ec2::from_env().await.map_err(|e| e.to_string())?);
+        *ec2 = Some(
+            Ec2::from_env()
+                .await
+                .map_err(|e| Trouble::Ec2(e.to_string()))?,
+        );
     }
     let Some(client) = ec2.as_ref() else {
         return Ok(Pass::Nothing);
@@ -372,7 +402,7 @@ async fn pass(
         learned.unavailable = None;
     }
     match failed.into_iter().next() {
-        Some((_, e)) if answered == 0 => Err(e.to_string()),
+        Some((_, e)) if answered == 0 => Err(Trouble::Ec2(e.to_string())),
         Some((q, e)) => {
             tracing::warn!(query = ?q, error = %e, "EC2 could not answer; asking again later");
             Ok(Pass::Done { changed: true })

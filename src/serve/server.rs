@@ -288,6 +288,10 @@ async fn mutate(State(st): St, req: Request) -> Response {
     match admission::review(&bytes, &snapshot) {
         Ok(r) => {
             log_decision(&r, &snapshot.id);
+            if r.decision.reason == Reason::AMIUnclassified {
+                // Not an await: a flag the EC2 task picks up.
+                st.health.wanted.notify_one();
+            }
             let reason = RequestReason::Decided(r.decision.reason);
             respond(&st, start, StatusCode::OK, reason, r.body)
         }
