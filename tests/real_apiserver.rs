@@ -333,20 +333,19 @@ impl Cluster {
             .into_iter()
             .filter(|d| !d.is_null())
             .collect();
-        // The monitoring objects need the Prometheus Operator's CRDs, which this apiserver
-        // does not have; everything else goes on it.
-        let (monitoring, held): (Vec<&Value>, Vec<&Value>) = rendered.iter().partition(|d| {
-            d["apiVersion"]
-                .as_str()
-                .is_some_and(|v| v.starts_with("monitoring.coreos.com/"))
+        // The monitoring objects need the Prometheus Operator's CRDs and the
+        // CredentialsRequest the cloud-credential-operator's, which this apiserver does not
+        // have; everything else goes on it.
+        let (absent, held): (Vec<&Value>, Vec<&Value>) = rendered.iter().partition(|d| {
+            d["apiVersion"].as_str().is_some_and(|v| {
+                v.starts_with("monitoring.coreos.com/")
+                    || v.starts_with("cloudcredential.openshift.io/")
+            })
         });
-        let skipped: BTreeSet<&str> = monitoring
-            .iter()
-            .filter_map(|d| d["kind"].as_str())
-            .collect();
+        let skipped: BTreeSet<&str> = absent.iter().filter_map(|d| d["kind"].as_str()).collect();
         assert_eq!(
             skipped,
-            BTreeSet::from(["PrometheusRule", "ServiceMonitor"])
+            BTreeSet::from(["CredentialsRequest", "PrometheusRule", "ServiceMonitor"])
         );
         let kinds: BTreeSet<_> = held
             .iter()
