@@ -200,6 +200,9 @@ impl Signals {
     }
 }
 
+/// How often `lead` checks that the Lease still exists.
+const LEASE_EXISTS_CHECK: Duration = Duration::from_secs(5);
+
 /// Elect the toucher: hold the Lease with kube-lease-manager, publish leadership on
 /// `leader` (false at once when it is lost), release it on stop.
 async fn lead(
@@ -232,12 +235,26 @@ async fn lead(
         };
         backoff = Duration::from_secs(1);
         let (mut held, task) = manager.watch().await;
+        // kube-lease-manager never recreates a Lease deleted under it: it logs errors
+        // forever and nobody leads again. Building a manager creates the Lease, so when it
+        // is gone, start over.
+        let leases: kube::Api<k8s_openapi::api::coordination::v1::Lease> =
+            kube::Api::namespaced(client.clone(), &namespace);
+        let mut exists = tokio::time::interval(LEASE_EXISTS_CHECK);
+        exists.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        exists.tick().await;
         loop {
             let now = *held.borrow_and_update();
             leader.send_replace(now);
             metrics.touch.leader.set(i64::from(now));
             tokio::select! {
                 changed = held.changed() => if changed.is_err() { break },
+                _ = exists.tick() => {
+                    if let Ok(None) = leases.get_opt(&lease).await {
+                        tracing::warn!(lease = %format_args!("{namespace}/{lease}"), "the Lease was deleted; setting it up again");
+                        break;
+                    }
+                }
                 _ = until(&mut stop, true) => {
                     leader.send_replace(false);
                     metrics.touch.leader.set(0);
@@ -250,6 +267,9 @@ async fn lead(
         }
         leader.send_replace(false);
         metrics.touch.leader.set(0);
+        // The old manager ends (releasing what it holds) before a new one starts.
+        drop(held);
+        let _ = tokio::time::timeout(Duration::from_secs(5), task).await;
         tracing::warn!("the Lease manager stopped; starting it again");
     }
 }

@@ -6,11 +6,10 @@
 //! These tests fail (never skip) if the apiserver cannot be built or started; the
 //! message names the step and the log.
 
-#[path = "support/apiserver.rs"]
-mod apiserver;
+mod support;
 
-use apiserver::ApiServer;
 use serde_json::{Value, json};
+use support::apiserver::ApiServer;
 
 const NS: &str = "openshift-machine-api";
 const MACHINESET_FIXTURE: &str = concat!(

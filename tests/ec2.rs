@@ -5,8 +5,6 @@
 //! credentials or with EC2 unreachable nothing moves, nothing is denied, one clear line is
 //! logged, and once EC2 answers the MachineSets move.
 
-#[path = "support/apiserver.rs"]
-mod apiserver;
 mod support;
 
 use std::io::{BufRead, BufReader};
@@ -15,8 +13,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use apiserver::ApiServer;
 use serde_json::{Value, json};
+use support::apiserver::ApiServer;
 use support::binary::{self, Served};
 use support::{evanphx, fixture};
 

@@ -8,12 +8,12 @@
 
 mod support;
 
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use bootimage_webhook::cluster::apis;
 use kube::api::{Api, ListParams};
 use kube::core::DynamicObject;
+use support::binary::{Served, serve_command};
 use support::{Https, admin_get, dev_certs, evanphx};
 
 #[tokio::test]
@@ -24,34 +24,20 @@ async fn every_machineset_of_a_real_cluster_goes_through_the_webhook() {
     let dir = tempfile::tempdir().unwrap();
     let certs = dev_certs();
     certs.write(dir.path()).unwrap();
-    let port = |_| {
-        std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-    };
-    let (webhook, admin) = (port(()), port(()));
-    let mut server = Command::new(env!("CARGO_BIN_EXE_bootimage-webhook"))
-        .args([
-            "serve",
-            "--no-touch",
-            "--bind-address",
-            &webhook.to_string(),
-            "--admin-address",
-            &admin.to_string(),
-        ])
+    let mut cmd = serve_command();
+    cmd.arg("--no-touch")
         .arg("--tls-cert-file")
         .arg(dir.path().join("tls.crt"))
         .arg("--tls-private-key-file")
-        .arg(dir.path().join("tls.key"))
-        .stdout(Stdio::inherit())
-        .spawn()
-        .unwrap();
+        .arg(dir.path().join("tls.key"));
+    let mut server = Served::spawn(cmd);
+    let (webhook, admin) = (server.webhook, server.admin);
     let started = Instant::now();
-    while admin_get_ok(admin).await != Some(200) {
+    while admin_get(admin, "/readyz").await.0 != 200 {
         assert!(
             started.elapsed() < Duration::from_secs(60),
-            "not ready within a minute"
+            "not ready within a minute:\n{}",
+            server.log_text()
         );
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
@@ -77,13 +63,6 @@ async fn every_machineset_of_a_real_cluster_goes_through_the_webhook() {
             evanphx::apply(&object, &patch).unwrap();
         }
     }
-    let _ = Command::new("kill")
-        .args(["-TERM", &server.id().to_string()])
-        .status();
-    assert!(server.wait().unwrap().success());
-}
-
-async fn admin_get_ok(addr: std::net::SocketAddr) -> Option<u16> {
-    tokio::net::TcpStream::connect(addr).await.ok()?;
-    Some(admin_get(addr, "/readyz").await.0)
+    server.signal("TERM");
+    assert!(server.wait_exit(Duration::from_secs(30)).success());
 }

@@ -4,42 +4,14 @@
 
 mod support;
 
-use std::io::{BufRead, BufReader};
-use std::net::SocketAddr;
-use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+use support::binary::{Served, serve_command};
 use support::{Https, admin_get, dev_certs, fixture, fixture_path, request, send_on};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::Mutex;
-
-/// Read the server's log until both addresses are announced.
-fn addresses(
-    lines: &mut impl Iterator<Item = String>,
-    log: &mut Vec<String>,
-) -> (SocketAddr, SocketAddr) {
-    let (mut webhook, mut admin) = (None, None);
-    for line in lines.by_ref() {
-        log.push(line.clone());
-        let addr = |prefix: &str| {
-            line.split_once(prefix)
-                .and_then(|(_, rest)| rest.split(['/', ' ']).next())
-                .and_then(|a| a.parse::<SocketAddr>().ok())
-        };
-        if line.contains("serving the webhook") {
-            webhook = addr("https://");
-        }
-        if line.contains("serving /healthz") {
-            admin = addr("http://");
-        }
-        if let (Some(w), Some(a)) = (webhook, admin) {
-            return (w, a);
-        }
-    }
-    panic!("server exited early:\n{}", log.join("\n"));
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_during_a_stream_of_requests_fails_none() {
@@ -47,31 +19,16 @@ async fn sigterm_during_a_stream_of_requests_fails_none() {
     let dir = tempfile::tempdir().unwrap();
     let certs = dev_certs();
     certs.write(dir.path()).unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_bootimage-webhook"))
-        .args([
-            "serve",
-            "--bind-address",
-            "127.0.0.1:0",
-            "--admin-address",
-            "127.0.0.1:0",
-        ])
-        .args(["--shutdown-delay", "1s", "--drain-timeout", "10s"])
+    let mut cmd = serve_command();
+    cmd.args(["--shutdown-delay", "1s", "--drain-timeout", "10s"])
         .arg("--tls-cert-file")
         .arg(dir.path().join("tls.crt"))
         .arg("--tls-private-key-file")
         .arg(dir.path().join("tls.key"))
         .arg("--configmap-file")
-        .arg(fixture_path("configmap-coreos-bootimages.assembled.yaml"))
-        .env("RUST_LOG", "info")
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap())
-        .lines()
-        .map_while(Result::ok);
-    let mut log = Vec::new();
-    let (webhook, admin) = addresses(&mut lines, &mut log);
-    let log_rest = std::thread::spawn(move || lines.collect::<Vec<_>>());
+        .arg(fixture_path("configmap-coreos-bootimages.assembled.yaml"));
+    let mut served = Served::spawn(cmd);
+    let (webhook, admin) = (served.webhook, served.admin);
 
     let client = Https::new(&certs.ca_pem);
     let body = serde_json::to_vec(&fixture(
@@ -149,11 +106,7 @@ async fn sigterm_during_a_stream_of_requests_fails_none() {
     tokio::time::sleep(Duration::from_millis(600)).await;
     let before = ok.load(Ordering::Relaxed);
     assert!(before > 0, "requests flow before SIGTERM");
-    let status = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(status.success());
+    served.signal("TERM");
     let signalled = Instant::now();
     // Readiness fails promptly.
     loop {
@@ -176,11 +129,14 @@ async fn sigterm_during_a_stream_of_requests_fails_none() {
         c.await.unwrap();
     }
     let slow_reply = slow.await.unwrap();
-    let exit = tokio::task::spawn_blocking(move || child.wait().unwrap())
-        .await
-        .unwrap();
+    let (exit, served) = tokio::task::spawn_blocking(move || {
+        let exit = served.wait_exit(Duration::from_secs(20));
+        (exit, served)
+    })
+    .await
+    .unwrap();
     let stopped_after = signalled.elapsed();
-    let rest = log_rest.join().unwrap();
+    let rest = served.log();
 
     let failures = failures.lock().await;
     assert!(

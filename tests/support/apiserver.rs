@@ -4,13 +4,12 @@
 //! `tests/fixtures/crds` installed and Established, and the namespaces
 //! `openshift-machine-api` and `openshift-machine-config-operator`.
 //!
-//! Include it from an integration test with
+//! From an integration test:
 //!
 //! ```ignore
-//! #[path = "support/apiserver.rs"]
-//! mod apiserver;
+//! mod support;
 //!
-//! let api = apiserver::ApiServer::start();
+//! let api = support::apiserver::ApiServer::start();
 //! api.kubectl_ok(["get", "crd"]);
 //! ```
 //!
@@ -22,8 +21,6 @@
 //! kube-apiserver and etcd (~10 minutes on 2 cores; `scripts/test` does it before
 //! `cargo test`); a build or start failure panics with the step and the log path.
 //! A warm start takes about 5 seconds.
-
-#![allow(dead_code)]
 
 use std::collections::HashMap;
 use std::ffi::OsStr;
@@ -169,24 +166,32 @@ impl ApiServer {
         self.expect_ok(&args, out)
     }
 
+    /// A kubeconfig that authenticates with `token` only (a service account's, from
+    /// `kubectl create token`), with `namespace` as its context's namespace if given.
+    pub fn token_kubeconfig(&self, token: &str, namespace: Option<&str>) -> PathBuf {
+        let n = TOKEN_KUBECONFIGS.fetch_add(1, Ordering::Relaxed);
+        let path = self.dir.join(format!("kubeconfig-token-{n}"));
+        let namespace = namespace.map_or(String::new(), |ns| format!(", namespace: \"{ns}\""));
+        let config = format!(
+            "apiVersion: v1\nkind: Config\n\
+             clusters: [{{name: c, cluster: {{server: \"{url}\", certificate-authority: \"{ca}\"}}}}]\n\
+             users: [{{name: u, user: {{token: \"{token}\"}}}}]\n\
+             contexts: [{{name: c, context: {{cluster: c, user: u{namespace}}}}}]\n\
+             current-context: c\n",
+            url = self.url(),
+            ca = self.ca_cert().display(),
+        );
+        fs::write(&path, config).unwrap_or_else(|e| panic!("write {}: {e}", path.display()));
+        path
+    }
+
     /// Runs kubectl with a bearer token (and nothing else to authenticate with).
     pub fn kubectl_as<I, S>(&self, token: &str, args: I) -> Output
     where
         I: IntoIterator<Item = S>,
         S: AsRef<OsStr>,
     {
-        let n = TOKEN_KUBECONFIGS.fetch_add(1, Ordering::Relaxed);
-        let path = self.dir.join(format!("kubeconfig-token-{n}"));
-        let config = format!(
-            "apiVersion: v1\nkind: Config\n\
-             clusters: [{{name: c, cluster: {{server: \"{url}\", certificate-authority: \"{ca}\"}}}}]\n\
-             users: [{{name: u, user: {{token: \"{token}\"}}}}]\n\
-             contexts: [{{name: c, context: {{cluster: c, user: u}}}}]\n\
-             current-context: c\n",
-            url = self.url(),
-            ca = self.ca_cert().display(),
-        );
-        fs::write(&path, config).unwrap_or_else(|e| panic!("write {}: {e}", path.display()));
+        let path = self.token_kubeconfig(token, None);
         self.kubectl_with(&path, args, None)
     }
 
@@ -273,6 +278,30 @@ impl ApiServer {
                 String::from_utf8_lossy(&output.stderr)
             );
         }
+    }
+}
+
+impl ApiServer {
+    /// Starts kube-apiserver and etcd again after [`stop`](Self::stop): the same ports,
+    /// data, certificates and token signing key (`scripts/test-apiserver restart`), so
+    /// clients reconnect to the same URL with the same credentials.
+    pub fn restart(&mut self) {
+        let output = Command::new(SCRIPT)
+            .arg("restart")
+            .arg(&self.dir)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap_or_else(|e| panic!("cannot run {SCRIPT}: {e}"));
+        assert!(
+            output.status.success(),
+            "`scripts/test-apiserver restart {}` failed ({}):\n{}{}",
+            self.dir.display(),
+            output.status,
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        self.running = true;
+        self.env = read_env(&self.dir.join("env"));
     }
 }
 

@@ -19,15 +19,23 @@ pub struct Served {
     pub admin: SocketAddr,
     log: Arc<Mutex<Vec<String>>>,
     lines: Receiver<String>,
+    /// Reads stdout into `log` until the process closes it.
+    reader: Option<std::thread::JoinHandle<()>>,
 }
 
 /// `bootimage-webhook serve` with both ports on `127.0.0.1:0`; add the rest.
 pub fn serve_command() -> Command {
+    serve_command_on("127.0.0.1:0")
+}
+
+/// [`serve_command`] with the webhook on `bind` (a port this test's own server just
+/// released, for a restart on the same address) and the admin port on `127.0.0.1:0`.
+pub fn serve_command_on(bind: &str) -> Command {
     let mut cmd = Command::new(BIN);
     cmd.args([
         "serve",
         "--bind-address",
-        "127.0.0.1:0",
+        bind,
         "--admin-address",
         "127.0.0.1:0",
     ])
@@ -52,21 +60,22 @@ impl Served {
         let stdout = child.stdout.take().unwrap();
         let log = Arc::new(Mutex::new(Vec::new()));
         let (tx, lines) = channel();
-        {
+        let reader = {
             let log = log.clone();
             std::thread::spawn(move || {
                 for line in BufReader::new(stdout).lines().map_while(Result::ok) {
                     log.lock().unwrap().push(line.clone());
                     let _ = tx.send(line);
                 }
-            });
-        }
+            })
+        };
         let mut served = Served {
             child,
             webhook: SocketAddr::from(([0, 0, 0, 0], 0)),
             admin: SocketAddr::from(([0, 0, 0, 0], 0)),
             log,
             lines,
+            reader: Some(reader),
         };
         let (mut webhook, mut admin) = (None, None);
         while webhook.is_none() || admin.is_none() {
@@ -94,7 +103,14 @@ impl Served {
         self.lines.recv_timeout(wait).ok()
     }
 
-    /// Wait for a log line (from now on) that satisfies `want`.
+    /// Forget the lines not read yet, so that [`wait_for_line`](Self::wait_for_line) sees
+    /// only what comes after this call.
+    pub fn drain(&self) {
+        while self.lines.try_recv().is_ok() {}
+    }
+
+    /// Wait for a log line that satisfies `want`, among those not read yet (every line since
+    /// the start, or since the last [`drain`](Self::drain)).
     pub fn wait_for_line(&self, wait: Duration, want: impl Fn(&str) -> bool) -> Option<String> {
         let deadline = Instant::now() + wait;
         while let Some(left) = deadline.checked_duration_since(Instant::now()) {
@@ -128,11 +144,20 @@ impl Served {
             .status();
     }
 
-    /// Wait for the exit, at most `wait` (then kill it and panic with the log).
+    /// Whether the process has exited (without waiting).
+    pub fn exited(&mut self) -> bool {
+        self.child.try_wait().unwrap().is_some()
+    }
+
+    /// Wait for the exit, at most `wait` (then kill it and panic with the log). Once it
+    /// returns, [`log`](Self::log) holds every line the process wrote.
     pub fn wait_exit(&mut self, wait: Duration) -> ExitStatus {
         let deadline = Instant::now() + wait;
         loop {
             if let Some(status) = self.child.try_wait().unwrap() {
+                if let Some(reader) = self.reader.take() {
+                    let _ = reader.join();
+                }
                 return status;
             }
             if Instant::now() > deadline {

@@ -1,0 +1,1251 @@
+//! The whole system against a real kube-apiserver (tests/support/apiserver.rs): the
+//! project's own manifests rendered with kustomize and applied, the webhook registered with
+//! the shipped rules, selectors, CEL matchConditions, timeout and failure policy (only its
+//! `clientConfig` points at the binary on loopback, with the test CA as `caBundle`), and the
+//! binary running as the manifests' ServiceAccount, so the RBAC the apiserver enforces is
+//! the RBAC we ship.
+//!
+//! Every scenario is judged by what the apiserver stored (read back with kubectl) and by its
+//! audit log: who wrote what, which webhook it called and what that webhook said. Our own
+//! process is asked nothing, except whether it is ready, which log line says a touch pass
+//! ran (to wait for one instead of sleeping), and, while the apiserver is down, whether the
+//! webhook still answers.
+//!
+//! Each test has its own apiserver; they run in parallel.
+
+mod support;
+
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::process::Output;
+use std::time::{Duration, Instant};
+
+use base64::Engine;
+use bootimage_webhook::serve::tls::DevCerts;
+use k8s_openapi::jiff::Timestamp;
+use serde_json::{Value, json};
+use support::apiserver::ApiServer;
+use support::binary::{Served, serve_command_on};
+use support::{CURRENT_X86, Https, admin_get, dev_certs, fixture, update_review_of};
+
+const NS: &str = "openshift-machine-api";
+const OWN_NS: &str = "bootimage-webhook";
+const SA: &str = "bootimage-webhook";
+const SA_USER: &str = "system:serviceaccount:bootimage-webhook:bootimage-webhook";
+const LEASE: &str = "bootimage-webhook";
+const WEBHOOK: &str = "bootimage.machineset.bootimages.machineconfiguration.openshift.io";
+const BOOT_IMAGE: &str = "bootimages.machineconfiguration.openshift.io/boot-image";
+const TOUCH: &str = "bootimages.machineconfiguration.openshift.io/touch";
+const OPT_OUT: &str = "bootimages.machineconfiguration.openshift.io/managed";
+const OLD: &str = "projects/rhcos-cloud/global/images/rhcos-9-6-20250826-1-gcp-x86-64";
+const CUSTOM: &str = "projects/my-project/global/images/custom";
+const NEWER_NAME: &str = "rhcos-9-8-20261101-0-gcp-x86-64";
+const NEWER: &str = "projects/rhcos-cloud/global/images/rhcos-9-8-20261101-0-gcp-x86-64";
+const NEWEST_NAME: &str = "rhcos-9-8-20261201-0-gcp-x86-64";
+const NEWEST: &str = "projects/rhcos-cloud/global/images/rhcos-9-8-20261201-0-gcp-x86-64";
+const PROVIDER: &str = "/spec/template/spec/providerSpec/value";
+/// The toucher's periodic pass in these tests (`--touch-resync`).
+const RESYNC: &str = "2s";
+/// kube-lease-manager's Lease duration (30 s) and grace period (5 s).
+const LEASE_DURATION: Duration = Duration::from_secs(35);
+
+// ------------------------------------------------------------------------------ helpers
+
+/// Polls `f` until it gives a value; panics with `what` (and `context()`) after `wait`.
+fn eventually<T>(
+    what: &str,
+    wait: Duration,
+    context: impl Fn() -> String,
+    mut f: impl FnMut() -> Option<T>,
+) -> T {
+    let deadline = Instant::now() + wait;
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {wait:?} waiting for {what}\n{}",
+            context()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+fn block_on<F: std::future::Future>(f: F) -> F::Output {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(f)
+}
+
+fn text(out: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// A claim of a JWT's payload (no verification: the apiserver did that).
+fn jwt_claim(token: &str, claim: &str) -> String {
+    let payload = token.split('.').nth(1).expect("a JWT");
+    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(payload.trim_end_matches('='))
+        .expect("JWT payload is base64url");
+    let v: Value = serde_json::from_slice(&bytes).expect("JWT payload is JSON");
+    v[claim].as_str().expect("claim").to_owned()
+}
+
+/// The MachineSet fixture (GCP, build02) named `name`, its boot disk on `image`.
+fn machineset(name: &str, image: &str) -> Value {
+    let mut ms = fixture("machineset-gcp-build02-infra-a.yaml");
+    ms["metadata"]["name"] = json!(name);
+    ms["spec"]["template"]["spec"]["providerSpec"]["value"]["disks"][0]["image"] = json!(image);
+    ms
+}
+
+fn image(ms: &Value) -> &str {
+    ms.pointer(&format!("{PROVIDER}/disks/0/image"))
+        .and_then(Value::as_str)
+        .unwrap_or("")
+}
+
+fn annotation<'a>(ms: &'a Value, key: &str) -> Option<&'a str> {
+    ms["metadata"]["annotations"][key].as_str()
+}
+
+/// What a MachineSet's owner wrote: the template (providerSpec included), labels,
+/// annotations and owners. The apiserver adds uid, resourceVersion, defaults (replicas).
+fn as_written(ms: &Value) -> Value {
+    json!({
+        "labels": ms["metadata"]["labels"],
+        "annotations": ms["metadata"].get("annotations").cloned().unwrap_or(json!({})),
+        "ownerReferences": ms["metadata"]["ownerReferences"],
+        "selector": ms["spec"]["selector"],
+        "template": ms["spec"]["template"],
+    })
+}
+
+/// The stream of the fixture ConfigMap with the x86_64 GCP image renamed.
+fn stream_with_gcp_image(name: &str) -> String {
+    let cm = fixture("configmap-coreos-bootimages.assembled.yaml");
+    let mut stream: Value = serde_json::from_str(cm["data"]["stream"].as_str().unwrap()).unwrap();
+    stream["architectures"]["x86_64"]["images"]["gcp"]["name"] = json!(name);
+    serde_json::to_string(&stream).unwrap()
+}
+
+// ------------------------------------------------------------------------------ audit log
+
+fn is_ours(e: &Value) -> bool {
+    e["user"]["username"] == SA_USER
+}
+
+/// Whether the audit event was made with the token whose `jti` is given.
+fn with_token(e: &Value, jti: &str) -> bool {
+    e["user"]["extra"]["authentication.kubernetes.io/credential-id"]
+        .as_array()
+        .is_some_and(|ids| ids.iter().any(|i| i == &json!(format!("JTI={jti}"))))
+}
+
+/// The touches in `events`: MachineSet patches by our ServiceAccount (of one token, if
+/// `jti` is given), by MachineSet name, in order.
+fn touches(events: &[Value], jti: Option<&str>) -> Vec<String> {
+    events
+        .iter()
+        .filter(|e| {
+            is_ours(e)
+                && e["verb"] == "patch"
+                && e["stage"] == "ResponseComplete"
+                && e["objectRef"]["resource"] == "machinesets"
+                && e["objectRef"].get("subresource").is_none()
+                && jti.is_none_or(|j| with_token(e, j))
+        })
+        .map(|e| e["objectRef"]["name"].as_str().unwrap_or("").to_owned())
+        .collect()
+}
+
+fn sorted(mut v: Vec<String>) -> Vec<String> {
+    v.sort();
+    v
+}
+
+/// The one completed `create` of MachineSet `name` in `events`.
+fn creation<'a>(events: &'a [Value], name: &str) -> &'a Value {
+    let found: Vec<_> = events
+        .iter()
+        .filter(|e| {
+            e["verb"] == "create"
+                && e["stage"] == "ResponseComplete"
+                && e["objectRef"]["resource"] == "machinesets"
+                && e["objectRef"]["name"] == name
+        })
+        .collect();
+    assert_eq!(found.len(), 1, "creations of {name}: {found:?}");
+    found[0]
+}
+
+/// How the apiserver's admission chain treated our webhook on a request, from the audit
+/// annotations it records: `None` if it did not call it (rules, selectors or
+/// matchConditions left it out), else whether the call failed open, and the reason code
+/// our webhook gave.
+#[derive(Debug, PartialEq, Eq)]
+enum Call {
+    NotCalled,
+    FailedOpen,
+    Answered { mutated: bool, reason: String },
+}
+
+fn webhook_call(event: &Value) -> Call {
+    let ann = event["annotations"]
+        .as_object()
+        .cloned()
+        .unwrap_or_default();
+    // "failed-open..." holds the webhook's name, "mutation..." a JSON object naming it.
+    let ours = |prefix: &str| {
+        ann.iter().find(|(k, v)| {
+            k.starts_with(prefix)
+                && (v == &WEBHOOK
+                    || serde_json::from_str::<Value>(v.as_str().unwrap_or("null"))
+                        .is_ok_and(|v| v["webhook"] == WEBHOOK))
+        })
+    };
+    if ours("failed-open.mutation.webhook.admission.k8s.io/").is_some() {
+        return Call::FailedOpen;
+    }
+    match ours("mutation.webhook.admission.k8s.io/") {
+        None => Call::NotCalled,
+        Some((_, v)) => {
+            let v: Value = serde_json::from_str(v.as_str().unwrap()).unwrap();
+            Call::Answered {
+                mutated: v["mutated"] == true,
+                reason: ann
+                    .get(&format!("{WEBHOOK}/reason"))
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+                    .to_owned(),
+            }
+        }
+    }
+}
+
+fn answered(reason: &str, mutated: bool) -> Call {
+    Call::Answered {
+        mutated,
+        reason: reason.into(),
+    }
+}
+
+// ------------------------------------------------------------------------------ the cluster
+
+/// A real apiserver holding the project's manifests and an OpenShift-like world.
+struct Cluster {
+    api: ApiServer,
+    /// `kubectl kustomize manifests/`, as shipped.
+    rendered: Vec<Value>,
+    certs: DevCerts,
+    certs_dir: tempfile::TempDir,
+    /// From each apiserver stop to its restart's /readyz: the restarted apiserver serves
+    /// before its RBAC caches have synced and refuses (403) what comes in meanwhile.
+    outages: Vec<(Timestamp, Timestamp)>,
+}
+
+/// One `bootimage-webhook serve` as the ServiceAccount, with its own token.
+struct Replica {
+    pod: String,
+    served: Served,
+    /// The `jti` of its token: its requests in the audit log carry it.
+    jti: String,
+}
+
+impl Replica {
+    fn url(&self) -> String {
+        format!("https://{}/mutate-machinesets", self.served.webhook)
+    }
+
+    /// Waits for `n` touch passes that start after this call (each logs "touch pass").
+    fn passes(&self, n: usize) {
+        self.served.drain();
+        for i in 0..n {
+            self.served
+                .wait_for_line(Duration::from_secs(30), |l| l.contains("touch pass"))
+                .unwrap_or_else(|| {
+                    panic!(
+                        "{}: touch pass {} of {n} never came:\n{}",
+                        self.pod,
+                        i + 1,
+                        self.served.log_text()
+                    )
+                });
+        }
+    }
+
+    /// Waits for a line with `what` logged after this call.
+    fn wait_new_line(&self, what: &str) {
+        self.served.drain();
+        self.served
+            .wait_for_line(Duration::from_secs(60), |l| l.contains(what))
+            .unwrap_or_else(|| {
+                panic!(
+                    "{}: never logged {what:?}:\n{}",
+                    self.pod,
+                    self.served.log_text()
+                )
+            });
+    }
+
+    /// Waits for a line with `what`, logged at any time.
+    fn wait_line(&self, what: &str) {
+        if self.served.log().iter().any(|l| l.contains(what)) {
+            return;
+        }
+        self.served
+            .wait_for_line(Duration::from_secs(60), |l| l.contains(what))
+            .unwrap_or_else(|| {
+                panic!(
+                    "{}: never logged {what:?}:\n{}",
+                    self.pod,
+                    self.served.log_text()
+                )
+            });
+    }
+}
+
+impl Cluster {
+    /// An apiserver with everything from the manifests that it can hold, except the
+    /// webhook configuration (registered once a replica runs), and the cluster's objects:
+    /// the boot images ConfigMap, the master pool (its one master done when
+    /// `master_done`), the rendered MachineConfig of 4.21.0, Infrastructure (GCP),
+    /// ClusterVersion, MachineConfiguration (All), a master Node, the user-data Secret.
+    fn start(master_done: bool) -> Cluster {
+        let api = ApiServer::start();
+        let render = api.expect_ok(
+            &["kustomize"],
+            std::process::Command::new(api.env("KUBECTL"))
+                .arg("kustomize")
+                .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("manifests"))
+                .output()
+                .expect("kubectl kustomize"),
+        );
+        let rendered: Vec<Value> = bootimage_webhook::core::snapshot::parse_documents(&render)
+            .unwrap()
+            .into_iter()
+            .filter(|d| !d.is_null())
+            .collect();
+        // The monitoring objects need the Prometheus Operator's CRDs and the
+        // CredentialsRequest the cloud-credential-operator's, which this apiserver does not
+        // have; everything else goes on it.
+        let (absent, held): (Vec<&Value>, Vec<&Value>) = rendered.iter().partition(|d| {
+            d["apiVersion"].as_str().is_some_and(|v| {
+                v.starts_with("monitoring.coreos.com/")
+                    || v.starts_with("cloudcredential.openshift.io/")
+            })
+        });
+        let skipped: BTreeSet<&str> = absent.iter().filter_map(|d| d["kind"].as_str()).collect();
+        assert_eq!(
+            skipped,
+            BTreeSet::from(["CredentialsRequest", "PrometheusRule", "ServiceMonitor"])
+        );
+        let kinds: BTreeSet<_> = held
+            .iter()
+            .map(|d| d["kind"].as_str().unwrap().to_owned())
+            .collect();
+        for kind in [
+            "Namespace",
+            "ServiceAccount",
+            "ClusterRole",
+            "ClusterRoleBinding",
+            "Role",
+            "RoleBinding",
+            "Service",
+            "NetworkPolicy",
+            "PodDisruptionBudget",
+            "Deployment",
+            "MutatingWebhookConfiguration",
+        ] {
+            assert!(kinds.contains(kind), "the render has no {kind}");
+        }
+        let items: Vec<Value> = held
+            .into_iter()
+            .filter(|d| d["kind"] != "MutatingWebhookConfiguration")
+            .cloned()
+            .collect();
+        let c = Cluster {
+            api,
+            rendered,
+            certs: dev_certs(),
+            certs_dir: tempfile::tempdir().unwrap(),
+            outages: Vec::new(),
+        };
+        c.certs.write(c.certs_dir.path()).unwrap();
+        c.create_all(&items.iter().collect::<Vec<_>>());
+        c.seed(master_done);
+        c
+    }
+
+    fn stop_apiserver(&mut self) {
+        self.outages.push((Timestamp::now(), Timestamp::MAX));
+        self.api.stop();
+    }
+
+    /// Restarted on the same ports; returns once its /readyz is ok.
+    fn restart_apiserver(&mut self) {
+        self.api.restart();
+        self.outages.last_mut().expect("stopped first").1 = Timestamp::now();
+    }
+
+    fn in_outage(&self, when: Option<Timestamp>) -> bool {
+        when.is_some_and(|t| self.outages.iter().any(|(from, to)| *from <= t && t <= *to))
+    }
+
+    fn kubectl(&self, args: &[&str]) -> String {
+        self.api.kubectl_ok(args)
+    }
+
+    fn create_all(&self, items: &[&Value]) {
+        let list = json!({"apiVersion": "v1", "kind": "List", "items": items});
+        let out = self
+            .api
+            .kubectl_stdin(["create", "-f", "-"], &list.to_string());
+        self.api.expect_ok(&["create", "-f", "-"], out);
+    }
+
+    /// `kubectl patch KIND NAME --subresource=status`: the status as a whole.
+    fn set_status(&self, kind: &str, name: &str, status: Value) {
+        let patch = json!([{"op": "add", "path": "/status", "value": status}]);
+        self.kubectl(&[
+            "patch",
+            kind,
+            name,
+            "--subresource=status",
+            "--type=json",
+            "-p",
+            &patch.to_string(),
+        ]);
+    }
+
+    fn seed(&self, master_done: bool) {
+        let user_data = base64::engine::general_purpose::STANDARD
+            .encode(br#"{"ignition":{"version":"3.2.0"}}"#);
+        let world = [
+            fixture("configmap-coreos-bootimages.assembled.yaml"),
+            json!({"apiVersion": "machineconfiguration.openshift.io/v1", "kind": "MachineConfigPool",
+                   "metadata": {"name": "master"},
+                   "spec": {"configuration": {"name": "rendered-master-new"},
+                            "machineConfigSelector": {"matchLabels": {"machineconfiguration.openshift.io/role": "master"}},
+                            "nodeSelector": {"matchLabels": {"node-role.kubernetes.io/master": ""}}}}),
+            json!({"apiVersion": "machineconfiguration.openshift.io/v1", "kind": "MachineConfig",
+                   "metadata": {"name": "rendered-master-new",
+                                "annotations": {"machineconfiguration.openshift.io/release-image-version": "4.21.0"}},
+                   "spec": {"config": {"ignition": {"version": "3.5.0"}}}}),
+            json!({"apiVersion": "config.openshift.io/v1", "kind": "Infrastructure",
+                   "metadata": {"name": "cluster"}, "spec": {"platformSpec": {"type": "GCP"}}}),
+            json!({"apiVersion": "config.openshift.io/v1", "kind": "ClusterVersion",
+                   "metadata": {"name": "version"},
+                   "spec": {"clusterID": "6f1e2d3c-0000-4000-8000-000000000001"}}),
+            json!({"apiVersion": "operator.openshift.io/v1", "kind": "MachineConfiguration",
+                   "metadata": {"name": "cluster"},
+                   "spec": {"managedBootImages": {"machineManagers": [
+                       {"resource": "machinesets", "apiGroup": "machine.openshift.io", "selection": {"mode": "All"}}]}}}),
+            json!({"apiVersion": "v1", "kind": "Node",
+                   "metadata": {"name": "master-0",
+                                "labels": {"node-role.kubernetes.io/master": "", "kubernetes.io/arch": "amd64"}}}),
+            json!({"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+                   "metadata": {"name": "worker-user-data", "namespace": NS},
+                   "data": {"userData": user_data}}),
+        ];
+        self.create_all(&world.iter().collect::<Vec<_>>());
+        self.set_master_updated(if master_done { 1 } else { 0 });
+        self.set_status(
+            "infrastructure",
+            "cluster",
+            json!({"platform": "GCP", "infrastructureName": "build02-fmpjh",
+                   "platformStatus": {"type": "GCP", "gcp": {"projectID": "openshift-ci-build-farm", "region": "us-central1"}},
+                   "controlPlaneTopology": "HighlyAvailable", "infrastructureTopology": "HighlyAvailable",
+                   "apiServerURL": "https://api.build02.example:6443",
+                   "apiServerInternalURI": "https://api-int.build02.example:6443",
+                   "etcdDiscoveryDomain": ""}),
+        );
+        let release = |v: &str| format!("quay.io/openshift-release-dev/ocp-release:{v}-x86_64");
+        self.set_status(
+            "clusterversion",
+            "version",
+            json!({"observedGeneration": 1, "versionHash": "x", "availableUpdates": null,
+                   "desired": {"version": "4.21.0", "image": release("4.21.0")},
+                   "history": [
+                       {"state": "Partial", "version": "4.21.0", "image": release("4.21.0"),
+                        "startedTime": "2026-11-01T00:00:00Z", "completionTime": null, "verified": false},
+                       {"state": "Completed", "version": "4.20.9", "image": release("4.20.9"),
+                        "startedTime": "2026-10-01T00:00:00Z", "completionTime": "2026-10-01T01:00:00Z", "verified": false}]}),
+        );
+        self.set_status(
+            "machineconfiguration",
+            "cluster",
+            json!({"managedBootImagesStatus": {"machineManagers": [
+                {"resource": "machinesets", "apiGroup": "machine.openshift.io", "selection": {"mode": "All"}}]}}),
+        );
+    }
+
+    /// The master pool updates to rendered-master-new; `updated` masters run it.
+    fn set_master_updated(&self, updated: u32) {
+        let t = "2026-11-01T00:00:00Z";
+        self.set_status(
+            "machineconfigpool",
+            "master",
+            json!({"observedGeneration": 1, "configuration": {"name": "rendered-master-old"},
+                   "machineCount": 3, "updatedMachineCount": updated, "readyMachineCount": 3,
+                   "unavailableMachineCount": 0, "degradedMachineCount": 0,
+                   "conditions": [
+                       {"type": "Updating", "status": "True", "lastTransitionTime": t, "reason": "", "message": ""},
+                       {"type": "Updated", "status": "False", "lastTransitionTime": t, "reason": "", "message": ""}]}),
+        );
+    }
+
+    /// `data.stream` of coreos-bootimages, as the MCO would write it.
+    fn set_stream(&self, stream: &str) {
+        let file = self.certs_dir.path().join("stream-patch.json");
+        std::fs::write(&file, json!({"data": {"stream": stream}}).to_string()).unwrap();
+        self.kubectl(&[
+            "patch",
+            "configmap",
+            "coreos-bootimages",
+            "-n",
+            "openshift-machine-config-operator",
+            "--type=merge",
+            "--patch-file",
+            file.to_str().unwrap(),
+        ]);
+    }
+
+    fn token(&self) -> String {
+        self.kubectl(&["create", "token", SA, "-n", OWN_NS, "--duration=2h"])
+            .trim()
+            .to_owned()
+    }
+
+    /// A replica as the Deployment runs it (POD_NAME and POD_NAMESPACE from the downward
+    /// API), authenticated only by a fresh token of the ServiceAccount, the webhook on
+    /// 127.0.0.1:0.
+    fn replica(&self, pod: &str, shutdown_delay: &str) -> Replica {
+        self.replica_on(pod, shutdown_delay, "127.0.0.1:0")
+    }
+
+    fn replica_on(&self, pod: &str, shutdown_delay: &str, bind: &str) -> Replica {
+        let token = self.token();
+        let jti = jwt_claim(&token, "jti");
+        let kubeconfig = self.api.token_kubeconfig(&token, Some(OWN_NS));
+        let dir = self.certs_dir.path();
+        let mut cmd = serve_command_on(bind);
+        cmd.arg("--tls-cert-file")
+            .arg(dir.join("tls.crt"))
+            .arg("--tls-private-key-file")
+            .arg(dir.join("tls.key"))
+            .args(["--touch-settle", "0s", "--touch-backoff", "200ms"])
+            .args(["--touch-resync", RESYNC, "--shutdown-delay", shutdown_delay])
+            .env("KUBECONFIG", kubeconfig)
+            .env("POD_NAME", pod)
+            .env("POD_NAMESPACE", OWN_NS)
+            .env("RUST_LOG", "info,bootimage_webhook::cluster::touch=debug");
+        let served = Served::spawn(cmd);
+        let r = Replica {
+            pod: pod.into(),
+            served,
+            jti,
+        };
+        eventually(
+            &format!("{pod} to be ready"),
+            Duration::from_secs(60),
+            || r.served.log_text(),
+            || (block_on(admin_get(r.served.admin, "/readyz")).0 == 200).then_some(()),
+        );
+        r
+    }
+
+    fn shipped_webhook(&self) -> Value {
+        self.rendered
+            .iter()
+            .find(|d| d["kind"] == "MutatingWebhookConfiguration")
+            .expect("the render has the webhook configuration")
+            .clone()
+    }
+
+    /// The shipped MutatingWebhookConfiguration, its clientConfig pointed at `url` with the
+    /// test CA; then the stored one is compared with the render.
+    fn register_webhook(&self, url: &str) {
+        let mut mwc = self.shipped_webhook();
+        mwc["webhooks"][0]["clientConfig"] =
+            json!({"url": url, "caBundle": self.certs.ca_bundle()});
+        self.create_all(&[&mwc]);
+        let stored = self
+            .api
+            .get_json(["mutatingwebhookconfiguration", "bootimage-webhook"]);
+        let shipped = self.shipped_webhook();
+        let (stored, shipped) = (&stored["webhooks"], &shipped["webhooks"]);
+        assert_eq!(stored.as_array().map(Vec::len), Some(1));
+        let fields = |hook: &Value| {
+            let mut h = hook.clone();
+            h.as_object_mut().unwrap().remove("clientConfig");
+            h
+        };
+        assert_eq!(
+            fields(&stored[0]),
+            fields(&shipped[0]),
+            "the stored webhook differs from the render in more than clientConfig"
+        );
+        assert_eq!(stored[0]["clientConfig"]["url"], url);
+    }
+
+    /// Points the webhook at another URL (the one change allowed).
+    fn point_webhook(&self, url: &str) {
+        let patch =
+            json!([{"op": "replace", "path": "/webhooks/0/clientConfig/url", "value": url}]);
+        self.kubectl(&[
+            "patch",
+            "mutatingwebhookconfiguration",
+            "bootimage-webhook",
+            "--type=json",
+            "-p",
+            &patch.to_string(),
+        ]);
+    }
+
+    /// Waits until the apiserver calls the webhook at its new address: a server-side dry
+    /// run of a stale MachineSet comes back with `want`.
+    fn webhook_serves(&self, want: &str) {
+        let probe = machineset("probe", OLD).to_string();
+        eventually(
+            "the apiserver to call the webhook",
+            Duration::from_secs(30),
+            String::new,
+            || {
+                let out = self.api.kubectl_stdin(
+                    ["create", "--dry-run=server", "-o", "json", "-f", "-"],
+                    &probe,
+                );
+                let v: Value = serde_json::from_slice(&out.stdout).ok()?;
+                (image(&v) == want).then_some(())
+            },
+        );
+    }
+
+    fn create(&self, ms: &Value) -> Output {
+        let out = self
+            .api
+            .kubectl_stdin(["create", "-f", "-"], &ms.to_string());
+        assert!(out.status.success(), "create: {}", text(&out));
+        out
+    }
+
+    fn get(&self, name: &str) -> Value {
+        self.api.get_json(["machineset", name, "-n", NS])
+    }
+
+    fn audit(&self) -> Vec<Value> {
+        self.api.audit_events()
+    }
+
+    /// The Lease's holder, as the apiserver has it.
+    fn lease_holder(&self) -> Option<String> {
+        let out = self
+            .api
+            .kubectl(["get", "lease", LEASE, "-n", OWN_NS, "-o", "json"]);
+        let v: Value = serde_json::from_slice(&out.stdout).ok()?;
+        v["spec"]["holderIdentity"]
+            .as_str()
+            .filter(|h| !h.is_empty())
+            .map(str::to_owned)
+    }
+
+    fn wait_holder(&self, pod: &str, wait: Duration) {
+        eventually(
+            &format!("{pod} to hold the Lease"),
+            wait,
+            || format!("holder: {:?}", self.lease_holder()),
+            || (self.lease_holder().as_deref() == Some(pod)).then_some(()),
+        );
+    }
+
+    /// RBAC over the whole run: the apiserver refused none of our ServiceAccount's requests,
+    /// and no replica logged a refusal.
+    fn assert_nothing_refused(&self, replicas: &[&Replica]) {
+        let events = self.audit();
+        let ours: Vec<&Value> = events.iter().filter(|e| is_ours(e)).collect();
+        assert!(
+            ours.len() > 20,
+            "the audit log should show our requests, read and write: {}",
+            ours.len()
+        );
+        let verbs: BTreeSet<&str> = ours.iter().filter_map(|e| e["verb"].as_str()).collect();
+        for verb in ["list", "watch", "get"] {
+            assert!(verbs.contains(verb), "no {verb} of ours audited: {verbs:?}");
+        }
+        let received = |e: &Value| {
+            e["requestReceivedTimestamp"]
+                .as_str()
+                .and_then(|t| t.parse::<Timestamp>().ok())
+        };
+        let refused: Vec<_> = ours
+            .iter()
+            .filter(|e| e["responseStatus"]["code"] == 403 && !self.in_outage(received(e)))
+            .map(|e| {
+                format!(
+                    "{} {} {}",
+                    e["verb"], e["objectRef"]["resource"], e["objectRef"]["name"]
+                )
+            })
+            .collect();
+        assert!(refused.is_empty(), "the apiserver refused: {refused:?}");
+        for r in replicas {
+            let refusals: Vec<String> = r
+                .served
+                .log()
+                .into_iter()
+                .filter(|l| {
+                    (l.contains("code: 403") || l.contains("Forbidden") || l.contains("forbidden"))
+                        && !self.in_outage(l.split(' ').next().and_then(|t| t.parse().ok()))
+                })
+                .collect();
+            assert!(
+                refusals.is_empty(),
+                "{} logged a refusal:\n{}",
+                r.pod,
+                refusals.join("\n")
+            );
+        }
+    }
+
+    /// A call we ship no grant for, with our ServiceAccount's token: refused.
+    fn assert_refused(&self, args: &[&str], what: &str) {
+        let out = self.api.kubectl_as(&self.token(), args);
+        let t = text(&out);
+        assert!(!out.status.success(), "{args:?} was allowed: {t}");
+        assert!(t.contains("(Forbidden)"), "{t}");
+        assert!(
+            t.contains(&format!("User \"{SA_USER}\" cannot {what}")),
+            "{t}"
+        );
+    }
+}
+
+// ------------------------------------------------------------------------------ tests
+
+/// Scenario 1 and 5: `kubectl create` through the apiserver's admission chain with the
+/// shipped selectors and CEL matchConditions, which the apiserver compiles (on create of the
+/// configuration) and evaluates itself.
+#[test]
+fn kubectl_create_is_patched_through_the_shipped_webhook_and_its_cel_conditions() {
+    let c = Cluster::start(true);
+    let a = c.replica("replica-a", "0s");
+    c.register_webhook(&a.url());
+    c.webhook_serves(CURRENT_X86);
+
+    // A stale GCP MachineSet: stored with the target image and the annotation, and kubectl
+    // shows our warning.
+    let sent = machineset("stale", OLD);
+    let out = c.create(&sent);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(
+            "Warning: bootimage-webhook: boot image set to rhcos-9-8-20260428-0-gcp-x86-64"
+        ),
+        "kubectl printed: {stderr}"
+    );
+    let stored = c.get("stale");
+    assert_eq!(image(&stored), CURRENT_X86);
+    assert_eq!(annotation(&stored, BOOT_IMAGE), Some(CURRENT_X86));
+    let mut expected = sent.clone();
+    expected["spec"]["template"]["spec"]["providerSpec"]["value"]["disks"][0]["image"] =
+        json!(CURRENT_X86);
+    expected["metadata"]["annotations"] = json!({BOOT_IMAGE: CURRENT_X86});
+    assert_eq!(
+        as_written(&stored),
+        as_written(&expected),
+        "more changed than the image and the annotation"
+    );
+
+    // Server-side dry run: the patched object comes back, nothing is stored.
+    let out = c.api.kubectl_stdin(
+        ["create", "--dry-run=server", "-o", "json", "-f", "-"],
+        &machineset("dry", OLD).to_string(),
+    );
+    let dry: Value = serde_json::from_str(&c.api.expect_ok(&["create", "--dry-run"], out)).unwrap();
+    assert_eq!(image(&dry), CURRENT_X86);
+    assert_eq!(annotation(&dry, BOOT_IMAGE), Some(CURRENT_X86));
+    let out = c.api.kubectl(["get", "machineset", "dry", "-n", NS]);
+    assert!(text(&out).contains("NotFound"), "{}", text(&out));
+
+    // Left alone: stored exactly as sent. Who left it alone shows in the audit log: the
+    // apiserver (objectSelector, matchConditions) or our webhook (with its reason).
+    let with = |name: &str, image: &str, f: &dyn Fn(&mut Value)| {
+        let mut ms = machineset(name, image);
+        f(&mut ms);
+        ms
+    };
+    let tmpl_label = |k: &'static str, v: &'static str| {
+        move |ms: &mut Value| {
+            ms["spec"]["template"]["metadata"]["labels"][k] = json!(v);
+        }
+    };
+    let mut aws = fixture("machineset-aws-build01-ci-tests-worker-us-east-1a.yaml");
+    aws["metadata"]["name"] = json!("aws-on-gcp");
+    aws["metadata"]["namespace"] = json!(NS);
+    let left_alone = [
+        (
+            with("opted-out", OLD, &|ms| {
+                ms["metadata"]["labels"][OPT_OUT] = json!("false");
+            }),
+            Call::NotCalled,
+        ),
+        (
+            with("owned", OLD, &|ms| {
+                ms["metadata"]["ownerReferences"] = json!([{"apiVersion": "hive.openshift.io/v1",
+                    "kind": "MachinePool", "name": "worker", "uid": "0b5f3c5e-1111-4222-8333-444455556666",
+                    "controller": true}]);
+            }),
+            answered("OwnedByController", false),
+        ),
+        (
+            with("custom", CUSTOM, &|_| {}),
+            answered("CustomImage", false),
+        ),
+        (
+            with(
+                "windows",
+                OLD,
+                &tmpl_label("machine.openshift.io/os-id", "Windows"),
+            ),
+            Call::NotCalled,
+        ),
+        (
+            with("other-stream", OLD, &|ms| {
+                ms["metadata"]["labels"]["machineconfiguration.openshift.io/osstream"] =
+                    json!("rhel-10");
+            }),
+            answered("UnsupportedOSStream", false),
+        ),
+        (
+            with("vsphere", OLD, &|ms| {
+                ms["spec"]["template"]["spec"]["providerSpec"]["value"]["kind"] =
+                    json!("VSphereMachineProviderSpec");
+            }),
+            Call::NotCalled,
+        ),
+        (aws, answered("UnsupportedPlatform", false)),
+        (
+            with("no-provider-value", OLD, &|ms| {
+                ms["spec"]["template"]["spec"]["providerSpec"]
+                    .as_object_mut()
+                    .unwrap()
+                    .remove("value");
+            }),
+            Call::NotCalled,
+        ),
+        (
+            with("no-provider-spec", OLD, &|ms| {
+                ms["spec"]["template"]["spec"]
+                    .as_object_mut()
+                    .unwrap()
+                    .remove("providerSpec");
+            }),
+            Call::NotCalled,
+        ),
+    ];
+    for (ms, _) in &left_alone {
+        c.create(ms);
+    }
+    // Through the matchConditions, and patched: every has() guard holds on real objects.
+    let patched = [
+        with(
+            "linux",
+            OLD,
+            &tmpl_label("machine.openshift.io/os-id", "Linux"),
+        ),
+        with("no-template-labels", OLD, &|ms| {
+            ms["spec"]["template"]["metadata"]
+                .as_object_mut()
+                .unwrap()
+                .remove("labels");
+        }),
+        with("no-template-metadata", OLD, &|ms| {
+            ms["spec"]["template"]
+                .as_object_mut()
+                .unwrap()
+                .remove("metadata");
+        }),
+    ];
+    for ms in &patched {
+        c.create(ms);
+    }
+
+    let events = c.audit();
+    assert_eq!(
+        webhook_call(creation(&events, "stale")),
+        answered("Updated", true)
+    );
+    for (sent, call) in &left_alone {
+        let name = sent["metadata"]["name"].as_str().unwrap();
+        let stored = c.get(name);
+        assert_eq!(
+            as_written(&stored),
+            as_written(sent),
+            "{name} not stored as sent"
+        );
+        assert_eq!(annotation(&stored, BOOT_IMAGE), None, "{name}");
+        assert_eq!(&webhook_call(creation(&events, name)), call, "{name}");
+    }
+    for sent in &patched {
+        let name = sent["metadata"]["name"].as_str().unwrap();
+        assert_eq!(image(&c.get(name)), CURRENT_X86, "{name}");
+        assert_eq!(
+            webhook_call(creation(&events, name)),
+            answered("Updated", true),
+            "{name}"
+        );
+    }
+    // The apiserver left some out by matchConditions, and none of its evaluations failed
+    // (an error would also mean "not called" under failurePolicy Ignore).
+    let metrics = c.kubectl(&["get", "--raw", "/metrics"]);
+    let series = |name: &str| -> f64 {
+        metrics
+            .lines()
+            .filter(|l| l.starts_with(name) && l.contains(&format!("name=\"{WEBHOOK}\"")))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum()
+    };
+    assert_eq!(
+        series("apiserver_admission_match_condition_exclusions_total"),
+        4.0,
+        "Windows, vSphere, no providerSpec value, no providerSpec"
+    );
+    assert_eq!(
+        series("apiserver_admission_match_condition_evaluation_errors_total"),
+        0.0
+    );
+
+    // RBAC: nothing of ours refused over the whole run; what we ship no grant for is.
+    c.assert_nothing_refused(&[&a]);
+    c.assert_refused(
+        &["delete", "machineset", "stale", "-n", NS],
+        "delete resource \"machinesets\"",
+    );
+    c.assert_refused(
+        &["get", "secret", "other", "-n", NS],
+        "get resource \"secrets\"",
+    );
+}
+
+/// Scenario 2 and 3: the gate on real MachineConfigPool / MachineConfig objects, the
+/// toucher on the Lease holder counted in the audit log, stream changes in the ConfigMap.
+#[test]
+fn the_gate_opens_on_a_finished_master_and_the_lease_holder_touches_exactly_what_needs_it() {
+    let c = Cluster::start(false);
+    let a = c.replica("replica-a", "0s");
+    c.register_webhook(&a.url());
+    c.wait_holder("replica-a", Duration::from_secs(30));
+
+    // The master pool is updating and no master has finished: writes pass unchanged,
+    // and our webhook says why.
+    let mut opted = machineset("ms-opted-out", OLD);
+    opted["metadata"]["labels"][OPT_OUT] = json!("false");
+    let world = [
+        machineset("ms-stale", OLD),
+        machineset("ms-current", CURRENT_X86),
+        machineset("ms-custom", CUSTOM),
+        opted,
+    ];
+    for ms in &world {
+        c.create(ms);
+    }
+    let events = c.audit();
+    for ms in &world {
+        let name = ms["metadata"]["name"].as_str().unwrap();
+        assert_eq!(as_written(&c.get(name)), as_written(ms), "{name}");
+    }
+    assert_eq!(
+        webhook_call(creation(&events, "ms-stale")),
+        answered("UpgradeInProgress", false)
+    );
+    // Nothing is touched while the gate is closed, pass after pass.
+    a.passes(2);
+    assert_eq!(touches(&c.audit(), None), Vec::<String>::new());
+
+    // One master finishes: the Lease holder touches exactly the one that needs it, the
+    // webhook moves its image, and a later resync writes nothing.
+    c.set_master_updated(1);
+    eventually(
+        "ms-stale to move",
+        Duration::from_secs(30),
+        || a.served.log_text(),
+        || (image(&c.get("ms-stale")) == CURRENT_X86).then_some(()),
+    );
+    a.passes(2);
+    let events = c.audit();
+    assert_eq!(touches(&events, None), ["ms-stale"]);
+    assert_eq!(touches(&events, Some(&a.jti)), ["ms-stale"]);
+    let stale = c.get("ms-stale");
+    assert_eq!(annotation(&stale, BOOT_IMAGE), Some(CURRENT_X86));
+    assert!(annotation(&stale, TOUCH).is_some(), "{stale}");
+    for (name, want) in [
+        ("ms-current", CURRENT_X86),
+        ("ms-custom", CUSTOM),
+        ("ms-opted-out", OLD),
+    ] {
+        assert_eq!(image(&c.get(name)), want, "{name}");
+    }
+
+    // A new stream: one touch per MachineSet that now needs it, then silence; new writes
+    // get the new image too.
+    let mark = c.audit().len();
+    c.set_stream(&stream_with_gcp_image(NEWER_NAME));
+    eventually(
+        "ms-stale and ms-current to move to the new stream",
+        Duration::from_secs(30),
+        || a.served.log_text(),
+        || {
+            (image(&c.get("ms-stale")) == NEWER && image(&c.get("ms-current")) == NEWER)
+                .then_some(())
+        },
+    );
+    a.passes(2);
+    assert_eq!(
+        sorted(touches(&c.audit()[mark..], None)),
+        ["ms-current", "ms-stale"]
+    );
+    c.create(&machineset("ms-new", OLD));
+    assert_eq!(image(&c.get("ms-new")), NEWER);
+    for (name, want) in [("ms-custom", CUSTOM), ("ms-opted-out", OLD)] {
+        assert_eq!(image(&c.get(name)), want, "{name}");
+    }
+
+    // A malformed stream: the last good one goes on being served, and nothing is touched.
+    let mark = c.audit().len();
+    c.set_stream("{ not json");
+    a.wait_line("unusable ConfigMap");
+    c.create(&machineset("ms-after-bad-stream", OLD));
+    assert_eq!(image(&c.get("ms-after-bad-stream")), NEWER);
+    a.passes(2);
+    assert_eq!(touches(&c.audit()[mark..], None), Vec::<String>::new());
+
+    c.assert_nothing_refused(&[&a]);
+}
+
+/// The BootImageNotMoved Events on MachineSet `name`, as the apiserver stored them.
+fn not_moved_events(c: &Cluster, name: &str) -> Vec<Value> {
+    let list = c.api.get_json(["events.events.k8s.io", "-n", NS]);
+    list["items"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|e| e["reason"] == "BootImageNotMoved" && e["regarding"]["name"] == name)
+        .collect()
+}
+
+/// Scenario 4, the webhook's side: stopped (SIGTERM: readiness first, the Lease released),
+/// writes fail open; back, the toucher repairs; unreachable while the toucher runs, three
+/// touches and an Event; two replicas, one touches, the other takes over when it dies.
+#[test]
+fn the_webhook_away_and_back_and_a_second_replica_taking_over_the_lease() {
+    let c = Cluster::start(true);
+    let a = c.replica("replica-a", "1s");
+    c.register_webhook(&a.url());
+    c.webhook_serves(CURRENT_X86);
+    c.wait_holder("replica-a", Duration::from_secs(30));
+
+    // SIGTERM: readiness fails at once while the webhook still serves, the process exits
+    // 0, and the Lease is released on the apiserver.
+    a.served.signal("TERM");
+    let signalled = Instant::now();
+    while block_on(admin_get(a.served.admin, "/readyz")).0 != 503 {
+        assert!(
+            signalled.elapsed() < Duration::from_millis(900),
+            "readiness still passing"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let mut a = a;
+    assert!(a.served.wait_exit(Duration::from_secs(15)).success());
+    assert_eq!(c.lease_holder(), None, "the Lease is released on SIGTERM");
+
+    // Webhook down: the create still succeeds (failurePolicy Ignore), unpatched.
+    c.create(&machineset("ms-down", OLD));
+    assert_eq!(image(&c.get("ms-down")), OLD);
+    assert_eq!(
+        webhook_call(creation(&c.audit(), "ms-down")),
+        Call::FailedOpen
+    );
+
+    // Back on the same address: the toucher brings it to the target, with one touch.
+    let mark = c.audit().len();
+    let a2 = c.replica_on("replica-a", "0s", &a.served.webhook.to_string());
+    eventually(
+        "ms-down to move",
+        Duration::from_secs(30),
+        || a2.served.log_text(),
+        || (image(&c.get("ms-down")) == CURRENT_X86).then_some(()),
+    );
+    a2.passes(2);
+    assert_eq!(touches(&c.audit()[mark..], Some(&a2.jti)), ["ms-down"]);
+    assert_eq!(touches(&c.audit()[mark..], None), ["ms-down"]);
+
+    // Unreachable while the toucher runs (the apiserver is pointed at the plain-HTTP admin
+    // port: its TLS handshake fails and it fails open): three touches, then an Event, then
+    // silence.
+    let mark = c.audit().len();
+    c.point_webhook(&format!("https://{}/mutate-machinesets", a2.served.admin));
+    c.create(&machineset("ms-lost", OLD));
+    assert_eq!(
+        webhook_call(creation(&c.audit(), "ms-lost")),
+        Call::FailedOpen
+    );
+    let events = eventually(
+        "a BootImageNotMoved Event on ms-lost",
+        Duration::from_secs(30),
+        || a2.served.log_text(),
+        || Some(not_moved_events(&c, "ms-lost")).filter(|e| !e.is_empty()),
+    );
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert_eq!(events[0]["type"], "Warning");
+    assert_eq!(events[0]["reportingController"], "bootimage-webhook");
+    assert_eq!(events[0]["reportingInstance"], "replica-a");
+    a2.passes(2);
+    assert_eq!(
+        touches(&c.audit()[mark..], None),
+        ["ms-lost", "ms-lost", "ms-lost"]
+    );
+    assert_eq!(image(&c.get("ms-lost")), OLD);
+
+    // Two replicas: the second follows, and the apiserver calls its webhook, so the webhook
+    // stays up when the first goes.
+    let b = c.replica("replica-b", "0s");
+    c.point_webhook(&b.url());
+    c.webhook_serves(CURRENT_X86);
+    assert_eq!(c.lease_holder().as_deref(), Some("replica-a"));
+    let mark = c.audit().len();
+    c.set_stream(&stream_with_gcp_image(NEWER_NAME));
+    eventually(
+        "both to move to the new stream",
+        Duration::from_secs(30),
+        || a2.served.log_text(),
+        || (image(&c.get("ms-down")) == NEWER && image(&c.get("ms-lost")) == NEWER).then_some(()),
+    );
+    a2.passes(2);
+    let events = c.audit();
+    assert_eq!(
+        sorted(touches(&events[mark..], Some(&a2.jti))),
+        ["ms-down", "ms-lost"]
+    );
+    assert_eq!(touches(&events[mark..], Some(&b.jti)), Vec::<String>::new());
+    assert_eq!(touches(&events[mark..], None).len(), 2);
+
+    // The holder dies without releasing the Lease: the other takes over within the Lease
+    // duration, and touches nothing that was touched already.
+    let mark = c.audit().len();
+    a2.served.signal("KILL");
+    let killed = Instant::now();
+    c.wait_holder("replica-b", LEASE_DURATION + Duration::from_secs(15));
+    let took = killed.elapsed();
+    assert!(took <= LEASE_DURATION, "took over after {took:?}");
+    b.wait_line("holding the touch Lease");
+    b.passes(2);
+    assert_eq!(touches(&c.audit()[mark..], None), Vec::<String>::new());
+
+    // The next change is the new holder's, one touch each.
+    c.set_stream(&stream_with_gcp_image(NEWEST_NAME));
+    eventually(
+        "both to move to the newest stream",
+        Duration::from_secs(30),
+        || b.served.log_text(),
+        || (image(&c.get("ms-down")) == NEWEST && image(&c.get("ms-lost")) == NEWEST).then_some(()),
+    );
+    b.passes(2);
+    let events = c.audit();
+    assert_eq!(
+        sorted(touches(&events[mark..], Some(&b.jti))),
+        ["ms-down", "ms-lost"]
+    );
+    assert_eq!(touches(&events[mark..], None).len(), 2);
+
+    c.assert_nothing_refused(&[&a, &a2, &b]);
+}
+
+/// Scenario 4, the apiserver's side: stopped and restarted on the same ports mid-run, the
+/// webhook answers throughout and the watchers recover; then the Lease deleted under the
+/// holder: no touch until the Lease is back.
+#[test]
+fn the_apiserver_restarting_mid_run_and_the_lease_deleted() {
+    let mut c = Cluster::start(true);
+    let a = c.replica("replica-a", "0s");
+    c.register_webhook(&a.url());
+    c.webhook_serves(CURRENT_X86);
+    c.wait_holder("replica-a", Duration::from_secs(30));
+    c.create(&machineset("ms-before", CURRENT_X86));
+    assert_eq!(image(&c.get("ms-before")), CURRENT_X86);
+
+    c.stop_apiserver();
+    // The webhook answers from its snapshot throughout.
+    let https = Https::new(&c.certs.ca_pem);
+    let review = update_review_of(&machineset("probe", OLD));
+    let answer = || {
+        let reply = block_on(https.post_review(a.served.webhook, &review));
+        assert_eq!(reply.status, 200);
+        reply.json()["response"]["auditAnnotations"]["boot-image"].clone()
+    };
+    assert_eq!(answer(), CURRENT_X86);
+    a.wait_line("watch failed");
+    for _ in 0..5 {
+        assert_eq!(answer(), CURRENT_X86);
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    c.restart_apiserver();
+    assert_eq!(answer(), CURRENT_X86);
+
+    // The watchers recover and follow the next change; so do the toucher and the webhook.
+    c.set_stream(&stream_with_gcp_image(NEWER_NAME));
+    eventually(
+        "ms-before to move to the new stream",
+        Duration::from_secs(90),
+        || a.served.log_text(),
+        || (image(&c.get("ms-before")) == NEWER).then_some(()),
+    );
+    c.create(&machineset("ms-after", OLD));
+    assert_eq!(image(&c.get("ms-after")), NEWER);
+    assert_eq!(answer(), NEWER);
+
+    // The Lease deleted under the holder: no touch while it is gone; the replica sets it up
+    // again and the next change is followed.
+    c.wait_holder("replica-a", Duration::from_secs(60));
+    let mark = c.audit().len();
+    c.kubectl(&["delete", "lease", LEASE, "-n", OWN_NS]);
+    a.wait_new_line("the Lease is not ours on the API server");
+    c.set_stream(&stream_with_gcp_image(NEWEST_NAME));
+    eventually(
+        "ms-before and ms-after to move to the newest stream",
+        Duration::from_secs(90),
+        || a.served.log_text(),
+        || {
+            (image(&c.get("ms-before")) == NEWEST && image(&c.get("ms-after")) == NEWEST)
+                .then_some(())
+        },
+    );
+    a.passes(1);
+    let events = c.audit();
+    let events = &events[mark..];
+    let recreated = events
+        .iter()
+        .position(|e| {
+            is_ours(e)
+                && e["verb"] == "create"
+                && e["objectRef"]["resource"] == "leases"
+                && e["responseStatus"]["code"] == 201
+        })
+        .expect("the replica created the Lease again");
+    assert_eq!(touches(&events[..recreated], None), Vec::<String>::new());
+    assert_eq!(
+        sorted(touches(&events[recreated..], None)),
+        ["ms-after", "ms-before"]
+    );
+
+    c.assert_nothing_refused(&[&a]);
+}
