@@ -281,20 +281,6 @@ impl Replica {
         }
     }
 
-    /// Waits for a line with `what` logged after this call.
-    fn wait_new_line(&self, what: &str) {
-        self.served.drain();
-        self.served
-            .wait_for_line(Duration::from_secs(60), |l| l.contains(what))
-            .unwrap_or_else(|| {
-                panic!(
-                    "{}: never logged {what:?}:\n{}",
-                    self.pod,
-                    self.served.log_text()
-                )
-            });
-    }
-
     /// Waits for a line with any of `what`, logged after this call.
     fn wait_new_line_any(&self, what: &[&str]) {
         self.served.drain();
