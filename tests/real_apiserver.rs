@@ -430,8 +430,14 @@ impl Cluster {
     fn seed(&self, master_done: bool) {
         let user_data = base64::engine::general_purpose::STANDARD
             .encode(br#"{"ignition":{"version":"3.2.0"}}"#);
+        // The MCO stamps the ConfigMap once a master has finished; until then it holds
+        // the previous release's stamp.
+        let mut configmap = fixture("configmap-coreos-bootimages.assembled.yaml");
+        if !master_done {
+            configmap["data"]["MCOReleaseImageVersion"] = json!("4.20.9");
+        }
         let world = [
-            fixture("configmap-coreos-bootimages.assembled.yaml"),
+            configmap,
             json!({"apiVersion": "machineconfiguration.openshift.io/v1", "kind": "MachineConfigPool",
                    "metadata": {"name": "master"},
                    "spec": {"configuration": {"name": "rendered-master-new"},
