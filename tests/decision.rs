@@ -260,6 +260,44 @@ fn rule_3_owned_by_controller() {
 }
 
 #[test]
+fn rule_3b_cluster_api_authoritative_is_left_alone() {
+    // MAPI -> CAPI migration: the MCO skips MachineSets whose status.authoritativeAPI is
+    // ClusterAPI or Migrating; MachineAPI (and no status) are ours.
+    let snap = offline_snapshot();
+    for (status, reason) in [
+        (
+            json!({"authoritativeAPI": "ClusterAPI"}),
+            Reason::ClusterAPIAuthoritative,
+        ),
+        (
+            json!({"authoritativeAPI": "Migrating"}),
+            Reason::ClusterAPIAuthoritative,
+        ),
+        (json!({"authoritativeAPI": "MachineAPI"}), Reason::Updated),
+        (json!({"replicas": 1}), Reason::Updated),
+        (json!({"authoritativeAPI": null}), Reason::Updated),
+        (json!({"authoritativeAPI": 7}), Reason::Updated),
+        (json!(null), Reason::Updated),
+    ] {
+        let mut ms = gcp_ms();
+        ms["status"] = status.clone();
+        let d = expect(&ms, &snap, reason);
+        if reason == Reason::ClusterAPIAuthoritative {
+            assert!(
+                d.message.contains("status.authoritativeAPI is") && d.message.contains("migration"),
+                "{status}: {}",
+                d.message
+            );
+        }
+    }
+    // An owner still wins (rule 3 before 3b).
+    let mut ms = gcp_ms();
+    ms["status"] = json!({"authoritativeAPI": "ClusterAPI"});
+    ms["metadata"]["ownerReferences"] = json!([{"kind": "K", "name": "n"}]);
+    expect(&ms, &snap, Reason::OwnedByController);
+}
+
+#[test]
 fn rule_4_os_stream_upstream_table() {
     // TestSyncMAPIMachineSetOSStreamLabel: rhel-10 and custom-stream skip; rhel-9 and no label go on.
     let snap = offline_snapshot();
@@ -686,6 +724,10 @@ fn every_reason_code_is_reachable() {
         &snap,
     );
     check(
+        with(&|m| m["status"] = json!({"authoritativeAPI": "Migrating"})),
+        &snap,
+    );
+    check(
         with(&|m| label(m, decision::OS_STREAM_LABEL, "rhel-10")),
         &snap,
     );
@@ -916,4 +958,56 @@ fn aws_stream_ami(region: &str) -> String {
         .as_str()
         .unwrap()
         .to_owned()
+}
+
+/// Issue 12, item 6: the decision line's message in the MCO's words, so that grepping the
+/// logs for a MachineSet's name tells its story.
+#[test]
+fn the_log_message_reads_like_the_mco() {
+    let snap = offline_snapshot();
+    let d = expect(&gcp_ms(), &snap, Reason::Updated);
+    assert_eq!(
+        d.story("infra-a"),
+        format!(
+            "Reconciling machineset infra-a on GCP, with arch x86_64; New target boot image: {CURRENT_X86}; Current image: {OLD_X86}; Patching machineset infra-a"
+        )
+    );
+    let mut current = gcp_ms();
+    set(
+        &mut current,
+        "/spec/template/spec/providerSpec/value/disks/0/image",
+        json!(CURRENT_X86),
+    );
+    let d = expect(&current, &snap, Reason::UpToDate);
+    assert_eq!(
+        d.story("infra-a"),
+        format!(
+            "Reconciling machineset infra-a on GCP, with arch x86_64; New target boot image: {CURRENT_X86}; Current image: {CURRENT_X86}; No patching required for machineset infra-a"
+        )
+    );
+    // A skip before any platform is known says why, in our words after the MCO's.
+    let mut opted = gcp_ms();
+    label(&mut opted, decision::OPT_OUT_LABEL, "false");
+    let d = expect(&opted, &snap, Reason::OptedOut);
+    assert_eq!(
+        d.story("infra-a"),
+        format!(
+            "No patching required for machineset infra-a: OptedOut: label {}=false",
+            decision::OPT_OUT_LABEL
+        )
+    );
+    // A platform skip names the platform and arch too.
+    let mut custom = gcp_ms();
+    set(
+        &mut custom,
+        "/spec/template/spec/providerSpec/value/disks/0/image",
+        json!("projects/x/global/images/y"),
+    );
+    let d = expect(&custom, &snap, Reason::CustomImage);
+    let story = d.story("infra-a");
+    assert!(
+        story.starts_with("Reconciling machineset infra-a on GCP, with arch x86_64; ")
+            && story.contains("No patching required for machineset infra-a: CustomImage: "),
+        "{story}"
+    );
 }

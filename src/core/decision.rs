@@ -131,6 +131,58 @@ impl Decision {
     }
 }
 
+impl Decision {
+    /// The decision in the words of the MCO's boot image controller, for people who grep
+    /// the logs for them (behaviour §8): `Reconciling machineset <name> on GCP, with arch
+    /// x86_64`, `New target boot image: …`, `Current image: …`, then `Patching machineset
+    /// <name>` or `No patching required for machineset <name>` (with our reason and why).
+    pub fn story(&self, name: &str) -> String {
+        let mut s = String::with_capacity(160 + self.message.len());
+        if let (Some(platform), Some(arch)) = (self.platform, self.arch) {
+            s.push_str("Reconciling machineset ");
+            s.push_str(name);
+            s.push_str(" on ");
+            s.push_str(platform);
+            s.push_str(", with arch ");
+            s.push_str(arch.rpm());
+            s.push_str("; ");
+        }
+        if let Some(target) = self.target.as_deref() {
+            s.push_str("New target boot image: ");
+            s.push_str(target);
+            s.push_str("; ");
+        }
+        if let Some(current) = self.current.as_deref() {
+            s.push_str("Current image: ");
+            s.push_str(if current.is_empty() {
+                "<empty>"
+            } else {
+                current
+            });
+            s.push_str("; ");
+        }
+        match self.reason {
+            Reason::Updated => {
+                s.push_str("Patching machineset ");
+                s.push_str(name);
+            }
+            Reason::UpToDate => {
+                s.push_str("No patching required for machineset ");
+                s.push_str(name);
+            }
+            reason => {
+                s.push_str("No patching required for machineset ");
+                s.push_str(name);
+                s.push_str(": ");
+                s.push_str(reason.as_str());
+                s.push_str(": ");
+                s.push_str(&self.message);
+            }
+        }
+        s
+    }
+}
+
 /// Decide what to do with one MachineSet (behaviour §4, first match wins). Pure; never
 /// panics on any input.
 pub fn decide(ms: &MachineSetView<'_>, snap: &Snapshot) -> Decision {
@@ -151,6 +203,7 @@ fn rules(ms: &MachineSetView<'_>, snap: &Snapshot) -> Result<Decision, Decision>
     let spec = applicable(ms)?; // 1
     enrolled(ms, &snap.cluster.enrollment)?; // 2
     not_owned(ms)?; // 3
+    machine_api_authoritative(ms)?; // 3b
     supported_os_stream(ms)?; // 4
     not_windows(ms)?; // 5
     let boot_images = ready(snap)?; // 6
@@ -220,6 +273,20 @@ fn not_owned(ms: &MachineSetView<'_>) -> Result<(), Decision> {
             format!("owned by {kind}/{name}: its owner manages the providerSpec"),
         )),
         None => Ok(()),
+    }
+}
+
+/// 3b. MAPI -> CAPI migration: only a MachineSet the Machine API is authoritative for is
+/// ours to write (absent: clusters without the migration).
+fn machine_api_authoritative(ms: &MachineSetView<'_>) -> Result<(), Decision> {
+    match ms.authoritative_api() {
+        Some(api @ ("ClusterAPI" | "Migrating")) => Err(Decision::new(
+            Reason::ClusterAPIAuthoritative,
+            format!(
+                "status.authoritativeAPI is {api}: the Cluster API copy is authoritative, and writing this Machine API copy would fight the migration"
+            ),
+        )),
+        _ => Ok(()),
     }
 }
 

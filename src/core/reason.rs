@@ -9,6 +9,9 @@ pub enum Reason {
     NotApplicable,
     OptedOut,
     OwnedByController,
+    /// `status.authoritativeAPI` is `ClusterAPI` or `Migrating`: the Cluster API copy is (or
+    /// is becoming) authoritative, and writing the Machine API copy would fight the migration.
+    ClusterAPIAuthoritative,
     UnsupportedOSStream,
     Windows,
     UpgradeInProgress,
@@ -42,10 +45,11 @@ pub enum Reason {
 }
 
 impl Reason {
-    pub const ALL: [Reason; 23] = [
+    pub const ALL: [Reason; 24] = [
         Reason::NotApplicable,
         Reason::OptedOut,
         Reason::OwnedByController,
+        Reason::ClusterAPIAuthoritative,
         Reason::UnsupportedOSStream,
         Reason::Windows,
         Reason::UpgradeInProgress,
@@ -73,6 +77,7 @@ impl Reason {
             Reason::NotApplicable => "NotApplicable",
             Reason::OptedOut => "OptedOut",
             Reason::OwnedByController => "OwnedByController",
+            Reason::ClusterAPIAuthoritative => "ClusterAPIAuthoritative",
             Reason::UnsupportedOSStream => "UnsupportedOSStream",
             Reason::Windows => "Windows",
             Reason::UpgradeInProgress => "UpgradeInProgress",
