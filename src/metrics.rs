@@ -320,6 +320,8 @@ struct OutcomeLabels {
 pub struct TouchMetrics {
     touches: Family<OutcomeLabels, Counter>,
     pub given_up: Counter,
+    /// MachineSets left to another writer that kept putting the old image back.
+    pub revert_loops: Counter,
     pub leader: Gauge,
 }
 
@@ -337,6 +339,12 @@ impl TouchMetrics {
             "MachineSets left alone after three touches that did not move the image",
             given_up.clone(),
         );
+        let revert_loops = Counter::default();
+        registry.register(
+            "revert_loops",
+            "MachineSets left as written after another writer put the old boot image back more than three times (one per MachineSet and target, counted by the Lease holder)",
+            revert_loops.clone(),
+        );
         let leader = Gauge::default();
         registry.register(
             "leader",
@@ -346,6 +354,7 @@ impl TouchMetrics {
         TouchMetrics {
             touches,
             given_up,
+            revert_loops,
             leader,
         }
     }

@@ -1261,3 +1261,108 @@ fn the_apiserver_restarting_mid_run_and_the_lease_deleted() {
 
     c.assert_nothing_refused(&[&a]);
 }
+
+/// The Events of `reason` on MachineSet `name`, as the apiserver stored them.
+fn events_of(c: &Cluster, reason: &str, name: &str) -> Vec<Value> {
+    let list = c.api.get_json(["events.events.k8s.io", "-n", NS]);
+    list["items"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|e| e["reason"] == reason && e["regarding"]["name"] == name)
+        .collect()
+}
+
+/// Issue 12, item 4: another writer (GitOps, an ACM policy) puts the old image back 5 times:
+/// the webhook re-mutates exactly 3 of those writes, then leaves them as sent; the toucher
+/// does not touch the MachineSet, and the Lease holder records one Warning Event. A
+/// MachineSet nobody reverts is untouched by all this.
+#[test]
+fn a_writer_that_keeps_reverting_the_image_wins_after_three_reverts() {
+    let c = Cluster::start(true);
+    let a = c.replica("replica-a", "0s");
+    c.register_webhook(&a.url());
+    c.webhook_serves(CURRENT_X86);
+    c.wait_holder("replica-a", Duration::from_secs(30));
+    c.create(&machineset("ms-gitops", OLD));
+    c.create(&machineset("ms-calm", OLD));
+    assert_eq!(image(&c.get("ms-gitops")), CURRENT_X86);
+    let mark = c.audit().len();
+    let revert =
+        json!([{"op": "replace", "path": format!("{PROVIDER}/disks/0/image"), "value": OLD}]);
+    let mut stored = Vec::new();
+    for _ in 0..5 {
+        c.kubectl(&[
+            "patch",
+            "machineset",
+            "ms-gitops",
+            "-n",
+            NS,
+            "--type=json",
+            "-p",
+            &revert.to_string(),
+        ]);
+        stored.push(image(&c.get("ms-gitops")).to_owned());
+    }
+    assert_eq!(
+        stored,
+        [CURRENT_X86, CURRENT_X86, CURRENT_X86, OLD, OLD],
+        "exactly 3 re-mutations, then the writes stand"
+    );
+    let ms = c.get("ms-gitops");
+    assert_eq!(
+        annotation(&ms, "bootimages.machineconfiguration.openshift.io/reverts"),
+        Some(format!("4 {CURRENT_X86}").as_str())
+    );
+    // The webhook's answers to the 5 writes, as the apiserver audited them.
+    let answers: Vec<Call> = c.audit()[mark..]
+        .iter()
+        .filter(|e| {
+            e["verb"] == "patch"
+                && e["objectRef"]["name"] == "ms-gitops"
+                && e["stage"] == "ResponseComplete"
+                && !is_ours(e)
+        })
+        .map(webhook_call)
+        .collect();
+    assert_eq!(
+        answers,
+        [
+            answered("Updated", true),
+            answered("Updated", true),
+            answered("Updated", true),
+            answered("RevertLoop", true),
+            answered("RevertLoop", false),
+        ]
+    );
+    // Passes go by: no touch, one Event naming the field and the fix.
+    eventually(
+        "the BootImageRevertLoop Event",
+        Duration::from_secs(30),
+        || a.served.log_text(),
+        || (!events_of(&c, "BootImageRevertLoop", "ms-gitops").is_empty()).then_some(()),
+    );
+    a.passes(3);
+    assert_eq!(image(&c.get("ms-gitops")), OLD);
+    assert_eq!(touches(&c.audit()[mark..], None), Vec::<String>::new());
+    let events = events_of(&c, "BootImageRevertLoop", "ms-gitops");
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert_eq!(events[0]["type"], "Warning");
+    let note = events[0]["note"].as_str().unwrap_or_default();
+    for words in [
+        "spec.template.spec.providerSpec.value.disks[0].image",
+        "ignoreDifferences",
+        OPT_OUT,
+    ] {
+        assert!(note.contains(words), "{words}: {note}");
+    }
+    assert!(events_of(&c, "BootImageRevertLoop", "ms-calm").is_empty());
+    assert_eq!(image(&c.get("ms-calm")), CURRENT_X86);
+    let metrics = block_on(admin_get(a.served.admin, "/metrics")).1;
+    assert!(
+        metrics.contains("bootimage_webhook_revert_loops_total 1"),
+        "{metrics}"
+    );
+    c.assert_nothing_refused(&[&a]);
+}

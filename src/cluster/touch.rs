@@ -60,6 +60,40 @@ pub fn plan(machinesets: &[Value], snap: &Snapshot) -> Vec<Planned> {
         .collect()
 }
 
+/// A MachineSet given up on for its target (`RevertLoop`), with the decision's words.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Looping {
+    pub machineset: Planned,
+    pub message: String,
+}
+
+/// The MachineSets that another writer keeps putting back (behaviour §4, rule 11). Pure.
+pub fn revert_loops(machinesets: &[Value], snap: &Snapshot) -> Vec<Looping> {
+    machinesets
+        .iter()
+        .filter_map(|ms| {
+            let d = decision::decide_object(ms, snap);
+            (d.reason == Reason::RevertLoop).then(|| {
+                let meta = |k: &str| {
+                    ms.pointer(&format!("/metadata/{k}"))
+                        .and_then(Value::as_str)
+                        .unwrap_or_default()
+                        .to_owned()
+                };
+                Looping {
+                    machineset: Planned {
+                        name: meta("name"),
+                        uid: meta("uid"),
+                        current: d.current.unwrap_or_default(),
+                        target: d.target.unwrap_or_default(),
+                    },
+                    message: d.message,
+                }
+            })
+        })
+        .collect()
+}
+
 #[derive(Debug, Clone)]
 pub struct TouchSettings {
     pub namespace: String,
@@ -130,6 +164,8 @@ pub struct Toucher {
     recorder: Recorder,
     /// (MachineSet uid, target) pairs given up on; a new target tries again.
     given_up: HashSet<(String, String)>,
+    /// (MachineSet uid, target) revert loops already reported by an Event.
+    loops_reported: HashSet<(String, String)>,
 }
 
 enum Attempt {
@@ -171,6 +207,7 @@ impl Toucher {
             metrics,
             recorder,
             given_up: HashSet::new(),
+            loops_reported: HashSet::new(),
         }
     }
 
@@ -261,6 +298,7 @@ impl Toucher {
             .map(|p| (p.uid.clone(), p.target.clone()))
             .collect();
         self.given_up.retain(|k| wanted.contains(k));
+        self.report_revert_loops(&objects, &snap).await;
         let mut stats = PassStats {
             listed: objects.len(),
             planned: planned.len(),
@@ -353,6 +391,50 @@ impl Toucher {
         })
     }
 
+    /// One Warning Event and one count per MachineSet and target that another writer keeps
+    /// putting back; the writes are its (the webhook leaves them as sent, and [`plan`]
+    /// does not touch them).
+    async fn report_revert_loops(&mut self, objects: &[Value], snap: &Snapshot) {
+        let loops = revert_loops(objects, snap);
+        let now: HashSet<(String, String)> = loops
+            .iter()
+            .map(|l| (l.machineset.uid.clone(), l.machineset.target.clone()))
+            .collect();
+        self.loops_reported.retain(|k| now.contains(k));
+        for l in loops {
+            let p = &l.machineset;
+            if !self
+                .loops_reported
+                .insert((p.uid.clone(), p.target.clone()))
+            {
+                continue;
+            }
+            self.metrics.touch.revert_loops.inc();
+            tracing::error!(machineset = %p.name, reason = %Reason::RevertLoop, current = %p.current, target = %p.target, "{}", l.message);
+            let event = Event {
+                type_: EventType::Warning,
+                reason: "BootImageRevertLoop".into(),
+                note: Some(l.message.clone()),
+                action: "Update".into(),
+                secondary: None,
+            };
+            if let Err(e) = self.recorder.publish(&event, &self.reference(p)).await {
+                tracing::warn!(machineset = %p.name, error = %e, "could not record the Event");
+            }
+        }
+    }
+
+    fn reference(&self, p: &Planned) -> ObjectReference {
+        ObjectReference {
+            api_version: Some("machine.openshift.io/v1beta1".into()),
+            kind: Some("MachineSet".into()),
+            name: Some(p.name.clone()),
+            namespace: Some(self.settings.namespace.clone()),
+            uid: Some(p.uid.clone()).filter(|u| !u.is_empty()),
+            ..Default::default()
+        }
+    }
+
     async fn give_up(&mut self, p: &Planned) {
         self.given_up.insert((p.uid.clone(), p.target.clone()));
         self.metrics.touch.given_up.inc();
@@ -361,14 +443,7 @@ impl Toucher {
             p.current, p.target
         );
         tracing::error!(machineset = %p.name, "{note}");
-        let reference = ObjectReference {
-            api_version: Some("machine.openshift.io/v1beta1".into()),
-            kind: Some("MachineSet".into()),
-            name: Some(p.name.clone()),
-            namespace: Some(self.settings.namespace.clone()),
-            uid: Some(p.uid.clone()).filter(|u| !u.is_empty()),
-            ..Default::default()
-        };
+        let reference = self.reference(p);
         let event = Event {
             type_: EventType::Warning,
             reason: "BootImageNotMoved".into(),

@@ -37,6 +37,11 @@ pub enum Reason {
     /// No disk is marked `boot: true`: there is no boot image to move.
     NoBootDisk,
     StubIgnitionSpec2,
+    /// Another writer put the old boot image back more than [`REVERT_LIMIT`] times after it was
+    /// set to this target: its writes are left as sent until the target changes.
+    ///
+    /// [`REVERT_LIMIT`]: crate::core::decision::REVERT_LIMIT
+    RevertLoop,
     Updated,
     UpToDate,
     /// The providerSpec is malformed where we must read it (disks not an array, image
@@ -45,7 +50,7 @@ pub enum Reason {
 }
 
 impl Reason {
-    pub const ALL: [Reason; 24] = [
+    pub const ALL: [Reason; 25] = [
         Reason::NotApplicable,
         Reason::OptedOut,
         Reason::OwnedByController,
@@ -67,6 +72,7 @@ impl Reason {
         Reason::CustomImage,
         Reason::NoBootDisk,
         Reason::StubIgnitionSpec2,
+        Reason::RevertLoop,
         Reason::Updated,
         Reason::UpToDate,
         Reason::InvalidProviderSpec,
@@ -95,6 +101,7 @@ impl Reason {
             Reason::CustomImage => "CustomImage",
             Reason::NoBootDisk => "NoBootDisk",
             Reason::StubIgnitionSpec2 => "StubIgnitionSpec2",
+            Reason::RevertLoop => "RevertLoop",
             Reason::Updated => "Updated",
             Reason::UpToDate => "UpToDate",
             Reason::InvalidProviderSpec => "InvalidProviderSpec",
