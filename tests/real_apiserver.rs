@@ -1366,3 +1366,282 @@ fn a_writer_that_keeps_reverting_the_image_wins_after_three_reverts() {
     );
     c.assert_nothing_refused(&[&a]);
 }
+
+/// `bootimage-webhook status -o <output>` with the cluster-admin kubeconfig, as an
+/// administrator runs it: its stdout, after a successful exit.
+fn status(c: &Cluster, output: &str) -> String {
+    let out = std::process::Command::new(support::binary::BIN)
+        .args(["status", "-o", output])
+        .env("KUBECONFIG", c.api.kubeconfig())
+        .output()
+        .expect("running status");
+    assert!(out.status.success(), "status: {}", text(&out));
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// Issue 12, item 5: `status` on a cluster with one MachineSet of each reason this
+/// apiserver can hold (no webhook registered, so they stay as written), with the gate
+/// closed and then open; read-only.
+#[test]
+fn status_shows_every_machineset_with_its_reason_and_the_gate() {
+    let c = Cluster::start(false);
+    let spec = |m: &mut Value, path: &str, v: Value| {
+        let (parent, key) = path.rsplit_once('/').unwrap();
+        m.pointer_mut(&format!("{PROVIDER}{parent}")).unwrap()[key] = v;
+    };
+    let with = |name: &str, f: &dyn Fn(&mut Value)| {
+        let mut m = machineset(name, OLD);
+        f(&mut m);
+        m
+    };
+    let ann = |m: &mut Value, k: &str, v: &str| {
+        m["metadata"]
+            .as_object_mut()
+            .unwrap()
+            .entry("annotations")
+            .or_insert(json!({}))[k] = json!(v);
+    };
+    let user_data =
+        base64::engine::general_purpose::STANDARD.encode(br#"{"ignition":{"version":"2.2.0"}}"#);
+    c.create_all(&[
+        &json!({"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+        "metadata": {"name": "master-user-data", "namespace": NS},
+        "data": {"userData": user_data}}),
+    ]);
+    let world = [
+        (machineset("ms-stale", OLD), "Updated"),
+        (machineset("ms-current", CURRENT_X86), "UpToDate"),
+        (machineset("ms-custom", CUSTOM), "CustomImage"),
+        (
+            with("ms-opted-out", &|m| {
+                m["metadata"]["labels"][OPT_OUT] = json!("false")
+            }),
+            "OptedOut",
+        ),
+        (
+            with("ms-owned", &|m| {
+                m["metadata"]["ownerReferences"] = json!([{"apiVersion": "hive.openshift.io/v1",
+                    "kind": "MachinePool", "name": "worker", "uid": "6f1e2d3c-0000-4000-8000-00000000000a"}])
+            }),
+            "OwnedByController",
+        ),
+        (
+            with("ms-rhel-10", &|m| {
+                m["metadata"]["labels"]["machineconfiguration.openshift.io/osstream"] =
+                    json!("rhel-10")
+            }),
+            "UnsupportedOSStream",
+        ),
+        (
+            with("ms-windows", &|m| {
+                m["spec"]["template"]["metadata"]["labels"]["machine.openshift.io/os-id"] =
+                    json!("Windows")
+            }),
+            "Windows",
+        ),
+        (
+            with("ms-bad-arch", &|m| {
+                ann(
+                    m,
+                    "capacity.cluster-autoscaler.kubernetes.io/labels",
+                    "kubernetes.io/arch=sparc",
+                )
+            }),
+            "InvalidArchitecture",
+        ),
+        (
+            with("ms-s390x", &|m| {
+                ann(
+                    m,
+                    "capacity.cluster-autoscaler.kubernetes.io/labels",
+                    "kubernetes.io/arch=s390x",
+                )
+            }),
+            "NoImageInStream",
+        ),
+        (
+            with("ms-vsphere", &|m| {
+                spec(m, "/kind", json!("VSphereMachineProviderSpec"))
+            }),
+            "UnsupportedPlatform",
+        ),
+        (
+            with("ms-no-boot-disk", &|m| {
+                spec(m, "/disks/0/boot", json!(false))
+            }),
+            "NoBootDisk",
+        ),
+        (
+            with("ms-bad-disks", &|m| spec(m, "/disks", json!(7))),
+            "InvalidProviderSpec",
+        ),
+        (
+            with("ms-stub-2", &|m| {
+                spec(m, "/userDataSecret", json!({"name": "master-user-data"}))
+            }),
+            "StubIgnitionSpec2",
+        ),
+        (
+            with("ms-reverted", &|m| {
+                ann(
+                    m,
+                    "bootimages.machineconfiguration.openshift.io/reverts",
+                    &format!("4 {CURRENT_X86}"),
+                )
+            }),
+            "RevertLoop",
+        ),
+    ];
+    for (ms, _) in &world {
+        c.create(ms);
+    }
+    // A write by our toucher's field manager: status shows when.
+    c.kubectl(&[
+        "annotate",
+        "machineset",
+        "ms-current",
+        "-n",
+        NS,
+        "--field-manager=bootimage-webhook",
+        &format!("{TOUCH}=t"),
+    ]);
+    let mark = c.audit().len();
+
+    // The gate closed: every MachineSet past the gate waits, and status says why.
+    let closed: Value = serde_json::from_str(&status(&c, "json")).unwrap();
+    assert_eq!(closed["gate"]["open"], false, "{closed:#}");
+    let why = closed["gate"]["reason"].as_str().unwrap();
+    assert!(
+        why.contains("MCOReleaseImageVersion=4.20.9, not 4.21.0")
+            && why.contains("no master has completed"),
+        "{why}"
+    );
+    let reason_of = |report: &Value, name: &str| -> String {
+        report["machineSets"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["name"] == name)
+            .unwrap_or_else(|| panic!("no row for {name}: {report:#}"))["reason"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    assert_eq!(reason_of(&closed, "ms-stale"), "UpgradeInProgress");
+    assert_eq!(reason_of(&closed, "ms-owned"), "OwnedByController");
+
+    // A master finishes: the gate opens, and each MachineSet shows its own reason.
+    c.set_master_updated(1);
+    let open: Value = eventually(
+        "status to see the gate open",
+        Duration::from_secs(30),
+        String::new,
+        || {
+            let v: Value = serde_json::from_str(&status(&c, "json")).unwrap();
+            (v["gate"]["open"] == true).then_some(v)
+        },
+    );
+    assert!(
+        open["gate"]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("1 master(s) run rendered-master-new"),
+        "{open:#}"
+    );
+    assert_eq!(open["release"], "4.21.0");
+    assert_eq!(
+        open["machineSets"].as_array().unwrap().len(),
+        world.len(),
+        "{open:#}"
+    );
+    for (ms, want) in &world {
+        let name = ms["metadata"]["name"].as_str().unwrap();
+        assert_eq!(reason_of(&open, name), *want, "{name}: {open:#}");
+    }
+    let row = |name: &str| {
+        open["machineSets"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["name"] == name)
+            .unwrap()
+            .clone()
+    };
+    let stale = row("ms-stale");
+    assert_eq!(stale["namespace"], NS);
+    assert_eq!(stale["platform"], "GCP");
+    assert_eq!(stale["arch"], "x86_64");
+    assert_eq!(stale["current"], OLD);
+    assert_eq!(stale["target"], CURRENT_X86);
+    assert_eq!(stale["givenUp"], false);
+    assert_eq!(stale["lastTouch"], Value::Null);
+    assert!(row("ms-current")["lastTouch"].is_string(), "{open:#}");
+    assert_eq!(row("ms-reverted")["givenUp"], true);
+    // Rows decided before any platform rule still show the image they name.
+    assert_eq!(row("ms-opted-out")["current"], OLD);
+    assert_eq!(row("ms-opted-out")["target"], Value::Null);
+
+    // The table an administrator reads.
+    let table = status(&c, "table");
+    let lines: Vec<&str> = table.lines().collect();
+    assert!(
+        lines[0].starts_with("Gate: open (release 4.21.0: "),
+        "{table}"
+    );
+    let header = lines
+        .iter()
+        .position(|l| l.starts_with("NAMESPACE/NAME"))
+        .expect("a header");
+    for col in [
+        "PLATFORM",
+        "ARCH",
+        "CURRENT",
+        "TARGET",
+        "REASON",
+        "LAST TOUCH",
+        "GIVEN UP",
+    ] {
+        assert!(lines[header].contains(col), "{table}");
+    }
+    assert_eq!(lines.len(), header + 1 + world.len(), "{table}");
+    let stale_line = lines
+        .iter()
+        .find(|l| l.starts_with(&format!("{NS}/ms-stale ")))
+        .expect("a row for ms-stale");
+    let cells: Vec<&str> = stale_line.split_whitespace().collect();
+    assert_eq!(
+        cells,
+        [
+            &format!("{NS}/ms-stale"),
+            "GCP",
+            "x86_64",
+            "rhcos-9-6-20250826-1-gcp-x86-64",
+            CURRENT_X86.rsplit('/').next().unwrap(),
+            "Updated",
+            "-",
+            "no"
+        ]
+    );
+    let wide = status(&c, "wide");
+    assert!(
+        wide.contains(CURRENT_X86) && wide.contains("MESSAGE"),
+        "{wide}"
+    );
+
+    // Read-only: status wrote nothing (every write since is the test's own).
+    let writes: Vec<String> = c.audit()[mark..]
+        .iter()
+        .filter(|e| {
+            e["stage"] == "ResponseComplete"
+                && !matches!(e["verb"].as_str(), Some("get" | "list" | "watch"))
+                && e["objectRef"]["resource"] != "machineconfigpools"
+        })
+        .map(|e| {
+            format!(
+                "{} {} {}",
+                e["verb"], e["objectRef"]["resource"], e["objectRef"]["name"]
+            )
+        })
+        .collect();
+    assert_eq!(writes, Vec::<String>::new());
+}
