@@ -18,6 +18,7 @@ use crate::cluster::apis;
 use crate::cluster::touch::FIELD_MANAGER;
 use crate::cluster::watch::{self, WatchSettings};
 use crate::config::{StatusArgs, StatusOutput};
+use crate::core::age;
 use crate::core::decision::{self, Reason};
 use crate::core::snapshot::{self, Gate, Snapshot};
 use crate::health::Health;
@@ -79,37 +80,6 @@ fn last_write_by(object: &Value, manager: &str) -> Option<String> {
         .map(str::to_owned)
 }
 
-/// The boot image a providerSpec names, read plainly, for rows whose decision stopped
-/// before its platform's rule read it (opted out, owned, Windows, ...): a GCP boot disk's
-/// `image`, an AWS `ami.id`, an Azure `image` (its `resourceID`, or its URN).
-fn named_image(ms: &Value) -> Option<String> {
-    let spec = ms.pointer("/spec/template/spec/providerSpec/value")?;
-    if let Some(disks) = spec.get("disks").and_then(Value::as_array) {
-        return disks
-            .iter()
-            .find(|d| d["boot"] == true)
-            .and_then(|d| d["image"].as_str())
-            .map(str::to_owned);
-    }
-    if let Some(ami) = spec.pointer("/ami/id").and_then(Value::as_str) {
-        return Some(ami.to_owned());
-    }
-    let image = spec.get("image").filter(|i| i.is_object())?;
-    match image["resourceID"].as_str().filter(|r| !r.is_empty()) {
-        Some(id) => Some(id.to_owned()),
-        None => {
-            let part = |k: &str| image[k].as_str().unwrap_or("");
-            Some(format!(
-                "{}:{}:{}:{}",
-                part("publisher"),
-                part("offer"),
-                part("sku"),
-                part("version")
-            ))
-        }
-    }
-}
-
 /// The rows of `machinesets` under `snap`, by namespace and name. Pure.
 pub fn rows(machinesets: &[Value], snap: &Snapshot) -> Vec<Row> {
     let mut rows: Vec<Row> = machinesets
@@ -128,7 +98,7 @@ pub fn rows(machinesets: &[Value], snap: &Snapshot) -> Vec<Row> {
                 kind: "MachineSet",
                 platform: d.platform,
                 arch: d.arch.map(|a| a.rpm()),
-                current: d.current.or_else(|| named_image(ms)),
+                current: d.current.or_else(|| age::referenced_image(ms)),
                 target: d.target,
                 given_up: d.reason == Reason::RevertLoop,
                 reason: d.reason,

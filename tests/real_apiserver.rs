@@ -1645,3 +1645,127 @@ fn status_shows_every_machineset_with_its_reason_and_the_gate() {
         .collect();
     assert_eq!(writes, Vec::<String>::new());
 }
+
+/// The value of the metric line starting with `name` (labels included) on `/metrics`.
+fn metric(r: &Replica, name: &str) -> Option<i64> {
+    let text = block_on(admin_get(r.served.admin, "/metrics")).1;
+    text.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+}
+
+/// Issue 12, item 5: a Normal Event when a MachineSet's boot image moved, once per target,
+/// whether the toucher moved it or the webhook did on someone else's write; the gauges of
+/// MachineSets by reason and of the oldest boot image's age.
+#[test]
+fn moves_are_told_by_one_event_per_target_and_the_gauges_count_machinesets() {
+    let c = Cluster::start(true);
+    let mut opted = machineset("ms-opted-out", OLD);
+    opted["metadata"]["labels"][OPT_OUT] = json!("false");
+    // Written before the webhook is registered: they stay as written.
+    for ms in [
+        machineset("ms-stale", OLD),
+        machineset("ms-custom", CUSTOM),
+        opted,
+    ] {
+        c.create(&ms);
+    }
+    let a = c.replica("replica-a", "0s");
+    c.register_webhook(&a.url());
+    c.wait_holder("replica-a", Duration::from_secs(30));
+    eventually(
+        "ms-stale to move",
+        Duration::from_secs(30),
+        || a.served.log_text(),
+        || (image(&c.get("ms-stale")) == CURRENT_X86).then_some(()),
+    );
+    a.passes(2);
+    let moved = events_of(&c, "BootImageUpdated", "ms-stale");
+    assert_eq!(moved.len(), 1, "{moved:?}");
+    assert_eq!(moved[0]["type"], "Normal");
+    assert_eq!(
+        moved[0]["note"],
+        format!("boot image moved from {OLD} to {CURRENT_X86}")
+    );
+    for name in ["ms-custom", "ms-opted-out"] {
+        assert!(events_of(&c, "BootImageUpdated", name).is_empty(), "{name}");
+    }
+    let gauge = |reason: &str| {
+        metric(
+            &a,
+            &format!("bootimage_webhook_machinesets{{reason=\"{reason}\"}}"),
+        )
+    };
+    assert_eq!(gauge("UpToDate"), Some(1));
+    assert_eq!(gauge("CustomImage"), Some(1));
+    assert_eq!(gauge("OptedOut"), Some(1));
+    assert_eq!(gauge("Updated"), Some(0));
+    // The oldest enrolled image is ms-stale's, now the current one (built 2026-04-28); the
+    // older image of the opted-out one and the custom image do not count.
+    let today = Timestamp::now()
+        .to_zoned(k8s_openapi::jiff::tz::TimeZone::UTC)
+        .date();
+    let built = k8s_openapi::jiff::civil::date(2026, 4, 28);
+    let days = i64::from((today - built).get_days());
+    assert_eq!(
+        metric(&a, "bootimage_webhook_oldest_boot_image_age_days"),
+        Some(days)
+    );
+
+    // Someone else writes ms-custom back onto a stock image: the webhook moves it on that
+    // write, and the next pass tells it.
+    c.kubectl(&[
+        "patch",
+        "machineset",
+        "ms-custom",
+        "-n",
+        NS,
+        "--type=json",
+        "-p",
+        &json!([{"op": "replace", "path": format!("{PROVIDER}/disks/0/image"), "value": OLD}])
+            .to_string(),
+    ]);
+    assert_eq!(image(&c.get("ms-custom")), CURRENT_X86);
+    eventually(
+        "the BootImageUpdated Event on ms-custom",
+        Duration::from_secs(30),
+        || a.served.log_text(),
+        || (!events_of(&c, "BootImageUpdated", "ms-custom").is_empty()).then_some(()),
+    );
+    let told = events_of(&c, "BootImageUpdated", "ms-custom");
+    assert_eq!(
+        told[0]["note"],
+        format!("boot image moved from {CUSTOM} to {CURRENT_X86}")
+    );
+
+    // A new target: one more Event each, and no more after.
+    c.set_stream(&stream_with_gcp_image(NEWER_NAME));
+    eventually(
+        "both to move to the new stream",
+        Duration::from_secs(30),
+        || a.served.log_text(),
+        || {
+            (image(&c.get("ms-stale")) == NEWER && image(&c.get("ms-custom")) == NEWER)
+                .then_some(())
+        },
+    );
+    a.passes(3);
+    for name in ["ms-stale", "ms-custom"] {
+        let notes: Vec<Value> = events_of(&c, "BootImageUpdated", name)
+            .iter()
+            .map(|e| e["note"].clone())
+            .collect();
+        assert_eq!(notes.len(), 2, "{name}: {notes:?}");
+        assert!(
+            notes.contains(&json!(format!(
+                "boot image moved from {CURRENT_X86} to {NEWER}"
+            ))),
+            "{name}: {notes:?}"
+        );
+    }
+    assert_eq!(gauge("UpToDate"), Some(2));
+    assert_eq!(
+        metric(&a, "bootimage_webhook_boot_image_updated_events_total"),
+        Some(4)
+    );
+    c.assert_nothing_refused(&[&a]);
+}
