@@ -101,7 +101,14 @@ def common(docs):
                 "resources": ["machinesets"],
                 "operations": ["CREATE", "UPDATE"],
                 "scope": "Namespaced",
-            }
+            },
+            {
+                "apiGroups": ["machine.openshift.io"],
+                "apiVersions": ["v1"],
+                "resources": ["controlplanemachinesets"],
+                "operations": ["CREATE", "UPDATE"],
+                "scope": "Namespaced",
+            },
         ],
     }
     for key, want in expected.items():

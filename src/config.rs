@@ -96,6 +96,9 @@ pub struct StatusArgs {
     /// As `serve --wait-for-upgrade-complete`: the gate also waits for ClusterVersion.
     #[arg(long, env = "BOOTIMAGE_WEBHOOK_WAIT_FOR_UPGRADE_COMPLETE")]
     pub wait_for_upgrade_complete: bool,
+    /// As `serve --control-plane-machine-sets`: show (and decide) ControlPlaneMachineSets too.
+    #[arg(long, env = "BOOTIMAGE_WEBHOOK_CONTROL_PLANE_MACHINE_SETS")]
+    pub control_plane_machine_sets: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -216,6 +219,11 @@ pub struct ClusterArgs {
     /// Also wait for ClusterVersion history[0].state == Completed before images move.
     #[arg(long, env = "BOOTIMAGE_WEBHOOK_WAIT_FOR_UPGRADE_COMPLETE")]
     pub wait_for_upgrade_complete: bool,
+    /// Also manage the ControlPlaneMachineSet's boot image (off by default, as the MCO
+    /// gates it). The CPMS operator ignores boot image fields: no control plane rollout
+    /// follows.
+    #[arg(long, env = "BOOTIMAGE_WEBHOOK_CONTROL_PLANE_MACHINE_SETS")]
+    pub control_plane_machine_sets: bool,
     /// Lease that elects the one replica that touches MachineSets (in the pod's namespace).
     #[arg(long, env = "BOOTIMAGE_WEBHOOK_LEASE_NAME", default_value = apis::LEASE_NAME)]
     pub lease_name: String,

@@ -30,7 +30,8 @@ use crate::metrics::Metrics;
 pub struct Row {
     pub namespace: String,
     pub name: String,
-    pub kind: &'static str,
+    /// `MachineSet` or `ControlPlaneMachineSet`.
+    pub kind: String,
     pub platform: Option<&'static str>,
     pub arch: Option<&'static str>,
     pub current: Option<String>,
@@ -95,7 +96,7 @@ pub fn rows(machinesets: &[Value], snap: &Snapshot) -> Vec<Row> {
             Row {
                 namespace: meta("namespace"),
                 name: meta("name"),
-                kind: "MachineSet",
+                kind: ms["kind"].as_str().unwrap_or("MachineSet").to_owned(),
                 platform: d.platform,
                 arch: d.arch.map(|a| a.rpm()),
                 current: d.current.or_else(|| age::referenced_image(ms)),
@@ -143,7 +144,11 @@ pub fn render(report: &Report, output: StatusOutput) -> String {
     let mut table: Vec<Vec<String>> = vec![header.into_iter().map(str::to_owned).collect()];
     for r in &report.machine_sets {
         let mut row = vec![
-            format!("{}/{}", r.namespace, r.name),
+            if r.kind == "MachineSet" {
+                format!("{}/{}", r.namespace, r.name)
+            } else {
+                format!("{}/{} ({})", r.namespace, r.name, r.kind)
+            },
             r.platform.unwrap_or("-").to_owned(),
             r.arch.unwrap_or("-").to_owned(),
             short(&r.current),
@@ -225,6 +230,7 @@ pub async fn report(args: &StatusArgs) -> anyhow::Result<Report> {
             machine_api_namespace: args.machine_api_namespace.clone(),
             user_data_secrets: args.user_data_secrets.clone(),
             wait_for_upgrade_complete: args.wait_for_upgrade_complete,
+            control_plane_machine_sets: args.control_plane_machine_sets,
         },
         snapshot.clone(),
         health.clone(),
@@ -244,16 +250,28 @@ pub async fn report(args: &StatusArgs) -> anyhow::Result<Report> {
     // The builder runs 50 ms after the last watcher has listed (it lets a burst land).
     tokio::time::sleep(Duration::from_millis(500)).await;
     let api: Api<DynamicObject> = Api::namespaced_with(
-        client,
+        client.clone(),
         &args.machine_api_namespace,
         &apis::MACHINESET.api_resource(),
     );
-    let list = api
+    let mut items = api
         .list(&ListParams::default())
         .await
-        .context("listing MachineSets")?;
-    let objects: Vec<Value> = list
-        .items
+        .context("listing MachineSets")?
+        .items;
+    if args.control_plane_machine_sets {
+        let cpms: Api<DynamicObject> = Api::namespaced_with(
+            client,
+            &args.machine_api_namespace,
+            &apis::CONTROLPLANEMACHINESET.api_resource(),
+        );
+        match cpms.list(&ListParams::default()).await {
+            Ok(list) => items.extend(list.items),
+            Err(kube::Error::Api(s)) if s.code == 404 => {}
+            Err(e) => return Err(e).context("listing ControlPlaneMachineSets"),
+        }
+    }
+    let objects: Vec<Value> = items
         .iter()
         .filter_map(|o| serde_json::to_value(o).ok())
         .collect();

@@ -540,6 +540,11 @@ impl Cluster {
     }
 
     fn replica_on(&self, pod: &str, shutdown_delay: &str, bind: &str) -> Replica {
+        self.replica_with(pod, shutdown_delay, bind, &[])
+    }
+
+    /// [`Cluster::replica_on`] with more flags.
+    fn replica_with(&self, pod: &str, shutdown_delay: &str, bind: &str, extra: &[&str]) -> Replica {
         let token = self.token();
         let jti = jwt_claim(&token, "jti");
         let kubeconfig = self.api.token_kubeconfig(&token, Some(OWN_NS));
@@ -551,6 +556,7 @@ impl Cluster {
             .arg(dir.join("tls.key"))
             .args(["--touch-settle", "0s", "--touch-backoff", "200ms"])
             .args(["--touch-resync", RESYNC, "--shutdown-delay", shutdown_delay])
+            .args(extra)
             .env("KUBECONFIG", kubeconfig)
             .env("POD_NAME", pod)
             .env("POD_NAMESPACE", OWN_NS)
@@ -1767,5 +1773,118 @@ fn moves_are_told_by_one_event_per_target_and_the_gauges_count_machinesets() {
         metric(&a, "bootimage_webhook_boot_image_updated_events_total"),
         Some(4)
     );
+    c.assert_nothing_refused(&[&a]);
+}
+
+/// The enhancement's GCP ControlPlaneMachineSet, its placeholders filled in, on `image`.
+fn control_plane_machine_set(image: &str) -> Value {
+    let text = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/cpms-gcp-enhancement-excerpt.yaml"),
+    )
+    .unwrap()
+    .replace("<cluster-name>", "build02-fmpjh");
+    let mut c = bootimage_webhook::core::snapshot::parse_document(&text).unwrap();
+    let meta = c["metadata"].as_object_mut().unwrap();
+    for k in [
+        "creationTimestamp",
+        "resourceVersion",
+        "uid",
+        "generation",
+        "finalizers",
+    ] {
+        meta.remove(k);
+    }
+    c["spec"]["template"]["machines_v1beta1_machine_openshift_io"]["spec"]["providerSpec"]["value"]
+        ["disks"][0]["image"] = json!(image);
+    c
+}
+
+fn cpms_image(c: &Value) -> String {
+    c.pointer("/spec/template/machines_v1beta1_machine_openshift_io/spec/providerSpec/value/disks/0/image")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_owned()
+}
+
+/// Issue 12, item 7: with --control-plane-machine-sets the Lease holder touches the
+/// ControlPlaneMachineSet and the webhook moves its boot image (through the shipped rule,
+/// CEL conditions and RBAC); `status` shows it only with the flag.
+#[test]
+fn the_control_plane_machine_set_is_managed_when_asked() {
+    let c = Cluster::start(true);
+    // The MCO's selection names controlplanemachinesets too (without it they are opted
+    // out, as in the MCO).
+    c.set_status(
+        "machineconfiguration",
+        "cluster",
+        json!({"managedBootImagesStatus": {"machineManagers": [
+            {"resource": "machinesets", "apiGroup": "machine.openshift.io", "selection": {"mode": "All"}},
+            {"resource": "controlplanemachinesets", "apiGroup": "machine.openshift.io", "selection": {"mode": "All"}}]}}),
+    );
+    // Written before the webhook is registered: it stays as written.
+    c.create(&control_plane_machine_set(OLD));
+    let get = || {
+        c.api
+            .get_json(["controlplanemachineset", "cluster", "-n", NS])
+    };
+    assert_eq!(cpms_image(&get()), OLD);
+    let a = c.replica_with(
+        "replica-a",
+        "0s",
+        "127.0.0.1:0",
+        &["--control-plane-machine-sets"],
+    );
+    c.register_webhook(&a.url());
+    c.wait_holder("replica-a", Duration::from_secs(30));
+    eventually(
+        "the ControlPlaneMachineSet to move",
+        Duration::from_secs(30),
+        || a.served.log_text(),
+        || (cpms_image(&get()) == CURRENT_X86).then_some(()),
+    );
+    a.passes(2);
+    let events = c.audit();
+    let patches: Vec<&Value> = events
+        .iter()
+        .filter(|e| {
+            is_ours(e)
+                && e["verb"] == "patch"
+                && e["stage"] == "ResponseComplete"
+                && e["objectRef"]["resource"] == "controlplanemachinesets"
+        })
+        .collect();
+    assert_eq!(patches.len(), 1, "one touch, then silence");
+    assert_eq!(webhook_call(patches[0]), answered("Updated", true));
+    let cpms = get();
+    assert_eq!(annotation(&cpms, BOOT_IMAGE), Some(CURRENT_X86));
+    // Nothing else of the template changed: no rollout to trigger but the image itself.
+    let mut back = cpms.clone();
+    back["spec"]["template"]["machines_v1beta1_machine_openshift_io"]["spec"]["providerSpec"]["value"]
+        ["disks"][0]["image"] = json!(OLD);
+    assert_eq!(back["spec"], control_plane_machine_set(OLD)["spec"]);
+    let moved = events_of(&c, "BootImageUpdated", "cluster");
+    assert_eq!(moved.len(), 1, "{moved:?}");
+    assert_eq!(moved[0]["regarding"]["kind"], "ControlPlaneMachineSet");
+
+    // status: the row with the flag, none without.
+    let run = |extra: &[&str]| -> Value {
+        let out = std::process::Command::new(support::binary::BIN)
+            .args(["status", "-o", "json"])
+            .args(extra)
+            .env("KUBECONFIG", c.api.kubeconfig())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", text(&out));
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    let with = run(&["--control-plane-machine-sets"]);
+    let rows = with["machineSets"].as_array().unwrap();
+    assert_eq!(rows.len(), 1, "{with:#}");
+    assert_eq!(rows[0]["kind"], "ControlPlaneMachineSet");
+    assert_eq!(rows[0]["reason"], "UpToDate");
+    assert_eq!(rows[0]["arch"], "x86_64");
+    let without = run(&[]);
+    assert_eq!(without["machineSets"], json!([]), "{without:#}");
     c.assert_nothing_refused(&[&a]);
 }

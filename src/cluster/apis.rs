@@ -135,6 +135,16 @@ pub const MACHINESET: Call = Call {
     verbs: &["list", "patch"],
     why: "touch::Toucher::pass: list, then merge-patch the touch annotation",
 };
+pub const CONTROLPLANEMACHINESET: Call = Call {
+    group: "machine.openshift.io",
+    version: "v1",
+    kind: "ControlPlaneMachineSet",
+    plural: "controlplanemachinesets",
+    scope: Scope::Namespace(MACHINE_API_NAMESPACE),
+    names: &[],
+    verbs: &["list", "patch"],
+    why: "touch::Toucher::pass, status: with --control-plane-machine-sets, list, then merge-patch the touch annotation",
+};
 pub const EVENT: Call = Call {
     group: "events.k8s.io",
     version: "v1",
@@ -166,6 +176,7 @@ pub const ALL: &[Call] = &[
     MACHINECONFIGURATION,
     USER_DATA_SECRET,
     MACHINESET,
+    CONTROLPLANEMACHINESET,
     EVENT,
     LEASE,
 ];

@@ -24,6 +24,7 @@ use crate::cluster::apis;
 use crate::core::age;
 use crate::core::decision::{self, Reason, TOUCH_ANNOTATION};
 use crate::core::snapshot::{SharedSnapshot, Snapshot};
+use crate::core::view::CPMS_KIND;
 use crate::health::{Health, until};
 use crate::metrics::{SharedMetrics, TouchOutcome};
 
@@ -33,6 +34,8 @@ pub const MAX_ATTEMPTS: u32 = 3;
 /// A MachineSet the webhook would change now.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Planned {
+    /// `MachineSet`, or `ControlPlaneMachineSet`.
+    pub kind: String,
     pub name: String,
     pub uid: String,
     pub current: String,
@@ -53,6 +56,7 @@ pub fn plan(machinesets: &[Value], snap: &Snapshot) -> Vec<Planned> {
                         .to_owned()
                 };
                 Planned {
+                    kind: ms["kind"].as_str().unwrap_or_default().to_owned(),
                     name: meta("name"),
                     uid: meta("uid"),
                     current: d.current.unwrap_or_default(),
@@ -85,6 +89,7 @@ pub fn revert_loops(machinesets: &[Value], snap: &Snapshot) -> Vec<Looping> {
                 };
                 Looping {
                     machineset: Planned {
+                        kind: ms["kind"].as_str().unwrap_or_default().to_owned(),
                         name: meta("name"),
                         uid: meta("uid"),
                         current: d.current.unwrap_or_default(),
@@ -104,8 +109,8 @@ pub struct Census {
     pub by_reason: BTreeMap<Reason, i64>,
     /// (age in days, MachineSet name, image) of the oldest dated boot image.
     pub oldest: Option<(i64, String, String)>,
-    /// uid -> (name, the image it boots now, the target when it is on it).
-    pub images: BTreeMap<String, (String, String, Option<String>)>,
+    /// uid -> (kind, name, the image it boots now, the target when it is on it).
+    pub images: BTreeMap<String, (String, String, String, Option<String>)>,
 }
 
 /// Reasons of MachineSets that are not ours to count in the boot image age: not enrolled,
@@ -141,8 +146,9 @@ pub fn census(machinesets: &[Value], snap: &Snapshot, today: Date) -> Census {
             let on_target = (d.reason == Reason::UpToDate)
                 .then(|| d.target.clone())
                 .flatten();
+            let kind = ms["kind"].as_str().unwrap_or_default().to_owned();
             c.images
-                .insert(uid, (name.clone(), image.clone(), on_target));
+                .insert(uid, (kind, name.clone(), image.clone(), on_target));
             let days = (!NOT_AGED.contains(&d.reason))
                 .then(|| age::age_days(image, today))
                 .flatten();
@@ -167,6 +173,8 @@ pub struct TouchSettings {
     pub settle: Duration,
     /// First retry delay; doubles per attempt.
     pub backoff: Duration,
+    /// `--control-plane-machine-sets`: the ControlPlaneMachineSet is listed and touched too.
+    pub control_plane_machine_sets: bool,
 }
 
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -216,6 +224,8 @@ impl LeaseCheck {
 
 pub struct Toucher {
     api: Api<DynamicObject>,
+    /// ControlPlaneMachineSets, with `--control-plane-machine-sets`.
+    cpms_api: Option<Api<DynamicObject>>,
     lease: Option<LeaseCheck>,
     /// Last time the API server confirmed the Lease, valid until then.
     lease_valid_until: Option<Timestamp>,
@@ -262,6 +272,13 @@ impl Toucher {
             &settings.namespace,
             &apis::MACHINESET.api_resource(),
         );
+        let cpms_api = settings.control_plane_machine_sets.then(|| {
+            Api::namespaced_with(
+                client.clone(),
+                &settings.namespace,
+                &apis::CONTROLPLANEMACHINESET.api_resource(),
+            )
+        });
         let reporter = Reporter {
             controller: FIELD_MANAGER.into(),
             instance: Some(instance),
@@ -269,6 +286,7 @@ impl Toucher {
         let recorder = Recorder::new(client.clone(), reporter.clone());
         Toucher {
             api,
+            cpms_api,
             lease,
             lease_valid_until: None,
             health,
@@ -359,9 +377,16 @@ impl Toucher {
         if !self.may_write(leader).await? {
             return Ok(PassStats::default());
         }
-        let list = self.api.list(&ListParams::default()).await?;
-        let objects: Vec<Value> = list
-            .items
+        let mut items = self.api.list(&ListParams::default()).await?.items;
+        if let Some(cpms) = &self.cpms_api {
+            match cpms.list(&ListParams::default()).await {
+                Ok(list) => items.extend(list.items),
+                // No such resource on this cluster: nothing to manage there.
+                Err(kube::Error::Api(s)) if s.code == 404 => {}
+                Err(e) => return Err(e),
+            }
+        }
+        let objects: Vec<Value> = items
             .iter()
             .filter_map(|o| serde_json::to_value(o).ok())
             .collect();
@@ -399,8 +424,7 @@ impl Toucher {
                 match self.touch_once(&p, &snap, attempt).await {
                     Ok(Attempt::Moved) => {
                         self.metrics.touch.touched(TouchOutcome::Moved);
-                        self.report_move(&p.name, &p.uid, &p.current, &p.target)
-                            .await;
+                        self.report_move(&p).await;
                         tracing::info!(machineset = %p.name, target = %p.target, attempt, "touched: boot image moved");
                         stats.moved += 1;
                         outcome = Some(true);
@@ -456,10 +480,11 @@ impl Toucher {
             field_manager: Some(FIELD_MANAGER.into()),
             ..PatchParams::default()
         };
-        let returned = self
-            .api
-            .patch(&p.name, &params, &Patch::Merge(&patch))
-            .await?;
+        let api = match &self.cpms_api {
+            Some(cpms) if p.kind == CPMS_KIND => cpms,
+            _ => &self.api,
+        };
+        let returned = api.patch(&p.name, &params, &Patch::Merge(&patch)).await?;
         let returned = serde_json::to_value(&returned).unwrap_or_default();
         let d = decision::decide_object(&returned, snap);
         Ok(match d.reason {
@@ -515,11 +540,18 @@ impl Toucher {
             tracing::debug!(machineset = %name, %image, days, "the oldest boot image an enrolled MachineSet names");
         }
         let previous = std::mem::take(&mut self.last_images);
-        for (uid, (name, image, on_target)) in &c.images {
+        for (uid, (kind, name, image, on_target)) in &c.images {
             if let (Some(target), Some(before)) = (on_target, previous.get(uid))
                 && before != image
             {
-                self.report_move(name, uid, before, target).await;
+                let p = Planned {
+                    kind: kind.clone(),
+                    name: name.clone(),
+                    uid: uid.clone(),
+                    current: before.clone(),
+                    target: target.clone(),
+                };
+                self.report_move(&p).await;
             }
             self.last_images.insert(uid.clone(), image.clone());
         }
@@ -528,18 +560,16 @@ impl Toucher {
     }
 
     /// One Normal Event per MachineSet and target: its boot image moved.
-    async fn report_move(&mut self, name: &str, uid: &str, from: &str, to: &str) {
-        if !self.moves_reported.insert((uid.to_owned(), to.to_owned())) {
+    async fn report_move(&mut self, p: &Planned) {
+        if !self
+            .moves_reported
+            .insert((p.uid.clone(), p.target.clone()))
+        {
             return;
         }
         self.metrics.touch.updated_events.inc();
+        let (name, from, to) = (&p.name, &p.current, &p.target);
         let from = if from.is_empty() { "<empty>" } else { from };
-        let p = Planned {
-            name: name.to_owned(),
-            uid: uid.to_owned(),
-            current: from.to_owned(),
-            target: to.to_owned(),
-        };
         let event = Event {
             type_: EventType::Normal,
             reason: "BootImageUpdated".into(),
@@ -547,7 +577,7 @@ impl Toucher {
             action: "Update".into(),
             secondary: None,
         };
-        if let Err(e) = self.own_event(&event, &self.reference(&p)).await {
+        if let Err(e) = self.own_event(&event, &self.reference(p)).await {
             tracing::warn!(machineset = %name, error = %e, "could not record the Event");
         }
     }
@@ -560,9 +590,17 @@ impl Toucher {
     }
 
     fn reference(&self, p: &Planned) -> ObjectReference {
+        let cpms = p.kind == CPMS_KIND;
         ObjectReference {
-            api_version: Some("machine.openshift.io/v1beta1".into()),
-            kind: Some("MachineSet".into()),
+            api_version: Some(
+                if cpms {
+                    "machine.openshift.io/v1"
+                } else {
+                    "machine.openshift.io/v1beta1"
+                }
+                .into(),
+            ),
+            kind: Some(if cpms { CPMS_KIND } else { "MachineSet" }.into()),
             name: Some(p.name.clone()),
             namespace: Some(self.settings.namespace.clone()),
             uid: Some(p.uid.clone()).filter(|u| !u.is_empty()),

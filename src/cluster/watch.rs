@@ -46,6 +46,8 @@ pub struct WatchSettings {
     /// User-data Secrets whose stub Ignition version rule 10 checks (watched by name).
     pub user_data_secrets: Vec<String>,
     pub wait_for_upgrade_complete: bool,
+    /// `--control-plane-machine-sets`.
+    pub control_plane_machine_sets: bool,
 }
 
 fn by_name(name: &str) -> watcher::Config {
@@ -289,6 +291,16 @@ impl Builder {
                 Enrollment::None
             }
         };
+        let cpms_enrollment = match facts::enrollment_of(
+            mcfg.as_ref().map(|m| &m.data),
+            "controlplanemachinesets",
+        ) {
+            Ok(e) => e,
+            Err(e) => {
+                tracing::debug!(error = %e, "MachineConfiguration cluster: unusable ControlPlaneMachineSet selection; managing none");
+                Enrollment::None
+            }
+        };
         let arches: Vec<Option<String>> = s
             .nodes
             .iter()
@@ -320,6 +332,8 @@ impl Builder {
                 multi_arch: cv.as_ref().is_some_and(|c| facts::multi_arch(&c.data)),
                 gate,
                 enrollment,
+                control_plane_machine_sets: settings.control_plane_machine_sets,
+                cpms_enrollment,
                 stub_ignition,
                 learned,
             },

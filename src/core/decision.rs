@@ -206,8 +206,13 @@ pub fn decide_object(ms: &Value, snap: &Snapshot) -> Decision {
 }
 
 fn rules(ms: &MachineSetView<'_>, snap: &Snapshot) -> Result<Decision, Decision> {
-    let spec = applicable(ms)?; // 1
-    enrolled(ms, &snap.cluster.enrollment)?; // 2
+    let spec = applicable(ms, &snap.cluster)?; // 1
+    let enrollment = if ms.is_control_plane_machine_set() {
+        &snap.cluster.cpms_enrollment
+    } else {
+        &snap.cluster.enrollment
+    };
+    enrolled(ms, enrollment)?; // 2
     not_owned(ms)?; // 3
     machine_api_authoritative(ms)?; // 3b
     supported_os_stream(ms)?; // 4
@@ -311,14 +316,14 @@ fn record_reverts(
 /// `d` (an `Updated` decision) turned into `RevertLoop`: no image moves; only the count is
 /// recorded if the object does not carry it.
 fn revert_loop(ms: &MachineSetView<'_>, d: Decision, count: u32) -> Decision {
-    const PROVIDER_SPEC: &str = "/spec/template/spec/providerSpec/value";
+    let provider_spec = ms.provider_spec_pointer();
     let fields: Vec<String> = d
         .patch
         .0
         .iter()
-        .filter_map(|op| op.path.strip_prefix(PROVIDER_SPEC))
+        .filter_map(|op| op.path.strip_prefix(provider_spec))
         .map(|p| {
-            let mut f = "spec.template.spec.providerSpec.value".to_owned();
+            let mut f = provider_spec[1..].replace('/', ".");
             for token in p.split('/').skip(1) {
                 if token.parse::<usize>().is_ok() {
                     f.push_str(&format!("[{token}]"));
@@ -351,10 +356,24 @@ fn revert_loop(ms: &MachineSetView<'_>, d: Decision, count: u32) -> Decision {
     out
 }
 
-/// 1. A `machine.openshift.io` MachineSet with a providerSpec object.
-fn applicable<'v, 'a>(ms: &'v MachineSetView<'a>) -> Result<&'v SpecFields<'a>, Decision> {
+/// Rule 1: a `machine.openshift.io` MachineSet (or, with `--control-plane-machine-sets`,
+/// a ControlPlaneMachineSet) with a providerSpec object.
+fn applicable<'v, 'a>(
+    ms: &'v MachineSetView<'a>,
+    cluster: &ClusterFacts,
+) -> Result<&'v SpecFields<'a>, Decision> {
     let (kind, api_version) = (ms.kind(), ms.api_version());
-    if kind != "MachineSet" || !api_version.starts_with("machine.openshift.io/") {
+    if ms.is_control_plane_machine_set()
+        && api_version.starts_with("machine.openshift.io/")
+        && !cluster.control_plane_machine_sets
+    {
+        return Err(Decision::not_applicable(
+            "ControlPlaneMachineSets are not managed (--control-plane-machine-sets is off)",
+        ));
+    }
+    if !(kind == "MachineSet" || ms.is_control_plane_machine_set())
+        || !api_version.starts_with("machine.openshift.io/")
+    {
         return Err(Decision::not_applicable(format!(
             "not a machine.openshift.io MachineSet (apiVersion {api_version:?}, kind {kind:?})"
         )));
@@ -441,7 +460,7 @@ fn supported_os_stream(ms: &MachineSetView<'_>) -> Result<(), Decision> {
 
 /// 5. Windows images come from elsewhere.
 fn not_windows(ms: &MachineSetView<'_>) -> Result<(), Decision> {
-    if ms.template_label(OS_ID_LABEL) == Some("Windows") {
+    if ms.os_id(OS_ID_LABEL) == Some("Windows") {
         Err(Decision::new(
             Reason::Windows,
             format!("{OS_ID_LABEL}=Windows"),
@@ -471,6 +490,15 @@ fn ready(snap: &Snapshot) -> Result<&BootImages, Decision> {
 /// Rule 7: arch from the autoscaler annotation (`k=v,k=v`), or the control plane's; never
 /// a guess on a multi-arch cluster (OCPBUGS-69674).
 fn architecture(ms: &MachineSetView<'_>, cluster: &ClusterFacts) -> Result<Arch, Decision> {
+    if ms.is_control_plane_machine_set() {
+        // The control plane's own machines: its architecture, always (as the MCO).
+        return cluster.control_plane_arch.ok_or_else(|| {
+            Decision::new(
+                Reason::ArchitectureUnknown,
+                "the control-plane architecture is not known",
+            )
+        });
+    }
     let Some(value) = ms.annotation(ARCH_ANNOTATION) else {
         if cluster.multi_arch {
             return Err(Decision::new(
@@ -652,7 +680,7 @@ fn stub_ignition_can_boot(
 
 /// 11. The patch: the platform's edits and the annotation that records the image.
 fn patch(ms: &MachineSetView<'_>, change: Change) -> Decision {
-    const PROVIDER_SPEC: &str = "/spec/template/spec/providerSpec/value";
+    let provider_spec = ms.provider_spec_pointer();
     let Change {
         edits,
         current,
@@ -660,7 +688,7 @@ fn patch(ms: &MachineSetView<'_>, change: Change) -> Decision {
     } = change;
     let mut ops: Vec<PatchOp> = edits
         .into_iter()
-        .map(|e| set([PROVIDER_SPEC, &e.pointer].concat(), e.exists, e.value))
+        .map(|e| set([provider_spec, &e.pointer].concat(), e.exists, e.value))
         .collect();
     ops.extend(annotation_op(
         ms.annotations_for(BOOT_IMAGE_ANNOTATION),

@@ -132,6 +132,14 @@ fn pool_rule(
 /// MachineSets are managed. A status without a `machinesets` entry manages none, as in the
 /// MCO. An unusable selector is an error (the caller keeps MachineSets alone).
 pub fn enrollment(machine_configuration: Option<&Value>) -> Result<Enrollment, String> {
+    enrollment_of(machine_configuration, "machinesets")
+}
+
+/// [`enrollment`] of another `machineManagers` resource (`controlplanemachinesets`).
+pub fn enrollment_of(
+    machine_configuration: Option<&Value>,
+    resource: &str,
+) -> Result<Enrollment, String> {
     let Some(status) =
         machine_configuration.and_then(|mc| mc.pointer("/status/managedBootImagesStatus"))
     else {
@@ -141,7 +149,7 @@ pub fn enrollment(machine_configuration: Option<&Value>) -> Result<Enrollment, S
     let entry = managers
         .into_iter()
         .flatten()
-        .find(|m| m["resource"] == "machinesets" && m["apiGroup"] == "machine.openshift.io");
+        .find(|m| m["resource"] == resource && m["apiGroup"] == "machine.openshift.io");
     let Some(entry) = entry else {
         return Ok(Enrollment::None);
     };

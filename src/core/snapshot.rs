@@ -241,6 +241,11 @@ pub struct ClusterFacts {
     pub multi_arch: bool,
     pub gate: Gate,
     pub enrollment: Enrollment,
+    /// `--control-plane-machine-sets`: ControlPlaneMachineSets are decided too (off: they
+    /// are `NotApplicable`, as the MCO's feature gate leaves them).
+    pub control_plane_machine_sets: bool,
+    /// MachineConfiguration `cluster`'s selection for `controlplanemachinesets`.
+    pub cpms_enrollment: Enrollment,
     /// user-data Secret name -> its Ignition `ignition.version`, for the Secrets we know.
     pub stub_ignition: BTreeMap<String, String>,
     /// What the cluster side learned from clouds in the background.
@@ -280,6 +285,8 @@ impl Default for ClusterFacts {
             multi_arch: false,
             gate: Gate::closed("no master upgrade state known yet"),
             enrollment: Enrollment::All,
+            control_plane_machine_sets: false,
+            cpms_enrollment: Enrollment::All,
             stub_ignition: BTreeMap::new(),
             learned: Learned::default(),
         }
@@ -301,11 +308,17 @@ impl Snapshot {
         let stream_digest = boot_images.as_ref().map_or("none", |b| b.digest.as_str());
         let platform = cluster.platform.as_deref().unwrap_or("");
         let arch = cluster.control_plane_arch.map_or("", Arch::k8s);
-        let enrollment = match &cluster.enrollment {
+        let words = |e: &Enrollment| match e {
             Enrollment::All => "all".to_owned(),
             Enrollment::None => "none".to_owned(),
             Enrollment::Partial(s) => format!("partial:{s}"),
         };
+        let enrollment = format!(
+            "{};cpms={}:{}",
+            words(&cluster.enrollment),
+            cluster.control_plane_machine_sets,
+            words(&cluster.cpms_enrollment)
+        );
         let stubs: String = cluster
             .stub_ignition
             .iter()
@@ -367,6 +380,8 @@ impl Snapshot {
                 multi_arch,
                 gate,
                 enrollment: Enrollment::All,
+                control_plane_machine_sets: true,
+                cpms_enrollment: Enrollment::All,
                 stub_ignition: BTreeMap::new(),
                 learned: Learned::default().with(
                     platforms::aws::NAME,

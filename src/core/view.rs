@@ -78,7 +78,34 @@ struct Template<'a> {
     metadata: Field<Object<TemplateMetadata<'a>>>,
     #[serde(borrow)]
     spec: Field<Object<TemplateSpec<'a>>>,
+    /// A ControlPlaneMachineSet's Machine template.
+    #[serde(borrow)]
+    machines_v1beta1_machine_openshift_io: Field<Object<CpmsMachines<'a>>>,
 }
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct CpmsMachines<'a> {
+    #[serde(borrow)]
+    spec: Field<Object<CpmsMachineSpec<'a>>>,
+}
+
+/// A Machine's spec: the node's metadata and the providerSpec.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+struct CpmsMachineSpec<'a> {
+    #[serde(borrow)]
+    metadata: Field<Object<TemplateMetadata<'a>>>,
+    #[serde(borrow)]
+    provider_spec: Field<Object<ProviderSpec<'a>>>,
+}
+
+/// Where a MachineSet's providerSpec value is, as a JSON pointer.
+pub const MACHINESET_PROVIDER_SPEC: &str = "/spec/template/spec/providerSpec/value";
+/// Where a ControlPlaneMachineSet's providerSpec value is, as a JSON pointer.
+pub const CPMS_PROVIDER_SPEC: &str =
+    "/spec/template/machines_v1beta1_machine_openshift_io/spec/providerSpec/value";
+pub const CPMS_KIND: &str = "ControlPlaneMachineSet";
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(default)]
@@ -280,12 +307,52 @@ impl<'a> MachineSetView<'a> {
             .and_then(|l| l.get(key))
     }
 
+    /// A ControlPlaneMachineSet (`kind`), whose Machine template is elsewhere.
+    pub fn is_control_plane_machine_set(&self) -> bool {
+        self.kind() == CPMS_KIND
+    }
+
+    /// The JSON pointer of the providerSpec value (which depends on the kind).
+    pub fn provider_spec_pointer(&self) -> &'static str {
+        if self.is_control_plane_machine_set() {
+            CPMS_PROVIDER_SPEC
+        } else {
+            MACHINESET_PROVIDER_SPEC
+        }
+    }
+
+    fn cpms_machine_spec(&self) -> Option<&CpmsMachineSpec<'a>> {
+        self.template()
+            .and_then(|t| t.machines_v1beta1_machine_openshift_io.get())
+            .and_then(|m| m.0.spec.get())
+            .map(|s| &s.0)
+    }
+
+    /// The `machine.openshift.io/os-id` label where the kind keeps it: a MachineSet's
+    /// Machine template labels, a ControlPlaneMachineSet's node metadata (as the MCO reads
+    /// them).
+    pub fn os_id(&self, key: &str) -> Option<&str> {
+        if self.is_control_plane_machine_set() {
+            self.cpms_machine_spec()
+                .and_then(|s| s.metadata.get())
+                .and_then(|m| m.0.labels.get())
+                .and_then(|l| l.get(key))
+        } else {
+            self.template_label(key)
+        }
+    }
+
     pub fn provider_spec(&self) -> ProviderSpecValue<'_, 'a> {
-        let value = self
-            .template()
-            .and_then(|t| t.spec.get())
-            .and_then(|s| s.0.provider_spec.get())
-            .map(|p| &p.0.value);
+        let value = if self.is_control_plane_machine_set() {
+            self.cpms_machine_spec()
+                .and_then(|s| s.provider_spec.get())
+                .map(|p| &p.0.value)
+        } else {
+            self.template()
+                .and_then(|t| t.spec.get())
+                .and_then(|s| s.0.provider_spec.get())
+                .map(|p| &p.0.value)
+        };
         match value {
             None | Some(Field::Absent | Field::Null) => ProviderSpecValue::None,
             Some(Field::Wrong(kind)) => ProviderSpecValue::NotObject(*kind),

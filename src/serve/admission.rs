@@ -116,7 +116,9 @@ pub fn review<'a>(body: &'a [u8], snap: &Snapshot) -> Result<Reviewed<'a>, Revie
     if req.uid.is_empty() {
         return Err(ReviewError::MissingUid);
     }
-    let decision = if req.kind.group != "machine.openshift.io" || req.kind.kind != "MachineSet" {
+    let decision = if req.kind.group != "machine.openshift.io"
+        || !matches!(&*req.kind.kind, "MachineSet" | "ControlPlaneMachineSet")
+    {
         Decision::not_applicable(format!(
             "not a MachineSet ({}/{})",
             req.kind.group, req.kind.kind
