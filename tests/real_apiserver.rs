@@ -1888,3 +1888,94 @@ fn the_control_plane_machine_set_is_managed_when_asked() {
     assert_eq!(without["machineSets"], json!([]), "{without:#}");
     c.assert_nothing_refused(&[&a]);
 }
+
+/// Issue 12, item 1: the gate remembers a finished upgrade through the MCO's stamp, seen
+/// by `status` on real MachineConfigPool, MachineConfig and ConfigMap objects.
+#[test]
+fn the_gate_remembers_a_finished_upgrade_through_the_stamp() {
+    let c = Cluster::start(false);
+    let gate = || -> (bool, String) {
+        let v: Value = serde_json::from_str(&status(&c, "json")).unwrap();
+        (
+            v["gate"]["open"] == true,
+            v["gate"]["reason"].as_str().unwrap_or("").to_owned(),
+        )
+    };
+    let configmap = |data: Value| {
+        c.kubectl(&[
+            "patch",
+            "configmap",
+            "coreos-bootimages",
+            "-n",
+            "openshift-machine-config-operator",
+            "--type=merge",
+            "-p",
+            &json!({ "data": data }).to_string(),
+        ]);
+    };
+    let t = "2026-11-02T00:00:00Z";
+    let pool_status = |updating: &str, updated: &str, count: u32| {
+        c.set_status(
+            "machineconfigpool",
+            "master",
+            json!({"observedGeneration": 2, "configuration": {"name": "rendered-master-new"},
+                   "machineCount": 3, "updatedMachineCount": count, "readyMachineCount": 3,
+                   "unavailableMachineCount": 0, "degradedMachineCount": 0,
+                   "conditions": [
+                       {"type": "Updating", "status": updating, "lastTransitionTime": t, "reason": "", "message": ""},
+                       {"type": "Updated", "status": updated, "lastTransitionTime": t, "reason": "", "message": ""}]}),
+        );
+    };
+
+    // Unstamped, nobody finished: closed.
+    let (open, why) = gate();
+    assert!(!open, "{why}");
+    // A master finishes the upgrade: the pool rule opens it.
+    c.set_master_updated(1);
+    let (open, why) = gate();
+    assert!(
+        open && why.contains("1 master(s) run rendered-master-new"),
+        "{why}"
+    );
+
+    // A routine master MachineConfig rollout after the upgrade (same release, nobody on
+    // the new config yet). Without the stamp the pool rule alone closes the gate again...
+    c.create_all(&[&json!({"apiVersion": "machineconfiguration.openshift.io/v1", "kind": "MachineConfig",
+        "metadata": {"name": "rendered-master-newer",
+                     "annotations": {"machineconfiguration.openshift.io/release-image-version": "4.21.0"}},
+        "spec": {"config": {"ignition": {"version": "3.5.0"}}}})]);
+    c.kubectl(&[
+        "patch",
+        "machineconfigpool",
+        "master",
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"configuration":{"name":"rendered-master-newer"}}}"#,
+    ]);
+    pool_status("True", "False", 0);
+    let (open, why) = gate();
+    assert!(!open && why.contains("no master has completed"), "{why}");
+    // ... but the MCO has stamped the finished release: the gate stays open.
+    configmap(json!({"MCOReleaseImageVersion": "4.21.0"}));
+    let (open, why) = gate();
+    assert!(
+        open && why.contains("MCOReleaseImageVersion=4.21.0"),
+        "{why}"
+    );
+    // A paused (or degraded) pool after the stamp: still open.
+    pool_status("False", "False", 0);
+    let (open, why) = gate();
+    assert!(open, "{why}");
+
+    // A new release in the ConfigMap closes it until the stamp moves (or a master
+    // finishes: the pool targets a config of the old release here).
+    configmap(json!({"releaseVersion": "4.22.0"}));
+    let (open, why) = gate();
+    assert!(
+        !open && why.contains("MCOReleaseImageVersion=4.21.0, not 4.22.0"),
+        "{why}"
+    );
+    configmap(json!({"MCOReleaseImageVersion": "4.22.0"}));
+    let (open, why) = gate();
+    assert!(open && why.contains("4.22.0"), "{why}");
+}
