@@ -1316,6 +1316,17 @@ fn a_writer_that_keeps_reverting_the_image_wins_after_three_reverts() {
         [CURRENT_X86, CURRENT_X86, CURRENT_X86, OLD, OLD],
         "exactly 3 re-mutations, then the writes stand"
     );
+    // The decision lines tell the story in the MCO's words (issue 12, item 6).
+    let story = format!(
+        "Reconciling machineset ms-gitops on GCP, with arch x86_64; New target boot image: {CURRENT_X86}; Current image: {OLD}; Patching machineset ms-gitops"
+    );
+    let patching = a.served.log().iter().filter(|l| l.contains(&story)).count();
+    assert_eq!(
+        patching,
+        4,
+        "the create and 3 reverts:\n{}",
+        a.served.log_text()
+    );
     let ms = c.get("ms-gitops");
     assert_eq!(
         annotation(&ms, "bootimages.machineconfiguration.openshift.io/reverts"),

@@ -531,3 +531,65 @@ async fn a_client_that_does_not_trust_the_ca_fails_verification() {
     let err = stranger.connect(server.addr()).await.unwrap_err();
     assert!(err.to_string().contains("certificate"), "{err}");
 }
+
+/// Issue 12: a MachineSet the Cluster API is (becoming) authoritative for is left alone over
+/// the wire too; and an UPDATE that puts the old image back is counted, then left as sent.
+#[tokio::test]
+async fn cluster_api_authoritative_and_revert_loops_over_the_wire() {
+    let server = start_server().await;
+    let review = fixture("admissionreview-v1-machineset-gcp-update.assembled.json");
+    let object = review_object(&review);
+    for (api, reason) in [
+        ("Migrating", "ClusterAPIAuthoritative"),
+        ("ClusterAPI", "ClusterAPIAuthoritative"),
+        ("MachineAPI", "Updated"),
+    ] {
+        let mut o = object.clone();
+        o["status"] = json!({"authoritativeAPI": api});
+        let (reply, _) = admit(&server, &with_object(&review, o)).await;
+        let r = &reply.json()["response"];
+        assert_eq!(r["auditAnnotations"]["reason"], reason, "{api}");
+        assert_eq!(reply.patch().is_some(), reason == "Updated", "{api}");
+    }
+
+    // The stored object had the target; the write brings the old image back.
+    let (_, moved) = admit(&server, &review).await;
+    let reverts = "bootimages.machineconfiguration.openshift.io/reverts";
+    let mut revert = review.clone();
+    revert["request"]["oldObject"] = moved.clone();
+    revert["request"]["object"] = object.clone();
+    revert["request"]["object"]["metadata"]["annotations"] =
+        moved["metadata"]["annotations"].clone();
+    let (reply, patched) = admit(&server, &revert).await;
+    assert_eq!(
+        reply.json()["response"]["auditAnnotations"]["reason"],
+        "Updated"
+    );
+    assert_eq!(
+        patched["metadata"]["annotations"][reverts],
+        format!("1 {CURRENT_X86}")
+    );
+    // Three counted already: the fourth is left as sent, only the count is written.
+    let mut old = moved.clone();
+    old["metadata"]["annotations"][reverts] = json!(format!("3 {CURRENT_X86}"));
+    revert["request"]["oldObject"] = old.clone();
+    revert["request"]["object"]["metadata"]["annotations"] = old["metadata"]["annotations"].clone();
+    let (reply, patched) = admit(&server, &revert).await;
+    let r = &reply.json()["response"];
+    assert_eq!(r["allowed"], true);
+    assert_eq!(r["auditAnnotations"]["reason"], "RevertLoop");
+    assert!(r["auditAnnotations"].get("boot-image").is_none());
+    assert!(
+        r["warnings"][0].as_str().unwrap().contains("RevertLoop"),
+        "{r}"
+    );
+    assert_eq!(
+        patched["spec"]["template"]["spec"]["providerSpec"]["value"]["disks"][0]["image"],
+        object["spec"]["template"]["spec"]["providerSpec"]["value"]["disks"][0]["image"],
+        "the write stands"
+    );
+    assert_eq!(
+        patched["metadata"]["annotations"][reverts],
+        format!("4 {CURRENT_X86}")
+    );
+}
