@@ -40,7 +40,9 @@ pub struct Row {
     pub message: String,
     /// When our toucher last wrote it (its managedFields entry), RFC 3339.
     pub last_touch: Option<String>,
-    /// The webhook leaves this MachineSet's writes alone for its target (`RevertLoop`).
+    /// Given up on for its target: the webhook leaves its writes alone (`RevertLoop`), or
+    /// the toucher stopped after three touches that did not move it (a `BootImageNotMoved`
+    /// Event for this target).
     pub given_up: bool,
 }
 
@@ -81,12 +83,31 @@ fn last_write_by(object: &Value, manager: &str) -> Option<String> {
         .map(str::to_owned)
 }
 
-/// The rows of `machinesets` under `snap`, by namespace and name. Pure.
-pub fn rows(machinesets: &[Value], snap: &Snapshot) -> Vec<Row> {
+/// Whether the toucher gave up on `uid` for `target`: a `BootImageNotMoved` Event on it
+/// that names that target (`events`: events.k8s.io/v1 Events as JSON).
+fn not_moved(events: &[Value], uid: &str, target: &str) -> bool {
+    let to = format!(" to {target}:");
+    !uid.is_empty()
+        && events.iter().any(|e| {
+            e["reason"] == "BootImageNotMoved"
+                && e["regarding"]["uid"] == uid
+                && e["note"].as_str().is_some_and(|n| n.contains(&to))
+        })
+}
+
+/// The rows of `machinesets` under `snap`, by namespace and name; `events` are the
+/// namespace's Events, for the toucher's give-ups. Pure.
+pub fn rows(machinesets: &[Value], events: &[Value], snap: &Snapshot) -> Vec<Row> {
     let mut rows: Vec<Row> = machinesets
         .iter()
         .map(|ms| {
             let d = decision::decide_object(ms, snap);
+            let given_up = d.reason == Reason::RevertLoop
+                || (d.reason == Reason::Updated
+                    && d.target.as_deref().is_some_and(|t| {
+                        let uid = ms["metadata"]["uid"].as_str().unwrap_or_default();
+                        not_moved(events, uid, t)
+                    }));
             let meta = |k: &str| {
                 ms.pointer(&format!("/metadata/{k}"))
                     .and_then(Value::as_str)
@@ -101,7 +122,7 @@ pub fn rows(machinesets: &[Value], snap: &Snapshot) -> Vec<Row> {
                 arch: d.arch.map(|a| a.rpm()),
                 current: d.current.or_else(|| age::referenced_image(ms)),
                 target: d.target,
-                given_up: d.reason == Reason::RevertLoop,
+                given_up,
                 reason: d.reason,
                 message: d.message,
                 last_touch: last_write_by(ms, FIELD_MANAGER),
@@ -261,7 +282,7 @@ pub async fn report(args: &StatusArgs) -> anyhow::Result<Report> {
         .items;
     if args.control_plane_machine_sets {
         let cpms: Api<DynamicObject> = Api::namespaced_with(
-            client,
+            client.clone(),
             &args.machine_api_namespace,
             &apis::CONTROLPLANEMACHINESET.api_resource(),
         );
@@ -275,11 +296,23 @@ pub async fn report(args: &StatusArgs) -> anyhow::Result<Report> {
         .iter()
         .filter_map(|o| serde_json::to_value(o).ok())
         .collect();
+    // The toucher's give-ups, as its Events tell them (none readable: none shown).
+    let events: Vec<Value> =
+        Api::<k8s_openapi::api::events::v1::Event>::namespaced(client, &args.machine_api_namespace)
+            .list(&ListParams::default())
+            .await
+            .map(|l| {
+                l.items
+                    .iter()
+                    .filter_map(|e| serde_json::to_value(e).ok())
+                    .collect()
+            })
+            .unwrap_or_default();
     let snap = snapshot.load_full();
     Ok(Report {
         gate: (&snap.cluster.gate).into(),
         release: snap.boot_images.as_ref().map(|b| b.release_version.clone()),
         stream: snap.boot_images.as_ref().map(|b| b.stream_name.clone()),
-        machine_sets: rows(&objects, &snap),
+        machine_sets: rows(&objects, &events, &snap),
     })
 }

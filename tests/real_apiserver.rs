@@ -1427,6 +1427,7 @@ fn status_shows_every_machineset_with_its_reason_and_the_gate() {
     ]);
     let world = [
         (machineset("ms-stale", OLD), "Updated"),
+        (machineset("ms-not-moved", OLD), "Updated"),
         (machineset("ms-current", CURRENT_X86), "UpToDate"),
         (machineset("ms-custom", CUSTOM), "CustomImage"),
         (
@@ -1512,6 +1513,15 @@ fn status_shows_every_machineset_with_its_reason_and_the_gate() {
     for (ms, _) in &world {
         c.create(ms);
     }
+    // The toucher gave up on ms-not-moved for the current target (its Event says so).
+    let uid = c.get("ms-not-moved")["metadata"]["uid"].clone();
+    c.create_all(&[&json!({"apiVersion": "events.k8s.io/v1", "kind": "Event",
+        "metadata": {"name": "ms-not-moved.1", "namespace": NS},
+        "eventTime": "2026-12-01T00:00:00.000000Z", "type": "Warning", "reason": "BootImageNotMoved",
+        "action": "Touch", "reportingController": "bootimage-webhook", "reportingInstance": "replica-a",
+        "regarding": {"apiVersion": "machine.openshift.io/v1beta1", "kind": "MachineSet",
+                      "name": "ms-not-moved", "namespace": NS, "uid": uid},
+        "note": format!("3 touches did not move the boot image from {OLD} to {CURRENT_X86}: is the webhook reachable, or is another controller reverting it? Not touching again until the target changes.")})]);
     // A write by our toucher's field manager: status shows when.
     c.kubectl(&[
         "annotate",
@@ -1522,7 +1532,6 @@ fn status_shows_every_machineset_with_its_reason_and_the_gate() {
         "--field-manager=bootimage-webhook",
         &format!("{TOUCH}=t"),
     ]);
-    let mark = c.audit().len();
 
     // The gate closed: every MachineSet past the gate waits, and status says why.
     let closed: Value = serde_json::from_str(&status(&c, "json")).unwrap();
@@ -1594,6 +1603,7 @@ fn status_shows_every_machineset_with_its_reason_and_the_gate() {
     assert_eq!(stale["lastTouch"], Value::Null);
     assert!(row("ms-current")["lastTouch"].is_string(), "{open:#}");
     assert_eq!(row("ms-reverted")["givenUp"], true);
+    assert_eq!(row("ms-not-moved")["givenUp"], true);
     // Rows decided before any platform rule still show the image they name.
     assert_eq!(row("ms-opted-out")["current"], OLD);
     assert_eq!(row("ms-opted-out")["target"], Value::Null);
@@ -1645,22 +1655,45 @@ fn status_shows_every_machineset_with_its_reason_and_the_gate() {
         "{wide}"
     );
 
-    // Read-only: status wrote nothing (every write since is the test's own).
-    let writes: Vec<String> = c.audit()[mark..]
+    // Read-only: as the webhook's own ServiceAccount (whose every request the audit log
+    // records), status only reads; it needs no more than the webhook's watchers and list.
+    let kubeconfig = c.api.token_kubeconfig(&c.token(), Some(OWN_NS));
+    let mark = c.audit().len();
+    let out = std::process::Command::new(support::binary::BIN)
+        .args(["status", "-o", "json"])
+        .env("KUBECONFIG", &kubeconfig)
+        .output()
+        .expect("running status");
+    assert!(out.status.success(), "status: {}", text(&out));
+    let as_sa: Value = serde_json::from_slice(&out.stdout).unwrap();
+    // The same decisions (the webhook's ServiceAccount may not list Events, so the
+    // toucher's give-ups are not shown).
+    let reasons = |v: &Value| -> Vec<Value> {
+        v["machineSets"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| json!([r["name"], r["reason"], r["current"], r["target"]]))
+            .collect()
+    };
+    assert_eq!(reasons(&as_sa), reasons(&open));
+    let ours: Vec<String> = c.audit()[mark..]
         .iter()
-        .filter(|e| {
-            e["stage"] == "ResponseComplete"
-                && !matches!(e["verb"].as_str(), Some("get" | "list" | "watch"))
-                && e["objectRef"]["resource"] != "machineconfigpools"
-        })
+        .filter(|e| is_ours(e) && e["stage"] == "ResponseComplete")
         .map(|e| {
             format!(
-                "{} {} {}",
-                e["verb"], e["objectRef"]["resource"], e["objectRef"]["name"]
+                "{} {}",
+                e["verb"].as_str().unwrap_or(""),
+                e["objectRef"]["resource"].as_str().unwrap_or("")
             )
         })
         .collect();
-    assert_eq!(writes, Vec::<String>::new());
+    assert!(ours.iter().any(|r| r == "list machinesets"), "{ours:?}");
+    let writes: Vec<&String> = ours
+        .iter()
+        .filter(|r| !(r.starts_with("get ") || r.starts_with("list ") || r.starts_with("watch ")))
+        .collect();
+    assert_eq!(writes, Vec::<&String>::new());
 }
 
 /// The value of the metric line starting with `name` (labels included) on `/metrics`.
