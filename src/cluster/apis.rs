@@ -156,6 +156,17 @@ pub const LEASE: Call = Call {
     why: "app::lead: kube-lease-manager (get, create, server-side apply)",
 };
 
+pub const APISERVER: Call = Call {
+    group: "config.openshift.io",
+    version: "v1",
+    kind: "APIServer",
+    plural: "apiservers",
+    scope: Scope::Cluster,
+    names: &["cluster"],
+    verbs: &["get", "list", "watch"],
+    why: "tls_profile::follow: the TLS security profile (get once, then watch by field selector metadata.name)",
+};
+
 pub const ALL: &[Call] = &[
     CONFIGMAP,
     MACHINECONFIGPOOL,
@@ -168,4 +179,5 @@ pub const ALL: &[Call] = &[
     MACHINESET,
     EVENT,
     LEASE,
+    APISERVER,
 ];
