@@ -42,6 +42,60 @@ object with the patch applied and patch is empty unless reason is Updated.",
     Preview(PreviewArgs),
     /// Write a CA and a serving certificate, and print the caBundle.
     Certs(CertsArgs),
+    /// Show every MachineSet of the cluster as the webhook decides it, and the gate.
+    #[command(
+        long_about = "Show every MachineSet of the cluster as the webhook decides it, and the gate: read-only, with the kubeconfig as kubectl finds it (KUBECONFIG, ~/.kube/config, in-cluster), the same watchers and the same decision as `serve`.\n\nOne row per MachineSet: namespace/name, platform, arch, current image, target, reason code, when the toucher last wrote it, and whether the webhook gave up on it (RevertLoop). `-o wide` adds whole image names and the message; `-o json` is for scripts."
+    )]
+    Status(StatusArgs),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum StatusOutput {
+    Table,
+    Wide,
+    Json,
+}
+
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    /// Output format.
+    #[arg(
+        short = 'o',
+        long,
+        env = "BOOTIMAGE_WEBHOOK_STATUS_OUTPUT",
+        value_enum,
+        default_value = "table"
+    )]
+    pub output: StatusOutput,
+    /// Kubeconfig file [default: as kubectl finds it: KUBECONFIG, ~/.kube/config, in-cluster].
+    #[arg(long, env = "BOOTIMAGE_WEBHOOK_KUBECONFIG")]
+    pub kubeconfig: Option<PathBuf>,
+    /// Kubeconfig context [default: the current context].
+    #[arg(long, env = "BOOTIMAGE_WEBHOOK_CONTEXT")]
+    pub context: Option<String>,
+    /// How long to wait for the cluster's objects to be listed.
+    #[arg(long, env = "BOOTIMAGE_WEBHOOK_STATUS_TIMEOUT", value_parser = period, default_value = "30s")]
+    pub timeout: Duration,
+    /// Namespace of the boot images ConfigMap.
+    #[arg(long, env = "BOOTIMAGE_WEBHOOK_CONFIGMAP_NAMESPACE", default_value = apis::MCO_NAMESPACE)]
+    pub configmap_namespace: String,
+    /// Name of the boot images ConfigMap.
+    #[arg(long, env = "BOOTIMAGE_WEBHOOK_CONFIGMAP_NAME", default_value = apis::BOOTIMAGES_CONFIGMAP)]
+    pub configmap_name: String,
+    /// Namespace of the MachineSets (and of their user-data Secrets).
+    #[arg(long, env = "BOOTIMAGE_WEBHOOK_MACHINE_API_NAMESPACE", default_value = apis::MACHINE_API_NAMESPACE)]
+    pub machine_api_namespace: String,
+    /// User-data Secrets whose stub Ignition spec is checked, as `serve` is given them.
+    #[arg(
+        long,
+        env = "BOOTIMAGE_WEBHOOK_USER_DATA_SECRETS",
+        value_delimiter = ',',
+        default_value = "worker-user-data,master-user-data"
+    )]
+    pub user_data_secrets: Vec<String>,
+    /// As `serve --wait-for-upgrade-complete`: the gate also waits for ClusterVersion.
+    #[arg(long, env = "BOOTIMAGE_WEBHOOK_WAIT_FOR_UPGRADE_COMPLETE")]
+    pub wait_for_upgrade_complete: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

@@ -4,7 +4,7 @@
 //! - [`core`]: the pure decision, platforms, snapshot and cluster facts (no I/O);
 //! - [`serve`]: the webhook over HTTPS, reading only the snapshot;
 //! - [`cluster`]: watchers feeding the snapshot, and the toucher;
-//! - [`app`], [`config`], [`offline`], [`preview`]: the commands that wire them.
+//! - [`app`], [`config`], [`offline`], [`preview`], [`status`]: the commands that wire them.
 
 pub mod app;
 pub mod cluster;
@@ -16,3 +16,4 @@ pub mod metrics;
 pub mod offline;
 pub mod preview;
 pub mod serve;
+pub mod status;

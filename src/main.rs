@@ -6,7 +6,7 @@ use clap::Parser;
 
 use bootimage_webhook::config::{Cli, Command, PreviewArgs};
 use bootimage_webhook::serve::tls;
-use bootimage_webhook::{app, logging, preview};
+use bootimage_webhook::{app, logging, preview, status};
 
 fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
@@ -63,6 +63,22 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 args.out.display()
             );
             println!("{}", certs.ca_bundle());
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Status(args) => {
+            let report = tokio::runtime::Builder::new_multi_thread()
+                .enable_all()
+                .build()
+                .context("starting the runtime")?
+                .block_on(status::report(&args))?;
+            let mut stdout = std::io::stdout().lock();
+            match stdout
+                .write_all(status::render(&report, args.output).as_bytes())
+                .and_then(|()| stdout.flush())
+            {
+                Err(e) if e.kind() == ErrorKind::BrokenPipe => {}
+                other => other.context("writing the status")?,
+            }
             Ok(ExitCode::SUCCESS)
         }
     }

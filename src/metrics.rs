@@ -317,9 +317,22 @@ struct OutcomeLabels {
     outcome: TouchOutcome,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ReasonLabels {
+    reason: Reason,
+}
+
 pub struct TouchMetrics {
     touches: Family<OutcomeLabels, Counter>,
+    /// MachineSets by the reason of their decision, as the Lease holder last counted them.
+    machinesets: Family<ReasonLabels, Gauge>,
+    /// Age in days of the oldest boot image an enrolled MachineSet still names.
+    pub oldest_boot_image_age_days: Gauge,
+    /// Normal `BootImageUpdated` Events recorded.
+    pub updated_events: Counter,
     pub given_up: Counter,
+    /// MachineSets left to another writer that kept putting the old image back.
+    pub revert_loops: Counter,
     pub leader: Gauge,
 }
 
@@ -337,6 +350,33 @@ impl TouchMetrics {
             "MachineSets left alone after three touches that did not move the image",
             given_up.clone(),
         );
+        let machinesets = Family::<ReasonLabels, Gauge>::default();
+        registry.register(
+            "machinesets",
+            "MachineSets by decision reason, as the Lease holder counted them at its last pass (0 on other replicas)",
+            machinesets.clone(),
+        );
+        for reason in Reason::ALL {
+            let _ = machinesets.get_or_create(&ReasonLabels { reason });
+        }
+        let oldest_boot_image_age_days = Gauge::default();
+        registry.register(
+            "oldest_boot_image_age_days",
+            "Age in days (from its RHCOS build date) of the oldest boot image an enrolled MachineSet names, as the Lease holder saw it at its last pass (0: none known, or not the Lease holder)",
+            oldest_boot_image_age_days.clone(),
+        );
+        let updated_events = Counter::default();
+        registry.register(
+            "boot_image_updated_events",
+            "Normal BootImageUpdated Events recorded on MachineSets whose boot image moved",
+            updated_events.clone(),
+        );
+        let revert_loops = Counter::default();
+        registry.register(
+            "revert_loops",
+            "MachineSets left as written after another writer put the old boot image back more than three times (one per MachineSet and target, counted by the Lease holder)",
+            revert_loops.clone(),
+        );
         let leader = Gauge::default();
         registry.register(
             "leader",
@@ -345,9 +385,28 @@ impl TouchMetrics {
         );
         TouchMetrics {
             touches,
+            machinesets,
+            oldest_boot_image_age_days,
+            updated_events,
             given_up,
+            revert_loops,
             leader,
         }
+    }
+
+    /// The census of the Lease holder's pass (`None`: not the holder any more: all 0).
+    pub fn census(
+        &self,
+        by_reason: Option<&std::collections::BTreeMap<Reason, i64>>,
+        oldest_days: i64,
+    ) {
+        for reason in Reason::ALL {
+            let n = by_reason.and_then(|m| m.get(&reason)).copied().unwrap_or(0);
+            self.machinesets
+                .get_or_create(&ReasonLabels { reason })
+                .set(n);
+        }
+        self.oldest_boot_image_age_days.set(oldest_days);
     }
 
     pub fn touched(&self, outcome: TouchOutcome) {

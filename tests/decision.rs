@@ -260,6 +260,44 @@ fn rule_3_owned_by_controller() {
 }
 
 #[test]
+fn rule_3b_cluster_api_authoritative_is_left_alone() {
+    // MAPI -> CAPI migration: the MCO skips MachineSets whose status.authoritativeAPI is
+    // ClusterAPI or Migrating; MachineAPI (and no status) are ours.
+    let snap = offline_snapshot();
+    for (status, reason) in [
+        (
+            json!({"authoritativeAPI": "ClusterAPI"}),
+            Reason::ClusterAPIAuthoritative,
+        ),
+        (
+            json!({"authoritativeAPI": "Migrating"}),
+            Reason::ClusterAPIAuthoritative,
+        ),
+        (json!({"authoritativeAPI": "MachineAPI"}), Reason::Updated),
+        (json!({"replicas": 1}), Reason::Updated),
+        (json!({"authoritativeAPI": null}), Reason::Updated),
+        (json!({"authoritativeAPI": 7}), Reason::Updated),
+        (json!(null), Reason::Updated),
+    ] {
+        let mut ms = gcp_ms();
+        ms["status"] = status.clone();
+        let d = expect(&ms, &snap, reason);
+        if reason == Reason::ClusterAPIAuthoritative {
+            assert!(
+                d.message.contains("status.authoritativeAPI is") && d.message.contains("migration"),
+                "{status}: {}",
+                d.message
+            );
+        }
+    }
+    // An owner still wins (rule 3 before 3b).
+    let mut ms = gcp_ms();
+    ms["status"] = json!({"authoritativeAPI": "ClusterAPI"});
+    ms["metadata"]["ownerReferences"] = json!([{"kind": "K", "name": "n"}]);
+    expect(&ms, &snap, Reason::OwnedByController);
+}
+
+#[test]
 fn rule_4_os_stream_upstream_table() {
     // TestSyncMAPIMachineSetOSStreamLabel: rhel-10 and custom-stream skip; rhel-9 and no label go on.
     let snap = offline_snapshot();
@@ -686,6 +724,10 @@ fn every_reason_code_is_reachable() {
         &snap,
     );
     check(
+        with(&|m| m["status"] = json!({"authoritativeAPI": "Migrating"})),
+        &snap,
+    );
+    check(
         with(&|m| label(m, decision::OS_STREAM_LABEL, "rhel-10")),
         &snap,
     );
@@ -778,6 +820,16 @@ fn every_reason_code_is_reachable() {
     );
     check(
         with(&|m| set(m, "/spec/template/spec/providerSpec/value/disks", json!([]))),
+        &snap,
+    );
+    check(
+        with(&|m| {
+            annotate(
+                m,
+                decision::REVERTS_ANNOTATION,
+                &format!("{} {CURRENT_X86}", decision::REVERT_LIMIT + 1),
+            )
+        }),
         &snap,
     );
     let all: BTreeSet<Reason> = Reason::ALL.into_iter().collect();
@@ -916,4 +968,185 @@ fn aws_stream_ami(region: &str) -> String {
         .as_str()
         .unwrap()
         .to_owned()
+}
+
+/// Issue 12, item 6: the decision line's message in the MCO's words, so that grepping the
+/// logs for a MachineSet's name tells its story.
+#[test]
+fn the_log_message_reads_like_the_mco() {
+    let snap = offline_snapshot();
+    let d = expect(&gcp_ms(), &snap, Reason::Updated);
+    assert_eq!(
+        d.story("infra-a"),
+        format!(
+            "Reconciling machineset infra-a on GCP, with arch x86_64; New target boot image: {CURRENT_X86}; Current image: {OLD_X86}; Patching machineset infra-a"
+        )
+    );
+    let mut current = gcp_ms();
+    set(
+        &mut current,
+        "/spec/template/spec/providerSpec/value/disks/0/image",
+        json!(CURRENT_X86),
+    );
+    let d = expect(&current, &snap, Reason::UpToDate);
+    assert_eq!(
+        d.story("infra-a"),
+        format!(
+            "Reconciling machineset infra-a on GCP, with arch x86_64; New target boot image: {CURRENT_X86}; Current image: {CURRENT_X86}; No patching required for machineset infra-a"
+        )
+    );
+    // A skip before any platform is known says why, in our words after the MCO's.
+    let mut opted = gcp_ms();
+    label(&mut opted, decision::OPT_OUT_LABEL, "false");
+    let d = expect(&opted, &snap, Reason::OptedOut);
+    assert_eq!(
+        d.story("infra-a"),
+        format!(
+            "No patching required for machineset infra-a: OptedOut: label {}=false",
+            decision::OPT_OUT_LABEL
+        )
+    );
+    // A platform skip names the platform and arch too.
+    let mut custom = gcp_ms();
+    set(
+        &mut custom,
+        "/spec/template/spec/providerSpec/value/disks/0/image",
+        json!("projects/x/global/images/y"),
+    );
+    let d = expect(&custom, &snap, Reason::CustomImage);
+    let story = d.story("infra-a");
+    assert!(
+        story.starts_with("Reconciling machineset infra-a on GCP, with arch x86_64; ")
+            && story.contains("No patching required for machineset infra-a: CustomImage: "),
+        "{story}"
+    );
+}
+
+/// Applies a decision's patch as the apiserver would.
+fn applied(ms: &Value, d: &Decision) -> Value {
+    let mut out = ms.clone();
+    json_patch::patch(&mut out, &d.patch.to_json_patch().unwrap()).unwrap();
+    out
+}
+
+fn decide_update(new: &Value, old: &Value, snap: &Snapshot) -> Decision {
+    let bytes = serde_json::to_vec(new).unwrap();
+    let view = bootimage_webhook::core::view::MachineSetView::parse(&bytes).unwrap();
+    decision::decide_update(&view, Some(&old.to_string()), snap)
+}
+
+/// Issue 12, item 4: an actor writes the old image back 5 times: exactly 3 re-mutations,
+/// then its writes stand, the toucher plans nothing and reports one loop.
+#[test]
+fn a_revert_loop_is_re_mutated_three_times_then_left_alone() {
+    let snap = offline_snapshot();
+    let image = "/spec/template/spec/providerSpec/value/disks/0/image";
+    // Created stale; the webhook moves it.
+    let created = gcp_ms();
+    let d = decision::decide_object(&created, &snap);
+    assert_eq!(d.reason, Reason::Updated);
+    let mut stored = applied(&created, &d);
+    assert_eq!(stored.pointer(image), Some(&json!(CURRENT_X86)));
+    let mut reasons = Vec::new();
+    for _ in 0..5 {
+        // The other writer puts the old image back (annotations as stored).
+        let mut write = stored.clone();
+        set(&mut write, image, json!(OLD_X86));
+        let d = decide_update(&write, &stored, &snap);
+        reasons.push(d.reason);
+        stored = applied(&write, &d);
+    }
+    use Reason::{RevertLoop, Updated};
+    assert_eq!(reasons, [Updated, Updated, Updated, RevertLoop, RevertLoop]);
+    assert_eq!(
+        stored.pointer(image),
+        Some(&json!(OLD_X86)),
+        "the writes stand"
+    );
+    assert_eq!(
+        stored["metadata"]["annotations"][decision::REVERTS_ANNOTATION],
+        json!(format!("4 {CURRENT_X86}"))
+    );
+    // The toucher: nothing to touch, one loop to report, with the field and the fix.
+    let d = decision::decide_object(&stored, &snap);
+    assert_eq!(d.reason, RevertLoop);
+    assert!(d.patch.0.is_empty(), "recorded already: {:?}", d.patch);
+    for words in [
+        "spec.template.spec.providerSpec.value.disks[0].image",
+        "ignoreDifferences",
+        decision::OPT_OUT_LABEL,
+    ] {
+        assert!(d.message.contains(words), "{words}: {}", d.message);
+    }
+    let list = [stored.clone()];
+    assert!(bootimage_webhook::cluster::touch::plan(&list, &snap).is_empty());
+    assert_eq!(
+        bootimage_webhook::cluster::touch::revert_loops(&list, &snap).len(),
+        1
+    );
+    // A writer that replaces the object without our annotation: still left alone, and the
+    // count is written back.
+    let mut bare = stored.clone();
+    bare["metadata"]["annotations"]
+        .as_object_mut()
+        .unwrap()
+        .remove(decision::REVERTS_ANNOTATION);
+    let d = decide_update(&bare, &stored, &snap);
+    assert_eq!(d.reason, RevertLoop);
+    let again = applied(&bare, &d);
+    assert_eq!(again.pointer(image), Some(&json!(OLD_X86)));
+    assert_eq!(
+        again["metadata"]["annotations"][decision::REVERTS_ANNOTATION],
+        json!(format!("4 {CURRENT_X86}"))
+    );
+    // A new target starts afresh: a count of another target counts for nothing.
+    let mut other = stored.clone();
+    annotate(
+        &mut other,
+        decision::REVERTS_ANNOTATION,
+        "4 projects/rhcos-cloud/global/images/rhcos-older",
+    );
+    assert_eq!(decision::decide_object(&other, &snap).reason, Updated);
+}
+
+#[test]
+fn writes_that_are_not_reverts_are_not_counted() {
+    let snap = offline_snapshot();
+    let image = "/spec/template/spec/providerSpec/value/disks/0/image";
+    // A stale MachineSet written again stale (a scale, the toucher's annotation): moved,
+    // nothing counted.
+    let stale = gcp_ms();
+    let mut write = stale.clone();
+    annotate(&mut write, decision::TOUCH_ANNOTATION, "x");
+    let d = decide_update(&write, &stale, &snap);
+    assert_eq!(d.reason, Reason::Updated);
+    let after = applied(&write, &d);
+    assert!(
+        after["metadata"]["annotations"]
+            .get(decision::REVERTS_ANNOTATION)
+            .is_none()
+    );
+    // A write that keeps the target: nothing to do.
+    let mut write = after.clone();
+    annotate(&mut write, decision::TOUCH_ANNOTATION, "y");
+    assert_eq!(
+        decide_update(&write, &after, &snap).reason,
+        Reason::UpToDate
+    );
+    // A revert on a MachineSet without annotations at all: the map is created once.
+    let mut old = after.clone();
+    old["metadata"]
+        .as_object_mut()
+        .unwrap()
+        .remove("annotations");
+    let mut write = old.clone();
+    set(&mut write, image, json!(OLD_X86));
+    let d = decide_update(&write, &old, &snap);
+    assert_eq!(d.reason, Reason::Updated);
+    let moved = applied(&write, &d);
+    assert_eq!(moved.pointer(image), Some(&json!(CURRENT_X86)));
+    assert_eq!(
+        moved["metadata"]["annotations"][decision::REVERTS_ANNOTATION],
+        json!(format!("1 {CURRENT_X86}"))
+    );
 }

@@ -430,8 +430,14 @@ impl Cluster {
     fn seed(&self, master_done: bool) {
         let user_data = base64::engine::general_purpose::STANDARD
             .encode(br#"{"ignition":{"version":"3.2.0"}}"#);
+        // The MCO stamps the ConfigMap once a master has finished; until then it holds
+        // the previous release's stamp.
+        let mut configmap = fixture("configmap-coreos-bootimages.assembled.yaml");
+        if !master_done {
+            configmap["data"]["MCOReleaseImageVersion"] = json!("4.20.9");
+        }
         let world = [
-            fixture("configmap-coreos-bootimages.assembled.yaml"),
+            configmap,
             json!({"apiVersion": "machineconfiguration.openshift.io/v1", "kind": "MachineConfigPool",
                    "metadata": {"name": "master"},
                    "spec": {"configuration": {"name": "rendered-master-new"},
@@ -1314,4 +1320,512 @@ fn the_cluster_tls_profile_is_served_and_followed_without_a_restart() {
     assert_eq!(r.served.pid(), pid);
     let log = r.served.log_text();
     assert!(log.contains("RC4-MD5"), "the error names the list:\n{log}");
+}
+
+/// The Events of `reason` on MachineSet `name`, as the apiserver stored them.
+fn events_of(c: &Cluster, reason: &str, name: &str) -> Vec<Value> {
+    let list = c.api.get_json(["events.events.k8s.io", "-n", NS]);
+    list["items"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|e| e["reason"] == reason && e["regarding"]["name"] == name)
+        .collect()
+}
+
+/// Issue 12, item 4: another writer (GitOps, an ACM policy) puts the old image back 5 times:
+/// the webhook re-mutates exactly 3 of those writes, then leaves them as sent; the toucher
+/// does not touch the MachineSet, and the Lease holder records one Warning Event. A
+/// MachineSet nobody reverts is untouched by all this.
+#[test]
+fn a_writer_that_keeps_reverting_the_image_wins_after_three_reverts() {
+    let c = Cluster::start(true);
+    let a = c.replica("replica-a", "0s");
+    c.register_webhook(&a.url());
+    c.webhook_serves(CURRENT_X86);
+    c.wait_holder("replica-a", Duration::from_secs(30));
+    c.create(&machineset("ms-gitops", OLD));
+    c.create(&machineset("ms-calm", OLD));
+    assert_eq!(image(&c.get("ms-gitops")), CURRENT_X86);
+    let mark = c.audit().len();
+    let revert =
+        json!([{"op": "replace", "path": format!("{PROVIDER}/disks/0/image"), "value": OLD}]);
+    let mut stored = Vec::new();
+    for _ in 0..5 {
+        c.kubectl(&[
+            "patch",
+            "machineset",
+            "ms-gitops",
+            "-n",
+            NS,
+            "--type=json",
+            "-p",
+            &revert.to_string(),
+        ]);
+        stored.push(image(&c.get("ms-gitops")).to_owned());
+    }
+    assert_eq!(
+        stored,
+        [CURRENT_X86, CURRENT_X86, CURRENT_X86, OLD, OLD],
+        "exactly 3 re-mutations, then the writes stand"
+    );
+    let ms = c.get("ms-gitops");
+    assert_eq!(
+        annotation(&ms, "bootimages.machineconfiguration.openshift.io/reverts"),
+        Some(format!("4 {CURRENT_X86}").as_str())
+    );
+    // The webhook's answers to the 5 writes, as the apiserver audited them.
+    let answers: Vec<Call> = c.audit()[mark..]
+        .iter()
+        .filter(|e| {
+            e["verb"] == "patch"
+                && e["objectRef"]["name"] == "ms-gitops"
+                && e["stage"] == "ResponseComplete"
+                && !is_ours(e)
+        })
+        .map(webhook_call)
+        .collect();
+    assert_eq!(
+        answers,
+        [
+            answered("Updated", true),
+            answered("Updated", true),
+            answered("Updated", true),
+            answered("RevertLoop", true),
+            answered("RevertLoop", false),
+        ]
+    );
+    // Passes go by: no touch, one Event naming the field and the fix.
+    eventually(
+        "the BootImageRevertLoop Event",
+        Duration::from_secs(30),
+        || a.served.log_text(),
+        || (!events_of(&c, "BootImageRevertLoop", "ms-gitops").is_empty()).then_some(()),
+    );
+    a.passes(3);
+    assert_eq!(image(&c.get("ms-gitops")), OLD);
+    assert_eq!(touches(&c.audit()[mark..], None), Vec::<String>::new());
+    let events = events_of(&c, "BootImageRevertLoop", "ms-gitops");
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert_eq!(events[0]["type"], "Warning");
+    let note = events[0]["note"].as_str().unwrap_or_default();
+    for words in [
+        "spec.template.spec.providerSpec.value.disks[0].image",
+        "ignoreDifferences",
+        OPT_OUT,
+    ] {
+        assert!(note.contains(words), "{words}: {note}");
+    }
+    assert!(events_of(&c, "BootImageRevertLoop", "ms-calm").is_empty());
+    assert_eq!(image(&c.get("ms-calm")), CURRENT_X86);
+    let metrics = block_on(admin_get(a.served.admin, "/metrics")).1;
+    assert!(
+        metrics.contains("bootimage_webhook_revert_loops_total 1"),
+        "{metrics}"
+    );
+    c.assert_nothing_refused(&[&a]);
+}
+
+/// `bootimage-webhook status -o <output>` with the cluster-admin kubeconfig, as an
+/// administrator runs it: its stdout, after a successful exit.
+fn status(c: &Cluster, output: &str) -> String {
+    let out = std::process::Command::new(support::binary::BIN)
+        .args(["status", "-o", output])
+        .env("KUBECONFIG", c.api.kubeconfig())
+        .output()
+        .expect("running status");
+    assert!(out.status.success(), "status: {}", text(&out));
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// Issue 12, item 5: `status` on a cluster with one MachineSet of each reason this
+/// apiserver can hold (no webhook registered, so they stay as written), with the gate
+/// closed and then open; read-only.
+#[test]
+fn status_shows_every_machineset_with_its_reason_and_the_gate() {
+    let c = Cluster::start(false);
+    let spec = |m: &mut Value, path: &str, v: Value| {
+        let (parent, key) = path.rsplit_once('/').unwrap();
+        m.pointer_mut(&format!("{PROVIDER}{parent}")).unwrap()[key] = v;
+    };
+    let with = |name: &str, f: &dyn Fn(&mut Value)| {
+        let mut m = machineset(name, OLD);
+        f(&mut m);
+        m
+    };
+    let ann = |m: &mut Value, k: &str, v: &str| {
+        m["metadata"]
+            .as_object_mut()
+            .unwrap()
+            .entry("annotations")
+            .or_insert(json!({}))[k] = json!(v);
+    };
+    let user_data =
+        base64::engine::general_purpose::STANDARD.encode(br#"{"ignition":{"version":"2.2.0"}}"#);
+    c.create_all(&[
+        &json!({"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+        "metadata": {"name": "master-user-data", "namespace": NS},
+        "data": {"userData": user_data}}),
+    ]);
+    let world = [
+        (machineset("ms-stale", OLD), "Updated"),
+        (machineset("ms-current", CURRENT_X86), "UpToDate"),
+        (machineset("ms-custom", CUSTOM), "CustomImage"),
+        (
+            with("ms-opted-out", &|m| {
+                m["metadata"]["labels"][OPT_OUT] = json!("false")
+            }),
+            "OptedOut",
+        ),
+        (
+            with("ms-owned", &|m| {
+                m["metadata"]["ownerReferences"] = json!([{"apiVersion": "hive.openshift.io/v1",
+                    "kind": "MachinePool", "name": "worker", "uid": "6f1e2d3c-0000-4000-8000-00000000000a"}])
+            }),
+            "OwnedByController",
+        ),
+        (
+            with("ms-rhel-10", &|m| {
+                m["metadata"]["labels"]["machineconfiguration.openshift.io/osstream"] =
+                    json!("rhel-10")
+            }),
+            "UnsupportedOSStream",
+        ),
+        (
+            with("ms-windows", &|m| {
+                m["spec"]["template"]["metadata"]["labels"]["machine.openshift.io/os-id"] =
+                    json!("Windows")
+            }),
+            "Windows",
+        ),
+        (
+            with("ms-bad-arch", &|m| {
+                ann(
+                    m,
+                    "capacity.cluster-autoscaler.kubernetes.io/labels",
+                    "kubernetes.io/arch=sparc",
+                )
+            }),
+            "InvalidArchitecture",
+        ),
+        (
+            with("ms-s390x", &|m| {
+                ann(
+                    m,
+                    "capacity.cluster-autoscaler.kubernetes.io/labels",
+                    "kubernetes.io/arch=s390x",
+                )
+            }),
+            "NoImageInStream",
+        ),
+        (
+            with("ms-vsphere", &|m| {
+                spec(m, "/kind", json!("VSphereMachineProviderSpec"))
+            }),
+            "UnsupportedPlatform",
+        ),
+        (
+            with("ms-no-boot-disk", &|m| {
+                spec(m, "/disks/0/boot", json!(false))
+            }),
+            "NoBootDisk",
+        ),
+        (
+            with("ms-bad-disks", &|m| spec(m, "/disks", json!(7))),
+            "InvalidProviderSpec",
+        ),
+        (
+            with("ms-stub-2", &|m| {
+                spec(m, "/userDataSecret", json!({"name": "master-user-data"}))
+            }),
+            "StubIgnitionSpec2",
+        ),
+        (
+            with("ms-reverted", &|m| {
+                ann(
+                    m,
+                    "bootimages.machineconfiguration.openshift.io/reverts",
+                    &format!("4 {CURRENT_X86}"),
+                )
+            }),
+            "RevertLoop",
+        ),
+    ];
+    for (ms, _) in &world {
+        c.create(ms);
+    }
+    // A write by our toucher's field manager: status shows when.
+    c.kubectl(&[
+        "annotate",
+        "machineset",
+        "ms-current",
+        "-n",
+        NS,
+        "--field-manager=bootimage-webhook",
+        &format!("{TOUCH}=t"),
+    ]);
+    let mark = c.audit().len();
+
+    // The gate closed: every MachineSet past the gate waits, and status says why.
+    let closed: Value = serde_json::from_str(&status(&c, "json")).unwrap();
+    assert_eq!(closed["gate"]["open"], false, "{closed:#}");
+    let why = closed["gate"]["reason"].as_str().unwrap();
+    assert!(
+        why.contains("MCOReleaseImageVersion=4.20.9, not 4.21.0")
+            && why.contains("no master has completed"),
+        "{why}"
+    );
+    let reason_of = |report: &Value, name: &str| -> String {
+        report["machineSets"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["name"] == name)
+            .unwrap_or_else(|| panic!("no row for {name}: {report:#}"))["reason"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    assert_eq!(reason_of(&closed, "ms-stale"), "UpgradeInProgress");
+    assert_eq!(reason_of(&closed, "ms-owned"), "OwnedByController");
+
+    // A master finishes: the gate opens, and each MachineSet shows its own reason.
+    c.set_master_updated(1);
+    let open: Value = eventually(
+        "status to see the gate open",
+        Duration::from_secs(30),
+        String::new,
+        || {
+            let v: Value = serde_json::from_str(&status(&c, "json")).unwrap();
+            (v["gate"]["open"] == true).then_some(v)
+        },
+    );
+    assert!(
+        open["gate"]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("1 master(s) run rendered-master-new"),
+        "{open:#}"
+    );
+    assert_eq!(open["release"], "4.21.0");
+    assert_eq!(
+        open["machineSets"].as_array().unwrap().len(),
+        world.len(),
+        "{open:#}"
+    );
+    for (ms, want) in &world {
+        let name = ms["metadata"]["name"].as_str().unwrap();
+        assert_eq!(reason_of(&open, name), *want, "{name}: {open:#}");
+    }
+    let row = |name: &str| {
+        open["machineSets"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["name"] == name)
+            .unwrap()
+            .clone()
+    };
+    let stale = row("ms-stale");
+    assert_eq!(stale["namespace"], NS);
+    assert_eq!(stale["platform"], "GCP");
+    assert_eq!(stale["arch"], "x86_64");
+    assert_eq!(stale["current"], OLD);
+    assert_eq!(stale["target"], CURRENT_X86);
+    assert_eq!(stale["givenUp"], false);
+    assert_eq!(stale["lastTouch"], Value::Null);
+    assert!(row("ms-current")["lastTouch"].is_string(), "{open:#}");
+    assert_eq!(row("ms-reverted")["givenUp"], true);
+    // Rows decided before any platform rule still show the image they name.
+    assert_eq!(row("ms-opted-out")["current"], OLD);
+    assert_eq!(row("ms-opted-out")["target"], Value::Null);
+
+    // The table an administrator reads.
+    let table = status(&c, "table");
+    let lines: Vec<&str> = table.lines().collect();
+    assert!(
+        lines[0].starts_with("Gate: open (release 4.21.0: "),
+        "{table}"
+    );
+    let header = lines
+        .iter()
+        .position(|l| l.starts_with("NAMESPACE/NAME"))
+        .expect("a header");
+    for col in [
+        "PLATFORM",
+        "ARCH",
+        "CURRENT",
+        "TARGET",
+        "REASON",
+        "LAST TOUCH",
+        "GIVEN UP",
+    ] {
+        assert!(lines[header].contains(col), "{table}");
+    }
+    assert_eq!(lines.len(), header + 1 + world.len(), "{table}");
+    let stale_line = lines
+        .iter()
+        .find(|l| l.starts_with(&format!("{NS}/ms-stale ")))
+        .expect("a row for ms-stale");
+    let cells: Vec<&str> = stale_line.split_whitespace().collect();
+    assert_eq!(
+        cells,
+        [
+            &format!("{NS}/ms-stale"),
+            "GCP",
+            "x86_64",
+            "rhcos-9-6-20250826-1-gcp-x86-64",
+            CURRENT_X86.rsplit('/').next().unwrap(),
+            "Updated",
+            "-",
+            "no"
+        ]
+    );
+    let wide = status(&c, "wide");
+    assert!(
+        wide.contains(CURRENT_X86) && wide.contains("MESSAGE"),
+        "{wide}"
+    );
+
+    // Read-only: status wrote nothing (every write since is the test's own).
+    let writes: Vec<String> = c.audit()[mark..]
+        .iter()
+        .filter(|e| {
+            e["stage"] == "ResponseComplete"
+                && !matches!(e["verb"].as_str(), Some("get" | "list" | "watch"))
+                && e["objectRef"]["resource"] != "machineconfigpools"
+        })
+        .map(|e| {
+            format!(
+                "{} {} {}",
+                e["verb"], e["objectRef"]["resource"], e["objectRef"]["name"]
+            )
+        })
+        .collect();
+    assert_eq!(writes, Vec::<String>::new());
+}
+
+/// The value of the metric line starting with `name` (labels included) on `/metrics`.
+fn metric(r: &Replica, name: &str) -> Option<i64> {
+    let text = block_on(admin_get(r.served.admin, "/metrics")).1;
+    text.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+}
+
+/// Issue 12, item 5: a Normal Event when a MachineSet's boot image moved, once per target,
+/// whether the toucher moved it or the webhook did on someone else's write; the gauges of
+/// MachineSets by reason and of the oldest boot image's age.
+#[test]
+fn moves_are_told_by_one_event_per_target_and_the_gauges_count_machinesets() {
+    let c = Cluster::start(true);
+    let mut opted = machineset("ms-opted-out", OLD);
+    opted["metadata"]["labels"][OPT_OUT] = json!("false");
+    // Written before the webhook is registered: they stay as written.
+    for ms in [
+        machineset("ms-stale", OLD),
+        machineset("ms-custom", CUSTOM),
+        opted,
+    ] {
+        c.create(&ms);
+    }
+    let a = c.replica("replica-a", "0s");
+    c.register_webhook(&a.url());
+    c.wait_holder("replica-a", Duration::from_secs(30));
+    eventually(
+        "ms-stale to move",
+        Duration::from_secs(30),
+        || a.served.log_text(),
+        || (image(&c.get("ms-stale")) == CURRENT_X86).then_some(()),
+    );
+    a.passes(2);
+    let moved = events_of(&c, "BootImageUpdated", "ms-stale");
+    assert_eq!(moved.len(), 1, "{moved:?}");
+    assert_eq!(moved[0]["type"], "Normal");
+    assert_eq!(
+        moved[0]["note"],
+        format!("boot image moved from {OLD} to {CURRENT_X86}")
+    );
+    for name in ["ms-custom", "ms-opted-out"] {
+        assert!(events_of(&c, "BootImageUpdated", name).is_empty(), "{name}");
+    }
+    let gauge = |reason: &str| {
+        metric(
+            &a,
+            &format!("bootimage_webhook_machinesets{{reason=\"{reason}\"}}"),
+        )
+    };
+    assert_eq!(gauge("UpToDate"), Some(1));
+    assert_eq!(gauge("CustomImage"), Some(1));
+    assert_eq!(gauge("OptedOut"), Some(1));
+    assert_eq!(gauge("Updated"), Some(0));
+    // The oldest enrolled image is ms-stale's, now the current one (built 2026-04-28); the
+    // older image of the opted-out one and the custom image do not count.
+    let today = Timestamp::now()
+        .to_zoned(k8s_openapi::jiff::tz::TimeZone::UTC)
+        .date();
+    let built = k8s_openapi::jiff::civil::date(2026, 4, 28);
+    let days = i64::from((today - built).get_days());
+    assert_eq!(
+        metric(&a, "bootimage_webhook_oldest_boot_image_age_days"),
+        Some(days)
+    );
+
+    // Someone else writes ms-custom back onto a stock image: the webhook moves it on that
+    // write, and the next pass tells it.
+    c.kubectl(&[
+        "patch",
+        "machineset",
+        "ms-custom",
+        "-n",
+        NS,
+        "--type=json",
+        "-p",
+        &json!([{"op": "replace", "path": format!("{PROVIDER}/disks/0/image"), "value": OLD}])
+            .to_string(),
+    ]);
+    assert_eq!(image(&c.get("ms-custom")), CURRENT_X86);
+    eventually(
+        "the BootImageUpdated Event on ms-custom",
+        Duration::from_secs(30),
+        || a.served.log_text(),
+        || (!events_of(&c, "BootImageUpdated", "ms-custom").is_empty()).then_some(()),
+    );
+    let told = events_of(&c, "BootImageUpdated", "ms-custom");
+    assert_eq!(
+        told[0]["note"],
+        format!("boot image moved from {CUSTOM} to {CURRENT_X86}")
+    );
+
+    // A new target: one more Event each, and no more after.
+    c.set_stream(&stream_with_gcp_image(NEWER_NAME));
+    eventually(
+        "both to move to the new stream",
+        Duration::from_secs(30),
+        || a.served.log_text(),
+        || {
+            (image(&c.get("ms-stale")) == NEWER && image(&c.get("ms-custom")) == NEWER)
+                .then_some(())
+        },
+    );
+    a.passes(3);
+    for name in ["ms-stale", "ms-custom"] {
+        let notes: Vec<Value> = events_of(&c, "BootImageUpdated", name)
+            .iter()
+            .map(|e| e["note"].clone())
+            .collect();
+        assert_eq!(notes.len(), 2, "{name}: {notes:?}");
+        assert!(
+            notes.contains(&json!(format!(
+                "boot image moved from {CURRENT_X86} to {NEWER}"
+            ))),
+            "{name}: {notes:?}"
+        );
+    }
+    assert_eq!(gauge("UpToDate"), Some(2));
+    assert_eq!(
+        metric(&a, "bootimage_webhook_boot_image_updated_events_total"),
+        Some(4)
+    );
+    c.assert_nothing_refused(&[&a]);
 }

@@ -4,7 +4,7 @@
 //! touches that do not move the image for the same target end in an Event, a metric and
 //! silence (the hot-loop guard). At steady state nothing is written.
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -12,6 +12,8 @@ use std::time::Duration;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::jiff::Timestamp;
+use k8s_openapi::jiff::civil::Date;
+use k8s_openapi::jiff::tz::TimeZone;
 use kube::api::{Api, ListParams, Patch, PatchParams};
 use kube::core::DynamicObject;
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
@@ -19,6 +21,7 @@ use serde_json::{Value, json};
 use tokio::sync::watch;
 
 use crate::cluster::apis;
+use crate::core::age;
 use crate::core::decision::{self, Reason, TOUCH_ANNOTATION};
 use crate::core::snapshot::{SharedSnapshot, Snapshot};
 use crate::health::{Health, until};
@@ -58,6 +61,99 @@ pub fn plan(machinesets: &[Value], snap: &Snapshot) -> Vec<Planned> {
             })
         })
         .collect()
+}
+
+/// A MachineSet given up on for its target (`RevertLoop`), with the decision's words.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Looping {
+    pub machineset: Planned,
+    pub message: String,
+}
+
+/// The MachineSets that another writer keeps putting back (behaviour §4, rule 11). Pure.
+pub fn revert_loops(machinesets: &[Value], snap: &Snapshot) -> Vec<Looping> {
+    machinesets
+        .iter()
+        .filter_map(|ms| {
+            let d = decision::decide_object(ms, snap);
+            (d.reason == Reason::RevertLoop).then(|| {
+                let meta = |k: &str| {
+                    ms.pointer(&format!("/metadata/{k}"))
+                        .and_then(Value::as_str)
+                        .unwrap_or_default()
+                        .to_owned()
+                };
+                Looping {
+                    machineset: Planned {
+                        name: meta("name"),
+                        uid: meta("uid"),
+                        current: d.current.unwrap_or_default(),
+                        target: d.target.unwrap_or_default(),
+                    },
+                    message: d.message,
+                }
+            })
+        })
+        .collect()
+}
+
+/// What the Lease holder counts on each pass (behaviour §7): MachineSets by reason, the
+/// oldest boot image an enrolled MachineSet names, and each MachineSet's image now.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Census {
+    pub by_reason: BTreeMap<Reason, i64>,
+    /// (age in days, MachineSet name, image) of the oldest dated boot image.
+    pub oldest: Option<(i64, String, String)>,
+    /// uid -> (name, the image it boots now, the target when it is on it).
+    pub images: BTreeMap<String, (String, String, Option<String>)>,
+}
+
+/// Reasons of MachineSets that are not ours to count in the boot image age: not enrolled,
+/// not RHCOS (Windows, another stream, a custom image), or someone else's.
+const NOT_AGED: [Reason; 7] = [
+    Reason::NotApplicable,
+    Reason::OptedOut,
+    Reason::OwnedByController,
+    Reason::ClusterAPIAuthoritative,
+    Reason::UnsupportedOSStream,
+    Reason::Windows,
+    Reason::CustomImage,
+];
+
+/// Counts `machinesets` under `snap` as of `today`. Pure.
+pub fn census(machinesets: &[Value], snap: &Snapshot, today: Date) -> Census {
+    let mut c = Census::default();
+    for ms in machinesets {
+        let d = decision::decide_object(ms, snap);
+        *c.by_reason.entry(d.reason).or_default() += 1;
+        let name = ms
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned();
+        let uid = ms
+            .pointer("/metadata/uid")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned();
+        let image = d.current.clone().or_else(|| age::referenced_image(ms));
+        if let Some(image) = &image {
+            let on_target = (d.reason == Reason::UpToDate)
+                .then(|| d.target.clone())
+                .flatten();
+            c.images
+                .insert(uid, (name.clone(), image.clone(), on_target));
+            let days = (!NOT_AGED.contains(&d.reason))
+                .then(|| age::age_days(image, today))
+                .flatten();
+            if let Some(days) = days
+                && c.oldest.as_ref().is_none_or(|(o, _, _)| days > *o)
+            {
+                c.oldest = Some((days, name, image.clone()));
+            }
+        }
+    }
+    c
 }
 
 #[derive(Debug, Clone)]
@@ -128,8 +224,20 @@ pub struct Toucher {
     settings: TouchSettings,
     metrics: SharedMetrics,
     recorder: Recorder,
+    /// For Events that must each be their own object: the shared [`Recorder`] folds a
+    /// second Event of the same reason on the same object within minutes into a series
+    /// of the first (keeping the first note), which would hide a second target's move.
+    client: kube::Client,
+    reporter: Reporter,
     /// (MachineSet uid, target) pairs given up on; a new target tries again.
     given_up: HashSet<(String, String)>,
+    /// (MachineSet uid, target) revert loops already reported by an Event.
+    loops_reported: HashSet<(String, String)>,
+    /// Each MachineSet's image at the last pass (uid -> image), to see moves made by the
+    /// webhook on other writers' writes.
+    last_images: BTreeMap<String, String>,
+    /// (MachineSet uid, target) moves already reported by a `BootImageUpdated` Event.
+    moves_reported: HashSet<(String, String)>,
 }
 
 enum Attempt {
@@ -154,13 +262,11 @@ impl Toucher {
             &settings.namespace,
             &apis::MACHINESET.api_resource(),
         );
-        let recorder = Recorder::new(
-            client,
-            Reporter {
-                controller: FIELD_MANAGER.into(),
-                instance: Some(instance),
-            },
-        );
+        let reporter = Reporter {
+            controller: FIELD_MANAGER.into(),
+            instance: Some(instance),
+        };
+        let recorder = Recorder::new(client.clone(), reporter.clone());
         Toucher {
             api,
             lease,
@@ -170,7 +276,12 @@ impl Toucher {
             settings,
             metrics,
             recorder,
+            client,
+            reporter,
             given_up: HashSet::new(),
+            loops_reported: HashSet::new(),
+            last_images: BTreeMap::new(),
+            moves_reported: HashSet::new(),
         }
     }
 
@@ -214,6 +325,7 @@ impl Toucher {
                     }
                 }
             }
+            self.metrics.touch.census(None, 0);
             tracing::warn!("lost the touch Lease: touching stopped");
         }
     }
@@ -261,6 +373,8 @@ impl Toucher {
             .map(|p| (p.uid.clone(), p.target.clone()))
             .collect();
         self.given_up.retain(|k| wanted.contains(k));
+        self.report_revert_loops(&objects, &snap).await;
+        self.count(&objects, &snap).await;
         let mut stats = PassStats {
             listed: objects.len(),
             planned: planned.len(),
@@ -285,6 +399,8 @@ impl Toucher {
                 match self.touch_once(&p, &snap, attempt).await {
                     Ok(Attempt::Moved) => {
                         self.metrics.touch.touched(TouchOutcome::Moved);
+                        self.report_move(&p.name, &p.uid, &p.current, &p.target)
+                            .await;
                         tracing::info!(machineset = %p.name, target = %p.target, attempt, "touched: boot image moved");
                         stats.moved += 1;
                         outcome = Some(true);
@@ -353,6 +469,107 @@ impl Toucher {
         })
     }
 
+    /// One Warning Event and one count per MachineSet and target that another writer keeps
+    /// putting back; the writes are its (the webhook leaves them as sent, and [`plan`]
+    /// does not touch them).
+    async fn report_revert_loops(&mut self, objects: &[Value], snap: &Snapshot) {
+        let loops = revert_loops(objects, snap);
+        let now: HashSet<(String, String)> = loops
+            .iter()
+            .map(|l| (l.machineset.uid.clone(), l.machineset.target.clone()))
+            .collect();
+        self.loops_reported.retain(|k| now.contains(k));
+        for l in loops {
+            let p = &l.machineset;
+            if !self
+                .loops_reported
+                .insert((p.uid.clone(), p.target.clone()))
+            {
+                continue;
+            }
+            self.metrics.touch.revert_loops.inc();
+            tracing::error!(machineset = %p.name, reason = %Reason::RevertLoop, current = %p.current, target = %p.target, "{}", l.message);
+            let event = Event {
+                type_: EventType::Warning,
+                reason: "BootImageRevertLoop".into(),
+                note: Some(l.message.clone()),
+                action: "Update".into(),
+                secondary: None,
+            };
+            if let Err(e) = self.own_event(&event, &self.reference(p)).await {
+                tracing::warn!(machineset = %p.name, error = %e, "could not record the Event");
+            }
+        }
+    }
+
+    /// The census into the metrics, and a `BootImageUpdated` Event for every MachineSet now
+    /// on its target whose image the last pass saw elsewhere (the webhook moved it on
+    /// someone else's write).
+    async fn count(&mut self, objects: &[Value], snap: &Snapshot) {
+        let today = Timestamp::now().to_zoned(TimeZone::UTC).date();
+        let c = census(objects, snap, today);
+        self.metrics
+            .touch
+            .census(Some(&c.by_reason), c.oldest.as_ref().map_or(0, |o| o.0));
+        if let Some((days, name, image)) = &c.oldest {
+            tracing::debug!(machineset = %name, %image, days, "the oldest boot image an enrolled MachineSet names");
+        }
+        let previous = std::mem::take(&mut self.last_images);
+        for (uid, (name, image, on_target)) in &c.images {
+            if let (Some(target), Some(before)) = (on_target, previous.get(uid))
+                && before != image
+            {
+                self.report_move(name, uid, before, target).await;
+            }
+            self.last_images.insert(uid.clone(), image.clone());
+        }
+        self.moves_reported
+            .retain(|(uid, _)| c.images.contains_key(uid));
+    }
+
+    /// One Normal Event per MachineSet and target: its boot image moved.
+    async fn report_move(&mut self, name: &str, uid: &str, from: &str, to: &str) {
+        if !self.moves_reported.insert((uid.to_owned(), to.to_owned())) {
+            return;
+        }
+        self.metrics.touch.updated_events.inc();
+        let from = if from.is_empty() { "<empty>" } else { from };
+        let p = Planned {
+            name: name.to_owned(),
+            uid: uid.to_owned(),
+            current: from.to_owned(),
+            target: to.to_owned(),
+        };
+        let event = Event {
+            type_: EventType::Normal,
+            reason: "BootImageUpdated".into(),
+            note: Some(format!("boot image moved from {from} to {to}")),
+            action: "Update".into(),
+            secondary: None,
+        };
+        if let Err(e) = self.own_event(&event, &self.reference(&p)).await {
+            tracing::warn!(machineset = %name, error = %e, "could not record the Event");
+        }
+    }
+
+    /// `event` as a new Event object (see [`Toucher::client`]).
+    async fn own_event(&self, event: &Event, on: &ObjectReference) -> Result<(), kube::Error> {
+        Recorder::new(self.client.clone(), self.reporter.clone())
+            .publish(event, on)
+            .await
+    }
+
+    fn reference(&self, p: &Planned) -> ObjectReference {
+        ObjectReference {
+            api_version: Some("machine.openshift.io/v1beta1".into()),
+            kind: Some("MachineSet".into()),
+            name: Some(p.name.clone()),
+            namespace: Some(self.settings.namespace.clone()),
+            uid: Some(p.uid.clone()).filter(|u| !u.is_empty()),
+            ..Default::default()
+        }
+    }
+
     async fn give_up(&mut self, p: &Planned) {
         self.given_up.insert((p.uid.clone(), p.target.clone()));
         self.metrics.touch.given_up.inc();
@@ -361,14 +578,7 @@ impl Toucher {
             p.current, p.target
         );
         tracing::error!(machineset = %p.name, "{note}");
-        let reference = ObjectReference {
-            api_version: Some("machine.openshift.io/v1beta1".into()),
-            kind: Some("MachineSet".into()),
-            name: Some(p.name.clone()),
-            namespace: Some(self.settings.namespace.clone()),
-            uid: Some(p.uid.clone()).filter(|u| !u.is_empty()),
-            ..Default::default()
-        };
+        let reference = self.reference(p);
         let event = Event {
             type_: EventType::Warning,
             reason: "BootImageNotMoved".into(),

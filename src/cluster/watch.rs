@@ -260,6 +260,10 @@ impl Builder {
             master_pool: pool.as_ref().map(|p| &p.data),
             rendered_release,
             release_version: self.last_good.as_ref().map(|b| b.release_version.as_str()),
+            stamp: self
+                .last_good
+                .as_ref()
+                .and_then(|b| b.mco_release_image_version.as_deref()),
             cluster_version: cv.as_ref().map(|c| &c.data),
             wait_for_upgrade_complete: settings.wait_for_upgrade_complete,
         });

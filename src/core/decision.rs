@@ -22,6 +22,12 @@ pub const OPT_OUT_LABEL: &str = "bootimages.machineconfiguration.openshift.io/ma
 pub const BOOT_IMAGE_ANNOTATION: &str = "bootimages.machineconfiguration.openshift.io/boot-image";
 /// Set by the toucher to make a MachineSet pass through the webhook.
 pub const TOUCH_ANNOTATION: &str = "bootimages.machineconfiguration.openshift.io/touch";
+/// Written by our own patch when a write brought the old boot image back: `<count> <target>`,
+/// how many times the image was put back after it had been set to `<target>` (behaviour §4,
+/// rule 11). It lives on the object, so it survives restarts and is the same for every replica.
+pub const REVERTS_ANNOTATION: &str = "bootimages.machineconfiguration.openshift.io/reverts";
+/// Reverts of the same target that are re-mutated; the next one is left as sent.
+pub const REVERT_LIMIT: u32 = 3;
 pub const OS_STREAM_LABEL: &str = "machineconfiguration.openshift.io/osstream";
 pub const SUPPORTED_OS_STREAM: &str = "rhel-9";
 pub const OS_ID_LABEL: &str = "machine.openshift.io/os-id";
@@ -93,7 +99,7 @@ pub struct Decision {
     pub reason: Reason,
     /// One sentence for people: logs, `preview`, events.
     pub message: String,
-    /// Empty unless `reason == Updated`.
+    /// Empty unless `reason == Updated`, or `RevertLoop` where the count must be recorded.
     pub patch: Patch,
     pub platform: Option<&'static str>,
     pub arch: Option<Arch>,
@@ -131,6 +137,58 @@ impl Decision {
     }
 }
 
+impl Decision {
+    /// The decision in the words of the MCO's boot image controller, for people who grep
+    /// the logs for them (behaviour §8): `Reconciling machineset <name> on GCP, with arch
+    /// x86_64`, `New target boot image: …`, `Current image: …`, then `Patching machineset
+    /// <name>` or `No patching required for machineset <name>` (with our reason and why).
+    pub fn story(&self, name: &str) -> String {
+        let mut s = String::with_capacity(160 + self.message.len());
+        if let (Some(platform), Some(arch)) = (self.platform, self.arch) {
+            s.push_str("Reconciling machineset ");
+            s.push_str(name);
+            s.push_str(" on ");
+            s.push_str(platform);
+            s.push_str(", with arch ");
+            s.push_str(arch.rpm());
+            s.push_str("; ");
+        }
+        if let Some(target) = self.target.as_deref() {
+            s.push_str("New target boot image: ");
+            s.push_str(target);
+            s.push_str("; ");
+        }
+        if let Some(current) = self.current.as_deref() {
+            s.push_str("Current image: ");
+            s.push_str(if current.is_empty() {
+                "<empty>"
+            } else {
+                current
+            });
+            s.push_str("; ");
+        }
+        match self.reason {
+            Reason::Updated => {
+                s.push_str("Patching machineset ");
+                s.push_str(name);
+            }
+            Reason::UpToDate => {
+                s.push_str("No patching required for machineset ");
+                s.push_str(name);
+            }
+            reason => {
+                s.push_str("No patching required for machineset ");
+                s.push_str(name);
+                s.push_str(": ");
+                s.push_str(reason.as_str());
+                s.push_str(": ");
+                s.push_str(&self.message);
+            }
+        }
+        s
+    }
+}
+
 /// Decide what to do with one MachineSet (behaviour §4, first match wins). Pure; never
 /// panics on any input.
 pub fn decide(ms: &MachineSetView<'_>, snap: &Snapshot) -> Decision {
@@ -151,6 +209,7 @@ fn rules(ms: &MachineSetView<'_>, snap: &Snapshot) -> Result<Decision, Decision>
     let spec = applicable(ms)?; // 1
     enrolled(ms, &snap.cluster.enrollment)?; // 2
     not_owned(ms)?; // 3
+    machine_api_authoritative(ms)?; // 3b
     supported_os_stream(ms)?; // 4
     not_windows(ms)?; // 5
     let boot_images = ready(snap)?; // 6
@@ -159,7 +218,137 @@ fn rules(ms: &MachineSetView<'_>, snap: &Snapshot) -> Result<Decision, Decision>
     let learned = snap.cluster.learned.get(platform.name());
     let change = platform_rule(platform, arch, spec, target, learned)?; // 9
     stub_ignition_can_boot(spec, &change, &snap.cluster).map_err(|d| d.on(platform, arch))?; // 10
-    Ok(patch(ms, change).on(platform, arch)) // 11
+    let d = patch(ms, change).on(platform, arch);
+    not_given_up(ms, d) // 11
+}
+
+/// Rule 11: not given up on. A MachineSet whose recorded reverts of this target passed
+/// the limit keeps what its other writer wrote.
+fn not_given_up(ms: &MachineSetView<'_>, d: Decision) -> Result<Decision, Decision> {
+    let recorded = recorded_reverts(ms, d.target.as_deref().unwrap_or(""));
+    if recorded > REVERT_LIMIT {
+        Err(revert_loop(ms, d, recorded))
+    } else {
+        Ok(d)
+    }
+}
+
+/// The reverts of `target` our patch recorded on `ms` (0: none, or of another target).
+pub fn recorded_reverts(ms: &MachineSetView<'_>, target: &str) -> u32 {
+    ms.annotation(REVERTS_ANNOTATION)
+        .and_then(|v| v.split_once(' '))
+        .filter(|(_, t)| *t == target)
+        .and_then(|(n, _)| n.parse().ok())
+        .unwrap_or(0)
+}
+
+/// [`decide`] for an UPDATE, which also sees the stored object: a write whose old object
+/// already had the target and whose new object brings another image back is a revert
+/// (GitOps, ACM policies). The first [`REVERT_LIMIT`] reverts of a target are re-mutated
+/// and counted on the object; the next is left as sent, and so is every later write, until
+/// the target changes (issue 12; OCPBUGS-55967). Never a denial.
+///
+/// `old` is the request's `oldObject`, read only when the new object would be patched.
+pub fn decide_update(ms: &MachineSetView<'_>, old: Option<&str>, snap: &Snapshot) -> Decision {
+    let d = decide(ms, snap);
+    if d.reason != Reason::Updated {
+        return d;
+    }
+    let Some(old) = old.and_then(|o| MachineSetView::parse(o.as_bytes()).ok()) else {
+        return d;
+    };
+    let target = d.target.clone().unwrap_or_default();
+    let recorded = recorded_reverts(&old, &target).max(recorded_reverts(ms, &target));
+    if recorded > REVERT_LIMIT {
+        // Given up already; the writer dropped our record: write it back.
+        return revert_loop(ms, d, recorded);
+    }
+    let before = decide(&old, snap);
+    let had_target = before.reason == Reason::UpToDate && before.target.as_deref() == Some(&target);
+    if !had_target {
+        return d;
+    }
+    let count = recorded + 1;
+    if count > REVERT_LIMIT {
+        return revert_loop(ms, d, count);
+    }
+    let mut d = d;
+    let map_created = d
+        .patch
+        .0
+        .iter()
+        .any(|op| op.path == "/metadata/annotations");
+    d.patch
+        .0
+        .extend(record_reverts(ms, count, &target, map_created));
+    d.message = format!(
+        "{} (revert {count} of {REVERT_LIMIT}: another writer put the old image back)",
+        d.message
+    );
+    d
+}
+
+/// The op recording `count` reverts of `target` (none when it is recorded already).
+fn record_reverts(
+    ms: &MachineSetView<'_>,
+    count: u32,
+    target: &str,
+    map_created: bool,
+) -> Option<PatchOp> {
+    let value = format!("{count} {target}");
+    if ms.annotation(REVERTS_ANNOTATION) == Some(value.as_str()) {
+        return None;
+    }
+    let annotations = match ms.annotations_for(REVERTS_ANNOTATION) {
+        Annotations::Null | Annotations::Absent if map_created => {
+            Annotations::Map { has_key: false }
+        }
+        a => a,
+    };
+    annotation_op(annotations, REVERTS_ANNOTATION, &value)
+}
+
+/// `d` (an `Updated` decision) turned into `RevertLoop`: no image moves; only the count is
+/// recorded if the object does not carry it.
+fn revert_loop(ms: &MachineSetView<'_>, d: Decision, count: u32) -> Decision {
+    const PROVIDER_SPEC: &str = "/spec/template/spec/providerSpec/value";
+    let fields: Vec<String> = d
+        .patch
+        .0
+        .iter()
+        .filter_map(|op| op.path.strip_prefix(PROVIDER_SPEC))
+        .map(|p| {
+            let mut f = "spec.template.spec.providerSpec.value".to_owned();
+            for token in p.split('/').skip(1) {
+                if token.parse::<usize>().is_ok() {
+                    f.push_str(&format!("[{token}]"));
+                } else {
+                    f.push('.');
+                    f.push_str(&token.replace("~1", "/").replace("~0", "~"));
+                }
+            }
+            f
+        })
+        .collect();
+    let fields = if fields.is_empty() {
+        "the boot image".to_owned()
+    } else {
+        fields.join(", ")
+    };
+    let target = d.target.clone().unwrap_or_default();
+    let current = d.current.clone().unwrap_or_default();
+    let message = format!(
+        "another writer put {fields} back to {current} {count} times after it was set to {target}: its writes are left as sent and the MachineSet is not touched for this target; make that writer ignore {fields} (Argo CD ignoreDifferences, an ACM policy without it), or opt the MachineSet out with the label {OPT_OUT_LABEL}=false"
+    );
+    let mut out = Decision::new(Reason::RevertLoop, message).with_images(d.current, d.target);
+    out.platform = d.platform;
+    out.arch = d.arch;
+    out.patch = Patch(
+        record_reverts(ms, count, &target, false)
+            .into_iter()
+            .collect(),
+    );
+    out
 }
 
 /// 1. A `machine.openshift.io` MachineSet with a providerSpec object.
@@ -220,6 +409,20 @@ fn not_owned(ms: &MachineSetView<'_>) -> Result<(), Decision> {
             format!("owned by {kind}/{name}: its owner manages the providerSpec"),
         )),
         None => Ok(()),
+    }
+}
+
+/// 3b. MAPI -> CAPI migration: only a MachineSet the Machine API is authoritative for is
+/// ours to write (absent: clusters without the migration).
+fn machine_api_authoritative(ms: &MachineSetView<'_>) -> Result<(), Decision> {
+    match ms.authoritative_api() {
+        Some(api @ ("ClusterAPI" | "Migrating")) => Err(Decision::new(
+            Reason::ClusterAPIAuthoritative,
+            format!(
+                "status.authoritativeAPI is {api}: the Cluster API copy is authoritative, and writing this Machine API copy would fight the migration"
+            ),
+        )),
+        _ => Ok(()),
     }
 }
 

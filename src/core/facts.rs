@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use serde_json::Value;
 
-use crate::core::snapshot::{Arch, Enrollment, Gate};
+use crate::core::snapshot::{Arch, Enrollment, Gate, KEY_MCO_RELEASE_IMAGE_VERSION};
 
 /// On the rendered MachineConfig: the release it was rendered for.
 pub const RELEASE_IMAGE_VERSION_ANNOTATION: &str =
@@ -32,59 +32,34 @@ pub struct GateInputs<'a> {
     pub rendered_release: Option<Option<&'a str>>,
     /// The ConfigMap's `releaseVersion`.
     pub release_version: Option<&'a str>,
+    /// The ConfigMap's `MCOReleaseImageVersion`: the MCO's stamp, written once a master
+    /// has completed that release, and kept.
+    pub stamp: Option<&'a str>,
     /// ClusterVersion `version`, for `--wait-for-upgrade-complete`.
     pub cluster_version: Option<&'a Value>,
     pub wait_for_upgrade_complete: bool,
 }
 
-/// Open once a master has completed the current upgrade: the rule by which the MCO
-/// stamps `MCOReleaseImageVersion` (behaviour §3), plus the optional ClusterVersion wait.
+/// Open once a master has completed the current upgrade (behaviour §3): the ConfigMap's
+/// stamp equals its `releaseVersion` (the MCO's verdict, which it keeps: a later master
+/// rollout, a paused or degraded pool do not close the gate again), or the rule by which
+/// the MCO stamps holds now on the master pool. Then the optional ClusterVersion wait.
 pub fn gate(i: GateInputs<'_>) -> Gate {
     let Some(release) = i.release_version else {
         return Gate::closed("the coreos-bootimages ConfigMap has not been read");
     };
-    let Some(pool) = i.master_pool else {
-        return Gate::closed("MachineConfigPool master not seen yet");
-    };
-    let target = pool
-        .pointer("/spec/configuration/name")
-        .and_then(Value::as_str)
-        .unwrap_or("");
-    if target.is_empty() {
-        return Gate::closed("MachineConfigPool master has no spec.configuration.name yet");
-    }
-    let rendered = match i.rendered_release {
-        None => return Gate::closed(format!("rendered MachineConfig {target} not seen yet")),
-        Some(None) => {
-            return Gate::closed(format!(
-                "rendered MachineConfig {target} has no {RELEASE_IMAGE_VERSION_ANNOTATION} annotation"
-            ));
-        }
-        Some(Some(r)) => r,
-    };
-    if rendered != release {
-        return Gate::closed(format!(
-            "master pool targets {target}, rendered for release {rendered}, not the boot images' release {release}"
-        ));
-    }
-    let current = pool
-        .pointer("/status/configuration/name")
-        .and_then(Value::as_str)
-        .unwrap_or("");
-    let updated_count = pool
-        .pointer("/status/updatedMachineCount")
-        .and_then(Value::as_i64)
-        .unwrap_or(0);
-    let updating = condition_true(pool, "Updating");
-    let updated = condition_true(pool, "Updated");
-    let finished = if updating && updated_count > 0 {
-        format!("{updated_count} master(s) run {target}")
-    } else if updated && current == target {
-        format!("master pool Updated on {target}")
+    let finished = if i.stamp == Some(release) {
+        format!("ConfigMap stamped {KEY_MCO_RELEASE_IMAGE_VERSION}={release}")
     } else {
-        return Gate::closed(format!(
-            "no master has completed the update to {target} yet (Updating={updating}, Updated={updated}, updatedMachineCount={updated_count})"
-        ));
+        match pool_rule(i.master_pool, i.rendered_release, release) {
+            Ok(finished) => finished,
+            Err(why) => {
+                let stamp = i.stamp.unwrap_or("<unset>");
+                return Gate::closed(format!(
+                    "ConfigMap {KEY_MCO_RELEASE_IMAGE_VERSION}={stamp}, not {release}, and {why}"
+                ));
+            }
+        }
     };
     if i.wait_for_upgrade_complete {
         let state = i
@@ -99,6 +74,58 @@ pub fn gate(i: GateInputs<'_>) -> Gate {
         }
     }
     Gate::open(format!("release {release}: {finished}"))
+}
+
+/// The MCO's stamping rule on the master pool (`stampBootImagesConfigMap`): its target
+/// rendered config was rendered for `release`, and a master runs it. `Ok` says which.
+fn pool_rule(
+    pool: Option<&Value>,
+    rendered_release: Option<Option<&str>>,
+    release: &str,
+) -> Result<String, String> {
+    let Some(pool) = pool else {
+        return Err("MachineConfigPool master not seen yet".into());
+    };
+    let target = pool
+        .pointer("/spec/configuration/name")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    if target.is_empty() {
+        return Err("MachineConfigPool master has no spec.configuration.name yet".into());
+    }
+    let rendered = match rendered_release {
+        None => return Err(format!("rendered MachineConfig {target} not seen yet")),
+        Some(None) => {
+            return Err(format!(
+                "rendered MachineConfig {target} has no {RELEASE_IMAGE_VERSION_ANNOTATION} annotation"
+            ));
+        }
+        Some(Some(r)) => r,
+    };
+    if rendered != release {
+        return Err(format!(
+            "master pool targets {target}, rendered for release {rendered}, not the boot images' release {release}"
+        ));
+    }
+    let current = pool
+        .pointer("/status/configuration/name")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    let updated_count = pool
+        .pointer("/status/updatedMachineCount")
+        .and_then(Value::as_i64)
+        .unwrap_or(0);
+    let updating = condition_true(pool, "Updating");
+    let updated = condition_true(pool, "Updated");
+    if updating && updated_count > 0 {
+        Ok(format!("{updated_count} master(s) run {target}"))
+    } else if updated && current == target {
+        Ok(format!("master pool Updated on {target}"))
+    } else {
+        Err(format!(
+            "no master has completed the update to {target} yet (Updating={updating}, Updated={updated}, updatedMachineCount={updated_count})"
+        ))
+    }
 }
 
 /// Enrollment from MachineConfiguration `cluster`. Absent object or absent status: all
@@ -230,6 +257,7 @@ mod tests {
             master_pool: Some(p),
             rendered_release: rendered,
             release_version: Some("4.21.0"),
+            stamp: None,
             cluster_version: None,
             wait_for_upgrade_complete: false,
         }
@@ -312,6 +340,115 @@ mod tests {
             !gate(GateInputs {
                 release_version: None,
                 ..inputs(&p, Some(Some("4.21.0")))
+            })
+            .open
+        );
+    }
+
+    /// The gate remembers a finished upgrade through the MCO's stamp (issue 12, item 1).
+    #[test]
+    fn the_stamp_keeps_the_gate_open_after_the_upgrade() {
+        let new = "rendered-master-new";
+        fn stamped<'a>(p: &'a Value, rendered: Option<Option<&'a str>>) -> GateInputs<'a> {
+            GateInputs {
+                stamp: Some("4.21.0"),
+                ..inputs(p, rendered)
+            }
+        }
+        // A routine master MachineConfig rollout after the upgrade: Updating, nobody on
+        // the new rendered config yet, which is still rendered for 4.21.0.
+        let rollout = pool(
+            "rendered-master-newer",
+            new,
+            0,
+            &[("Updating", "True"), ("Updated", "False")],
+        );
+        let unstamped = gate(inputs(&rollout, Some(Some("4.21.0"))));
+        assert!(
+            !unstamped.open,
+            "without the stamp the pool rule alone closes it"
+        );
+        let g = gate(stamped(&rollout, Some(Some("4.21.0"))));
+        assert!(g.open, "{}", g.reason);
+        assert!(
+            g.reason.contains("MCOReleaseImageVersion=4.21.0"),
+            "{}",
+            g.reason
+        );
+        // A paused (or degraded) pool: no condition says anything is finished, and the
+        // rendered config of the pool's target is not even known.
+        let paused = pool(new, "rendered-master-old", 0, &[("Updated", "False")]);
+        assert!(gate(stamped(&paused, None)).open);
+        assert!(gate(stamped(&paused, Some(None))).open);
+        // No pool at all (not listed yet, or gone): the stamp is enough.
+        assert!(
+            gate(GateInputs {
+                stamp: Some("4.21.0"),
+                release_version: Some("4.21.0"),
+                ..Default::default()
+            })
+            .open
+        );
+        // ... and --wait-for-upgrade-complete stays stricter than the stamp.
+        let partial = json!({"status": {"history": [{"state": "Partial"}]}});
+        let g = gate(GateInputs {
+            cluster_version: Some(&partial),
+            wait_for_upgrade_complete: true,
+            ..stamped(&paused, None)
+        });
+        assert!(!g.open);
+        assert!(g.reason.contains("not Completed"), "{}", g.reason);
+    }
+
+    #[test]
+    fn a_new_release_closes_the_gate_until_a_master_finishes_or_the_stamp_moves() {
+        let new = "rendered-master-422";
+        // The ConfigMap now says 4.22.0; the stamp is still 4.21.0's, the master pool
+        // is rolling out 4.22.0 and no master has finished.
+        let rolling = pool(
+            new,
+            "rendered-master-421",
+            0,
+            &[("Updating", "True"), ("Updated", "False")],
+        );
+        fn at<'a>(p: &'a Value, stamp: &'static str) -> GateInputs<'a> {
+            GateInputs {
+                release_version: Some("4.22.0"),
+                stamp: Some(stamp),
+                ..inputs(p, Some(Some("4.22.0")))
+            }
+        }
+        let g = gate(at(&rolling, "4.21.0"));
+        assert!(!g.open);
+        assert!(
+            g.reason
+                .contains("MCOReleaseImageVersion=4.21.0, not 4.22.0")
+                && g.reason.contains("no master has completed"),
+            "{}",
+            g.reason
+        );
+        // A master finishes: the pool rule opens it before the MCO stamps.
+        let one_done = pool(
+            new,
+            "rendered-master-421",
+            1,
+            &[("Updating", "True"), ("Updated", "False")],
+        );
+        assert!(gate(at(&one_done, "4.21.0")).open);
+        // Or the MCO stamps 4.22.0 (its own view of the same event).
+        assert!(gate(at(&rolling, "4.22.0")).open);
+        // A stamp of an older release while the pool targets a config of the old release
+        // does not open it either.
+        let old_target = pool(
+            "rendered-master-421",
+            "rendered-master-421",
+            3,
+            &[("Updated", "True")],
+        );
+        assert!(
+            !gate(GateInputs {
+                rendered_release: Some(Some("4.21.0")),
+                ..at(&old_target, "4.21.0")
             })
             .open
         );

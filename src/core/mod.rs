@@ -1,6 +1,7 @@
 //! The pure core: what a MachineSet should boot from, decided without I/O. The webhook,
 //! the toucher, `preview` and `status` all call [`decision::decide`] on a [`snapshot`].
 
+pub mod age;
 pub mod arch;
 pub mod decision;
 pub mod facts;

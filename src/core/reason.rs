@@ -9,6 +9,9 @@ pub enum Reason {
     NotApplicable,
     OptedOut,
     OwnedByController,
+    /// `status.authoritativeAPI` is `ClusterAPI` or `Migrating`: the Cluster API copy is (or
+    /// is becoming) authoritative, and writing the Machine API copy would fight the migration.
+    ClusterAPIAuthoritative,
     UnsupportedOSStream,
     Windows,
     UpgradeInProgress,
@@ -34,6 +37,11 @@ pub enum Reason {
     /// No disk is marked `boot: true`: there is no boot image to move.
     NoBootDisk,
     StubIgnitionSpec2,
+    /// Another writer put the old boot image back more than [`REVERT_LIMIT`] times after it was
+    /// set to this target: its writes are left as sent until the target changes.
+    ///
+    /// [`REVERT_LIMIT`]: crate::core::decision::REVERT_LIMIT
+    RevertLoop,
     Updated,
     UpToDate,
     /// The providerSpec is malformed where we must read it (disks not an array, image
@@ -42,10 +50,11 @@ pub enum Reason {
 }
 
 impl Reason {
-    pub const ALL: [Reason; 23] = [
+    pub const ALL: [Reason; 25] = [
         Reason::NotApplicable,
         Reason::OptedOut,
         Reason::OwnedByController,
+        Reason::ClusterAPIAuthoritative,
         Reason::UnsupportedOSStream,
         Reason::Windows,
         Reason::UpgradeInProgress,
@@ -63,6 +72,7 @@ impl Reason {
         Reason::CustomImage,
         Reason::NoBootDisk,
         Reason::StubIgnitionSpec2,
+        Reason::RevertLoop,
         Reason::Updated,
         Reason::UpToDate,
         Reason::InvalidProviderSpec,
@@ -73,6 +83,7 @@ impl Reason {
             Reason::NotApplicable => "NotApplicable",
             Reason::OptedOut => "OptedOut",
             Reason::OwnedByController => "OwnedByController",
+            Reason::ClusterAPIAuthoritative => "ClusterAPIAuthoritative",
             Reason::UnsupportedOSStream => "UnsupportedOSStream",
             Reason::Windows => "Windows",
             Reason::UpgradeInProgress => "UpgradeInProgress",
@@ -90,6 +101,7 @@ impl Reason {
             Reason::CustomImage => "CustomImage",
             Reason::NoBootDisk => "NoBootDisk",
             Reason::StubIgnitionSpec2 => "StubIgnitionSpec2",
+            Reason::RevertLoop => "RevertLoop",
             Reason::Updated => "Updated",
             Reason::UpToDate => "UpToDate",
             Reason::InvalidProviderSpec => "InvalidProviderSpec",

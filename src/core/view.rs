@@ -26,6 +26,16 @@ pub struct MachineSetView<'a> {
     metadata: Field<Object<Metadata<'a>>>,
     #[serde(borrow)]
     spec: Field<Object<Spec<'a>>>,
+    #[serde(borrow)]
+    status: Field<Object<Status<'a>>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct Status<'a> {
+    /// MAPI -> CAPI migration: `MachineAPI`, `ClusterAPI` or `Migrating`.
+    #[serde(borrow, rename = "authoritativeAPI")]
+    authoritative_api: Str<'a>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -246,6 +256,13 @@ impl<'a> MachineSetView<'a> {
                 o.0.name.as_str().unwrap_or("?"),
             )
         }))
+    }
+
+    /// `status.authoritativeAPI` (MAPI -> CAPI migration), when it is a string.
+    pub fn authoritative_api(&self) -> Option<&str> {
+        self.status
+            .get()
+            .and_then(|s| s.0.authoritative_api.as_str())
     }
 
     fn template(&self) -> Option<&Template<'a>> {

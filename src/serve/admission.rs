@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
 
 use crate::core::decision::{self, Decision, Reason};
 use crate::core::lenient::{Field, Object};
@@ -78,6 +79,9 @@ struct RawRequest<'a> {
     dry_run: Option<bool>,
     #[serde(default, borrow)]
     object: Field<Object<MachineSetView<'a>>>,
+    /// Kept raw: read only when an UPDATE would be patched (revert loops).
+    #[serde(default, borrow)]
+    old_object: Option<&'a RawValue>,
 }
 
 /// A request answered: the response body plus what the logs and metrics need (borrowed
@@ -123,6 +127,9 @@ pub fn review<'a>(body: &'a [u8], snap: &Snapshot) -> Result<Reviewed<'a>, Revie
         Decision::not_applicable(format!("operation {} is not mutated", req.operation))
     } else {
         match &req.object {
+            Field::Is(Object(object)) if req.operation == "UPDATE" => {
+                decision::decide_update(object, req.old_object.map(RawValue::get), snap)
+            }
             Field::Is(Object(object)) => decision::decide(object, snap),
             Field::Wrong(kind) => {
                 Decision::not_applicable(format!("request object is {}", kind.article()))
@@ -199,7 +206,8 @@ fn encode(review: &ResponseReview<'_>) -> Vec<u8> {
 /// envelope every time, and this is the request path (serde's structs here cost three
 /// times as much, in growing buffers and escaping base64 that never needs it).
 fn response_body(uid: &str, decision: &Decision) -> Vec<u8> {
-    let updated = decision.reason == Reason::Updated && !decision.patch.0.is_empty();
+    // A patch moves the image (`Updated`), or only records a revert loop (`RevertLoop`).
+    let updated = !decision.patch.0.is_empty();
     let mut out = Vec::with_capacity(if updated { 1536 } else { 384 });
     out.extend_from_slice(
         br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","response":{"uid":"#,
@@ -216,7 +224,11 @@ fn response_body(uid: &str, decision: &Decision) -> Vec<u8> {
         out.resize(start + base64::encoded_len(ops.len(), true).unwrap_or(0), 0);
         let _ = BASE64.encode_slice(&ops, &mut out[start..]);
         out.extend_from_slice(br#"","patchType":"JSONPatch","auditAnnotations":{"#);
-        if let Some(target) = &decision.target {
+        if let Some(target) = decision
+            .target
+            .as_ref()
+            .filter(|_| decision.reason == Reason::Updated)
+        {
             out.extend_from_slice(br#""boot-image":"#);
             json_string(&mut out, target);
             out.push(b',');
@@ -246,6 +258,12 @@ fn json_string(out: &mut Vec<u8>, s: &str) {
 fn warning(decision: &Decision) -> String {
     fn short(s: &str) -> &str {
         s.rsplit('/').next().unwrap_or(s)
+    }
+    if decision.reason == Reason::RevertLoop {
+        return truncate(
+            "bootimage-webhook: boot image left as written: it was put back too often (RevertLoop, see the MachineSet's Events)".to_owned(),
+            MAX_WARNING,
+        );
     }
     let mut w = String::with_capacity(MAX_WARNING + 16);
     w.push_str("bootimage-webhook: boot image set to ");

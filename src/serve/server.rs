@@ -323,7 +323,7 @@ fn log_decision(r: &Reviewed<'_>, snapshot: &str) {
                 current = r.decision.current.as_deref(),
                 target = r.decision.target.as_deref(),
                 snapshot,
-                "{}: {}", r.decision.reason, r.decision.message
+                "{}", r.decision.story(&r.name)
             )
         };
     }

@@ -1,0 +1,267 @@
+//! `bootimage-webhook status`: what the webhook would decide for every MachineSet of the
+//! cluster, and the gate, for an administrator. Read-only: the same watchers build the same
+//! snapshot as `serve`, the same [`decide`](crate::core::decision::decide) runs on every
+//! MachineSet, and nothing is written.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use kube::api::{Api, ListParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::core::DynamicObject;
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::cluster::apis;
+use crate::cluster::touch::FIELD_MANAGER;
+use crate::cluster::watch::{self, WatchSettings};
+use crate::config::{StatusArgs, StatusOutput};
+use crate::core::age;
+use crate::core::decision::{self, Reason};
+use crate::core::snapshot::{self, Gate, Snapshot};
+use crate::health::Health;
+use crate::metrics::Metrics;
+
+/// One MachineSet as `status` shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Row {
+    pub namespace: String,
+    pub name: String,
+    pub kind: &'static str,
+    pub platform: Option<&'static str>,
+    pub arch: Option<&'static str>,
+    pub current: Option<String>,
+    pub target: Option<String>,
+    pub reason: Reason,
+    pub message: String,
+    /// When our toucher last wrote it (its managedFields entry), RFC 3339.
+    pub last_touch: Option<String>,
+    /// The webhook leaves this MachineSet's writes alone for its target (`RevertLoop`).
+    pub given_up: bool,
+}
+
+/// The whole answer of `status`.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Report {
+    pub gate: GateState,
+    pub release: Option<String>,
+    pub stream: Option<String>,
+    pub machine_sets: Vec<Row>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct GateState {
+    pub open: bool,
+    pub reason: String,
+}
+
+impl From<&Gate> for GateState {
+    fn from(g: &Gate) -> Self {
+        GateState {
+            open: g.open,
+            reason: g.reason.clone(),
+        }
+    }
+}
+
+/// The last time the field manager `manager` wrote `object` (its `managedFields`).
+fn last_write_by(object: &Value, manager: &str) -> Option<String> {
+    object
+        .pointer("/metadata/managedFields")?
+        .as_array()?
+        .iter()
+        .filter(|f| f["manager"] == manager)
+        .filter_map(|f| f["time"].as_str())
+        .max()
+        .map(str::to_owned)
+}
+
+/// The rows of `machinesets` under `snap`, by namespace and name. Pure.
+pub fn rows(machinesets: &[Value], snap: &Snapshot) -> Vec<Row> {
+    let mut rows: Vec<Row> = machinesets
+        .iter()
+        .map(|ms| {
+            let d = decision::decide_object(ms, snap);
+            let meta = |k: &str| {
+                ms.pointer(&format!("/metadata/{k}"))
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_owned()
+            };
+            Row {
+                namespace: meta("namespace"),
+                name: meta("name"),
+                kind: "MachineSet",
+                platform: d.platform,
+                arch: d.arch.map(|a| a.rpm()),
+                current: d.current.or_else(|| age::referenced_image(ms)),
+                target: d.target,
+                given_up: d.reason == Reason::RevertLoop,
+                reason: d.reason,
+                message: d.message,
+                last_touch: last_write_by(ms, FIELD_MANAGER),
+            }
+        })
+        .collect();
+    rows.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
+    rows
+}
+
+/// The report in the asked format: a table (image names shortened to their last path
+/// segment), a wide table (whole names and the message), or JSON.
+pub fn render(report: &Report, output: StatusOutput) -> String {
+    if output == StatusOutput::Json {
+        // Plain data: serializing cannot fail.
+        return serde_json::to_string_pretty(report).unwrap_or_default() + "\n";
+    }
+    let wide = output == StatusOutput::Wide;
+    let short = |s: &Option<String>| -> String {
+        match s.as_deref() {
+            None => "-".into(),
+            Some("") => "<empty>".into(),
+            Some(s) if wide => s.to_owned(),
+            Some(s) => s.rsplit('/').next().unwrap_or(s).to_owned(),
+        }
+    };
+    let mut header = vec![
+        "NAMESPACE/NAME",
+        "PLATFORM",
+        "ARCH",
+        "CURRENT",
+        "TARGET",
+        "REASON",
+        "LAST TOUCH",
+        "GIVEN UP",
+    ];
+    if wide {
+        header.push("MESSAGE");
+    }
+    let mut table: Vec<Vec<String>> = vec![header.into_iter().map(str::to_owned).collect()];
+    for r in &report.machine_sets {
+        let mut row = vec![
+            format!("{}/{}", r.namespace, r.name),
+            r.platform.unwrap_or("-").to_owned(),
+            r.arch.unwrap_or("-").to_owned(),
+            short(&r.current),
+            short(&r.target),
+            r.reason.to_string(),
+            r.last_touch.clone().unwrap_or_else(|| "-".into()),
+            if r.given_up { "yes" } else { "no" }.to_owned(),
+        ];
+        if wide {
+            row.push(r.message.clone());
+        }
+        table.push(row);
+    }
+    let columns = table[0].len();
+    let widths: Vec<usize> = (0..columns)
+        .map(|c| {
+            table
+                .iter()
+                .map(|r| r[c].chars().count())
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let mut out = format!(
+        "Gate: {} ({})\nRelease: {}, stream {}\n\n",
+        if report.gate.open { "open" } else { "closed" },
+        report.gate.reason,
+        report.release.as_deref().unwrap_or("<unknown>"),
+        report.stream.as_deref().unwrap_or("<unknown>"),
+    );
+    for row in &table {
+        let mut line = String::new();
+        for (c, cell) in row.iter().enumerate() {
+            line.push_str(cell);
+            if c + 1 < columns {
+                let pad = widths[c] - cell.chars().count() + 2;
+                line.extend(std::iter::repeat_n(' ', pad));
+            }
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    if report.machine_sets.is_empty() {
+        out.push_str("(no MachineSets)\n");
+    }
+    out
+}
+
+async fn client(args: &StatusArgs) -> anyhow::Result<kube::Client> {
+    let options = KubeConfigOptions {
+        context: args.context.clone(),
+        ..Default::default()
+    };
+    let config = match &args.kubeconfig {
+        Some(path) => {
+            let kubeconfig = Kubeconfig::read_from(path)
+                .with_context(|| format!("reading the kubeconfig {}", path.display()))?;
+            kube::Config::from_custom_kubeconfig(kubeconfig, &options).await?
+        }
+        None if args.context.is_some() => kube::Config::from_kubeconfig(&options).await?,
+        None => kube::Config::infer()
+            .await
+            .context("finding a kubeconfig (KUBECONFIG, ~/.kube/config, or in-cluster)")?,
+    };
+    Ok(kube::Client::try_from(config)?)
+}
+
+/// Reads the cluster as `serve` does and decides every MachineSet.
+pub async fn report(args: &StatusArgs) -> anyhow::Result<Report> {
+    let client = client(args).await?;
+    let snapshot = snapshot::shared(Snapshot::empty());
+    let health = Arc::new(Health::default());
+    let learned = Arc::new(crate::cluster::ec2::LearnedCell::default());
+    let _ids = watch::start(
+        client.clone(),
+        WatchSettings {
+            configmap_namespace: args.configmap_namespace.clone(),
+            configmap_name: args.configmap_name.clone(),
+            machine_api_namespace: args.machine_api_namespace.clone(),
+            user_data_secrets: args.user_data_secrets.clone(),
+            wait_for_upgrade_complete: args.wait_for_upgrade_complete,
+        },
+        snapshot.clone(),
+        health.clone(),
+        Metrics::new(None),
+        learned,
+    );
+    let deadline = Instant::now() + args.timeout;
+    while !health.synced.load(Ordering::Acquire) {
+        if Instant::now() > deadline {
+            bail!(
+                "the cluster's objects could not all be listed within {:?} (unreachable, or not allowed to list them?)",
+                args.timeout
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // The builder runs 50 ms after the last watcher has listed (it lets a burst land).
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let api: Api<DynamicObject> = Api::namespaced_with(
+        client,
+        &args.machine_api_namespace,
+        &apis::MACHINESET.api_resource(),
+    );
+    let list = api
+        .list(&ListParams::default())
+        .await
+        .context("listing MachineSets")?;
+    let objects: Vec<Value> = list
+        .items
+        .iter()
+        .filter_map(|o| serde_json::to_value(o).ok())
+        .collect();
+    let snap = snapshot.load_full();
+    Ok(Report {
+        gate: (&snap.cluster.gate).into(),
+        release: snap.boot_images.as_ref().map(|b| b.release_version.clone()),
+        stream: snap.boot_images.as_ref().map(|b| b.stream_name.clone()),
+        machine_sets: rows(&objects, &snap),
+    })
+}
