@@ -16,8 +16,9 @@ use crate::config::ServeArgs;
 use crate::core::snapshot::{self, SharedSnapshot, Snapshot};
 use crate::health::{Health, until};
 use crate::metrics::{Metrics, SharedMetrics};
+use crate::serve::profile::{Overrides, Profile};
 use crate::serve::server::{self, AppState, ConnLimits, WEBHOOK_PATH};
-use crate::serve::tls::{self, DevCerts, MinVersion, Reloader};
+use crate::serve::tls::{DevCerts, MinVersion, Reloader, Serving};
 
 const DEV_CERTS_DIR: &str = "certs";
 
@@ -28,7 +29,11 @@ pub struct Settings {
     pub key_file: PathBuf,
     pub bind_address: SocketAddr,
     pub admin_address: SocketAddr,
-    pub tls_min_version: MinVersion,
+    /// `--tls-min-version`, above the cluster's TLS profile (default: the profile's, or
+    /// Intermediate's 1.2 offline).
+    pub tls_min_version: Option<MinVersion>,
+    /// `--tls-cipher-suites`, above the profile's list.
+    pub tls_cipher_suites: Option<Vec<String>>,
     pub cert_reload_interval: Duration,
     pub limits: ConnLimits,
     pub body_timeout: Duration,
@@ -41,6 +46,8 @@ pub struct Running {
     pub health: Arc<Health>,
     pub metrics: SharedMetrics,
     pub snapshot: SharedSnapshot,
+    /// The TLS configuration new handshakes take; the cluster's profile changes it.
+    pub tls: Arc<Serving>,
     stop_webhook: watch::Sender<bool>,
     stop_admin: watch::Sender<bool>,
     tasks: Vec<JoinHandle<()>>,
@@ -56,7 +63,19 @@ pub async fn start(
 ) -> anyhow::Result<Running> {
     let reloader = Reloader::load(settings.cert_file.clone(), settings.key_file.clone())
         .context("loading the serving certificate")?;
-    let tls_config = tls::server_config(reloader.resolver(), settings.tls_min_version)?;
+    let overrides = Overrides {
+        min_version: settings.tls_min_version,
+        cipher_suites: settings.tls_cipher_suites.clone(),
+    };
+    let serving = Arc::new(
+        Serving::new(reloader.resolver(), overrides, &Profile::intermediate())
+            .context("--tls-min-version / --tls-cipher-suites")?,
+    );
+    let policy = serving.policy();
+    if !policy.dropped_ciphers.is_empty() && settings.tls_cipher_suites.is_some() {
+        tracing::warn!(dropped = ?policy.dropped_ciphers, "cipher suites of --tls-cipher-suites that rustls does not serve were left out");
+    }
+    tracing::info!("TLS configuration: {}", policy.summary());
     let health = Arc::new(Health::default());
     health.tls_loaded.store(true, Ordering::Release);
     health.synced.store(synced, Ordering::Release);
@@ -83,7 +102,7 @@ pub async fn start(
     };
     let webhook = tokio::spawn(server::serve(
         webhook_listener,
-        server::Transport::Tls(tokio_rustls::TlsAcceptor::from(tls_config), refusals),
+        server::Transport::Tls(serving.clone(), refusals),
         server::webhook_router(state),
         settings.limits,
         stop_webhook_rx.clone(),
@@ -112,6 +131,7 @@ pub async fn start(
         health,
         metrics,
         snapshot,
+        tls: serving,
         stop_webhook,
         stop_admin,
         tasks,
@@ -164,6 +184,7 @@ fn resolve(args: &ServeArgs) -> anyhow::Result<Settings> {
         bind_address: args.bind_address.unwrap_or((host, 9443).into()),
         admin_address: args.admin_address.unwrap_or((host, 8080).into()),
         tls_min_version: args.tls_min_version,
+        tls_cipher_suites: args.tls_cipher_suites.clone(),
         cert_reload_interval: args.cert_reload_interval,
         limits: ConnLimits {
             handshake_timeout: args.body_timeout,
@@ -299,6 +320,17 @@ async fn start_cluster_side(
         running.metrics.clone(),
         learned.clone(),
     );
+    // Every replica serves the cluster's TLS profile; readiness waits for its first read.
+    running
+        .health
+        .tls_profile_pending
+        .store(true, Ordering::Release);
+    let profile = tokio::spawn(crate::cluster::tls_profile::follow(
+        client.clone(),
+        running.tls.clone(),
+        running.health.clone(),
+        stop.clone(),
+    ));
     // Every replica learns from EC2: each serves the webhook from its own snapshot.
     let ec2 = tokio::spawn(
         crate::cluster::ec2::Background {
@@ -322,7 +354,7 @@ async fn start_cluster_side(
     });
     if args.no_touch {
         tracing::info!("watching the cluster; not touching MachineSets (--no-touch)");
-        return Ok(vec![ec2]);
+        return Ok(vec![ec2, profile]);
     }
     tracing::info!(lease = %format_args!("{namespace}/{}", args.lease_name), %identity, "watching the cluster; touching MachineSets while holding the Lease");
     let (leader_tx, leader_rx) = watch::channel(false);
@@ -358,6 +390,7 @@ async fn start_cluster_side(
         )),
         tokio::spawn(toucher.run(leader_rx, ids, stop)),
         ec2,
+        profile,
     ])
 }
 

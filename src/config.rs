@@ -161,14 +161,19 @@ pub struct ServeArgs {
     /// Admin HTTP address for /healthz, /readyz, /metrics [default: 0.0.0.0:8080; 127.0.0.1:8080 with --dev].
     #[arg(long, env = "BOOTIMAGE_WEBHOOK_ADMIN_ADDRESS")]
     pub admin_address: Option<SocketAddr>,
-    /// Lowest TLS version accepted.
+    /// Lowest TLS version accepted (`1.2`/`VersionTLS12`, `1.3`/`VersionTLS13`), above the
+    /// cluster's TLS security profile [default: the profile's; offline 1.2].
+    #[arg(long, env = "BOOTIMAGE_WEBHOOK_TLS_MIN_VERSION", value_enum)]
+    pub tls_min_version: Option<MinVersion>,
+    /// TLS 1.2 cipher suites, OpenSSL or IANA names, comma-separated, above the cluster's
+    /// TLS security profile [default: the profile's; offline Intermediate's]. TLS 1.3
+    /// suites are always all enabled; names rustls does not serve are left out (logged).
     #[arg(
         long,
-        env = "BOOTIMAGE_WEBHOOK_TLS_MIN_VERSION",
-        value_enum,
-        default_value = "1.2"
+        env = "BOOTIMAGE_WEBHOOK_TLS_CIPHER_SUITES",
+        value_delimiter = ','
     )]
-    pub tls_min_version: MinVersion,
+    pub tls_cipher_suites: Option<Vec<String>>,
     /// How often the certificate files are checked for a new pair.
     #[arg(long, env = "BOOTIMAGE_WEBHOOK_CERT_RELOAD_INTERVAL", value_parser = period, default_value = "10s")]
     pub cert_reload_interval: Duration,
@@ -371,7 +376,31 @@ mod tests {
             panic!()
         };
         assert_eq!(s.cert_reload_interval, Duration::from_secs(10));
-        assert_eq!(s.tls_min_version, MinVersion::Tls12);
+        assert_eq!(s.tls_min_version, None, "the cluster's profile decides");
+        assert_eq!(s.tls_cipher_suites, None);
+        for (given, want) in [
+            ("1.2", MinVersion::Tls12),
+            ("VersionTLS12", MinVersion::Tls12),
+            ("1.3", MinVersion::Tls13),
+            ("VersionTLS13", MinVersion::Tls13),
+        ] {
+            let cli =
+                Cli::try_parse_from(["bootimage-webhook", "serve", "--tls-min-version", given])
+                    .unwrap();
+            let Command::Serve(s) = cli.command else {
+                panic!()
+            };
+            assert_eq!(s.tls_min_version, Some(want), "{given}");
+        }
+        assert!(
+            Cli::try_parse_from([
+                "bootimage-webhook",
+                "serve",
+                "--tls-min-version",
+                "VersionTLS11"
+            ])
+            .is_err()
+        );
         assert_eq!(cli.log.log_format, LogFormat::Text);
     }
 }

@@ -12,6 +12,8 @@ pub struct Health {
     /// Offline: at start. With watchers: once every one of them has listed.
     pub synced: AtomicBool,
     pub shutting_down: AtomicBool,
+    /// Following a cluster: until its TLS security profile has been read once.
+    pub tls_profile_pending: AtomicBool,
     /// Rung by the webhook when a decision waits on something the background learns (an
     /// AMI EC2 has not classified yet), so that it need not wait for the next resync.
     pub wanted: Notify,
@@ -25,6 +27,8 @@ impl Health {
             Err("serving certificate not loaded")
         } else if !self.synced.load(Ordering::Acquire) {
             Err("caches not synced yet")
+        } else if self.tls_profile_pending.load(Ordering::Acquire) {
+            Err("the cluster's TLS security profile not read yet")
         } else {
             Ok(())
         }

@@ -1268,6 +1268,66 @@ fn the_apiserver_restarting_mid_run_and_the_lease_deleted() {
     c.assert_nothing_refused(&[&a]);
 }
 
+/// The cluster's TLS security profile (APIServer `cluster`), read as the ServiceAccount
+/// (the RBAC we ship), served from the first handshake after readiness, and followed
+/// without a restart; a Custom profile that leaves nothing to serve keeps the last one.
+#[test]
+fn the_cluster_tls_profile_is_served_and_followed_without_a_restart() {
+    let c = Cluster::start(true);
+    let apiserver = |profile: Value| {
+        json!({"apiVersion": "config.openshift.io/v1", "kind": "APIServer",
+               "metadata": {"name": "cluster"}, "spec": {"tlsSecurityProfile": profile}})
+    };
+    c.create_all(&[&apiserver(json!({"type": "Modern", "modern": {}}))]);
+    let r = c.replica("tls-0", "0s");
+    let pid = r.served.pid();
+    let client = |versions: &[&'static rustls::SupportedProtocolVersion]| {
+        Https::with_config(support::client_config(&c.certs.ca_pem, versions))
+    };
+    let (only12, only13) = (
+        client(&[&rustls::version::TLS12]),
+        client(&[&rustls::version::TLS13]),
+    );
+    let handshake = |client: &Https| block_on(client.connect(r.served.webhook)).map(|_| ());
+
+    // Readiness waited for the profile: Modern from the first handshake.
+    let refused = handshake(&only12).unwrap_err();
+    assert!(refused.to_string().contains("ProtocolVersion"), "{refused}");
+    handshake(&only13).unwrap();
+
+    // Intermediate: TLS 1.2 served from a next handshake, by the same process.
+    c.kubectl(&[
+        "patch",
+        "apiserver",
+        "cluster",
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"tlsSecurityProfile":{"type":"Intermediate","intermediate":{},"modern":null}}}"#,
+    ]);
+    eventually(
+        "TLS 1.2 served under Intermediate",
+        Duration::from_secs(30),
+        || r.served.log_text(),
+        || handshake(&only12).ok(),
+    );
+
+    // Custom naming only suites rustls does not have: an error, and Intermediate stays.
+    c.kubectl(&[
+        "patch",
+        "apiserver",
+        "cluster",
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"tlsSecurityProfile":{"type":"Custom","custom":{"ciphers":["DES-CBC3-SHA","RC4-MD5"],"minTLSVersion":"VersionTLS12"},"intermediate":null}}}"#,
+    ]);
+    r.wait_line("keeping the last good configuration");
+    handshake(&only12).unwrap();
+    handshake(&only13).unwrap();
+    assert_eq!(r.served.pid(), pid);
+    let log = r.served.log_text();
+    assert!(log.contains("RC4-MD5"), "the error names the list:\n{log}");
+}
+
 /// The Events of `reason` on MachineSet `name`, as the apiserver stored them.
 fn events_of(c: &Cluster, reason: &str, name: &str) -> Vec<Value> {
     let list = c.api.get_json(["events.events.k8s.io", "-n", NS]);

@@ -520,7 +520,7 @@ async fn tls_min_version_1_3() {
 }
 
 async fn start_server_13() -> TestServer {
-    support::start_server_with(|s| s.tls_min_version = MinVersion::Tls13).await
+    support::start_server_with(|s| s.tls_min_version = Some(MinVersion::Tls13)).await
 }
 
 #[tokio::test]

@@ -166,6 +166,17 @@ pub const LEASE: Call = Call {
     why: "app::lead: kube-lease-manager (get, create, server-side apply)",
 };
 
+pub const APISERVER: Call = Call {
+    group: "config.openshift.io",
+    version: "v1",
+    kind: "APIServer",
+    plural: "apiservers",
+    scope: Scope::Cluster,
+    names: &["cluster"],
+    verbs: &["get", "list", "watch"],
+    why: "tls_profile::follow: the TLS security profile (get once, then watch by field selector metadata.name)",
+};
+
 pub const ALL: &[Call] = &[
     CONFIGMAP,
     MACHINECONFIGPOOL,
@@ -179,4 +190,5 @@ pub const ALL: &[Call] = &[
     CONTROLPLANEMACHINESET,
     EVENT,
     LEASE,
+    APISERVER,
 ];

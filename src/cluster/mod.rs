@@ -1,8 +1,9 @@
 //! The cluster side: watchers that keep the snapshot ([`watch`]), the Lease-elected
-//! toucher ([`touch`]), EC2 asked in the background ([`ec2`]), and the one list of API
-//! calls the code makes ([`apis`]).
+//! toucher ([`touch`]), EC2 asked in the background ([`ec2`]), the cluster's TLS security
+//! profile ([`tls_profile`]), and the one list of API calls the code makes ([`apis`]).
 
 pub mod apis;
 pub mod ec2;
+pub mod tls_profile;
 pub mod touch;
 pub mod watch;

@@ -2,5 +2,6 @@
 //! HTTPS ([`server`], [`tls`]). It reads the snapshot and never calls anything.
 
 pub mod admission;
+pub mod profile;
 pub mod server;
 pub mod tls;

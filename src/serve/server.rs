@@ -18,9 +18,9 @@ use hyper_util::service::TowerToHyperService;
 use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
-use tokio_rustls::TlsAcceptor;
 
 use super::admission;
+use super::tls::Serving;
 use crate::core::reason::Reason;
 use crate::core::snapshot::SharedSnapshot;
 use crate::health::{Health, until};
@@ -377,8 +377,9 @@ pub const MAX_CONNECTIONS: usize = 1024;
 /// How a port turns an accepted TCP connection into a byte stream: TLS, or nothing.
 #[derive(Clone)]
 pub enum Transport {
-    /// TLS; plain HTTP spoken to it is refused, and logged through the [`RefusalLog`].
-    Tls(TlsAcceptor, Arc<RefusalLog>),
+    /// TLS with the configuration served at accept time (the cluster's profile can change
+    /// it); plain HTTP spoken to it is refused, and logged through the [`RefusalLog`].
+    Tls(Arc<Serving>, Arc<RefusalLog>),
     Plain,
 }
 
@@ -436,12 +437,14 @@ pub async fn serve(
                         .watch(http.serve_connection(TokioIo::new(tcp), service))
                         .await
                 }
-                Transport::Tls(acceptor, refusals) => {
+                Transport::Tls(serving, refusals) => {
                     let Some(tcp) =
                         plain_http_guard(tcp, peer, &refusals, limits.handshake_timeout).await
                     else {
                         return;
                     };
+                    // The configuration of the moment the handshake starts.
+                    let acceptor = serving.acceptor();
                     let tls =
                         match tokio::time::timeout(limits.handshake_timeout, acceptor.accept(tcp))
                             .await

@@ -15,6 +15,7 @@ use rustls::sign::CertifiedKey;
 use rustls::{ServerConfig, SupportedProtocolVersion};
 use tokio::sync::watch;
 
+use super::profile::{self, Overrides, Policy, Profile, ProfileError};
 use crate::metrics::SharedMetrics;
 
 #[derive(Debug, thiserror::Error)]
@@ -82,31 +83,110 @@ impl ResolvesServerCert for CertResolver {
     }
 }
 
+/// `--tls-min-version`: ours (`1.2`) or OpenShift's spelling (`VersionTLS12`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum MinVersion {
-    #[value(name = "1.2")]
+    #[value(name = "1.2", alias = "VersionTLS12")]
     Tls12,
-    #[value(name = "1.3")]
+    #[value(name = "1.3", alias = "VersionTLS13")]
     Tls13,
 }
 
 /// HTTP/1.1 only (the apiserver speaks it to webhooks, and it avoids the HTTP/2 rapid-reset
-/// class of bugs), TLS 1.2+ or 1.3 only.
+/// class of bugs), with the versions, suites and groups of `policy`.
 pub fn server_config(
     resolver: Arc<CertResolver>,
-    min: MinVersion,
+    policy: &Policy,
 ) -> Result<Arc<ServerConfig>, TlsError> {
-    let versions: &[&'static SupportedProtocolVersion] = match min {
-        MinVersion::Tls12 => &[&rustls::version::TLS13, &rustls::version::TLS12],
-        MinVersion::Tls13 => &[&rustls::version::TLS13],
+    let versions: &[&'static SupportedProtocolVersion] = if policy.tls12() {
+        &[&rustls::version::TLS13, &rustls::version::TLS12]
+    } else {
+        &[&rustls::version::TLS13]
     };
-    let mut config = ServerConfig::builder_with_provider(provider())
+    let provider = CryptoProvider {
+        cipher_suites: policy.suites.clone(),
+        kx_groups: policy.groups.clone(),
+        ..rustls::crypto::ring::default_provider()
+    };
+    let mut config = ServerConfig::builder_with_provider(Arc::new(provider))
         .with_protocol_versions(versions)
         .map_err(TlsError::Config)?
         .with_no_client_auth()
         .with_cert_resolver(resolver);
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
     Ok(Arc::new(config))
+}
+
+/// The `ServerConfig` every new handshake takes, swapped whole when the cluster's TLS
+/// profile changes (connections already up keep theirs), as the certificate reload swaps
+/// the pair inside it.
+pub struct Serving {
+    resolver: Arc<CertResolver>,
+    overrides: Overrides,
+    config: ArcSwap<ServerConfig>,
+    policy: Mutex<Policy>,
+}
+
+/// What [`Serving::apply`] did.
+#[derive(Debug)]
+pub enum Applied {
+    /// The new configuration serves from the next handshake.
+    Changed(Policy),
+    /// The same versions, suites and groups as before.
+    Unchanged(Policy),
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ApplyError {
+    #[error(transparent)]
+    Profile(#[from] ProfileError),
+    #[error(transparent)]
+    Tls(#[from] TlsError),
+}
+
+impl Serving {
+    /// The flags' configuration above `profile`; failing here is fatal (a wrong flag).
+    pub fn new(
+        resolver: Arc<CertResolver>,
+        overrides: Overrides,
+        profile: &Profile,
+    ) -> Result<Self, ApplyError> {
+        let policy = profile::resolve(profile, &overrides)?;
+        let config = server_config(resolver.clone(), &policy)?;
+        Ok(Serving {
+            resolver,
+            overrides,
+            config: ArcSwap::new(config),
+            policy: Mutex::new(policy),
+        })
+    }
+
+    /// For one new connection.
+    pub fn acceptor(&self) -> tokio_rustls::TlsAcceptor {
+        tokio_rustls::TlsAcceptor::from(self.config.load_full())
+    }
+
+    pub fn policy(&self) -> Policy {
+        self.policy
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Serve `profile` (with the flags above it) from the next handshake. An error keeps
+    /// the configuration served now.
+    pub fn apply(&self, profile: &Profile) -> Result<Applied, ApplyError> {
+        let new = profile::resolve(profile, &self.overrides)?;
+        let mut current = self.policy.lock().unwrap_or_else(|p| p.into_inner());
+        if current.same_as(&new) {
+            *current = new.clone();
+            return Ok(Applied::Unchanged(new));
+        }
+        let config = server_config(self.resolver.clone(), &new)?;
+        self.config.store(config);
+        *current = new.clone();
+        Ok(Applied::Changed(new))
+    }
 }
 
 fn read(path: &Path) -> Result<Vec<u8>, TlsError> {

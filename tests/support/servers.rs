@@ -7,7 +7,7 @@ use std::time::Duration;
 use bootimage_webhook::app::{self, Running, Settings};
 use bootimage_webhook::core::snapshot;
 use bootimage_webhook::serve::server::ConnLimits;
-use bootimage_webhook::serve::tls::{DevCerts, MinVersion};
+use bootimage_webhook::serve::tls::DevCerts;
 
 use super::fixtures::offline_snapshot;
 use super::https::{Https, Reply, admin_get, dev_certs, install_provider};
@@ -27,7 +27,8 @@ pub fn settings(volume: &SecretVolume) -> Settings {
         key_file: volume.key(),
         bind_address: "127.0.0.1:0".parse().unwrap(),
         admin_address: "127.0.0.1:0".parse().unwrap(),
-        tls_min_version: MinVersion::Tls12,
+        tls_min_version: None,
+        tls_cipher_suites: None,
         cert_reload_interval: Duration::from_millis(200),
         limits: ConnLimits {
             handshake_timeout: Duration::from_secs(2),
