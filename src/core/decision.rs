@@ -678,7 +678,7 @@ fn stub_ignition_can_boot(
     }
 }
 
-/// 11. The patch: the platform's edits and the annotation that records the image.
+/// 12. The patch: the platform's edits and the annotation that records the image.
 fn patch(ms: &MachineSetView<'_>, change: Change) -> Decision {
     let provider_spec = ms.provider_spec_pointer();
     let Change {
