@@ -26,13 +26,34 @@ const WITH_PLAN: &str = "MarketplaceWithPlan";
 const UNPAID: &str = "no-purchase-plan";
 const UNPAID_PUBLISHER: &str = "azureopenshift";
 
-/// A marketplace image as the stream gives it.
+/// A marketplace image as the stream gives it, with what a patch to it writes made once,
+/// when the snapshot is built, not on every request.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 struct Image {
     publisher: String,
     offer: String,
     sku: String,
     version: String,
+    /// `publisher:offer:sku:version`, for logs and messages.
+    #[serde(skip)]
+    urn: String,
+    /// The whole `image` a patch writes (`type` from the variant: paid or not).
+    #[serde(skip)]
+    patch: Value,
+}
+
+impl Image {
+    fn prepare(&mut self, plan: &str) {
+        self.urn = self.to_string();
+        self.patch = json!({
+            "publisher": self.publisher,
+            "offer": self.offer,
+            "sku": self.sku,
+            "version": self.version,
+            "resourceID": "",
+            "type": plan,
+        });
+    }
 }
 
 impl fmt::Display for Image {
@@ -57,12 +78,30 @@ struct Generations {
 /// (`no-purchase-plan`, `ocp`, `opp-emea`, ...).
 struct AzureTarget(BTreeMap<String, Generations>);
 
+/// The image `type` of a variant: only the unpaid one has no purchase plan.
+fn plan_of(variant: &str) -> &'static str {
+    if variant == UNPAID {
+        NO_PLAN
+    } else {
+        WITH_PLAN
+    }
+}
+
 fn target(entry: &Value) -> Result<Option<Target>, String> {
     let Some(azure) = entry.pointer("/rhel-coreos-extensions/marketplace/azure") else {
         return Ok(None);
     };
-    let variants: BTreeMap<String, Generations> = serde_json::from_value(azure.clone())
+    let mut variants: BTreeMap<String, Generations> = serde_json::from_value(azure.clone())
         .map_err(|e| format!("rhel-coreos-extensions.marketplace.azure: {e}"))?;
+    for (variant, generations) in &mut variants {
+        let plan = plan_of(variant);
+        for image in [&mut generations.hyper_v_gen1, &mut generations.hyper_v_gen2]
+            .into_iter()
+            .flatten()
+        {
+            image.prepare(plan);
+        }
+    }
     Ok(Some(Arc::new(AzureTarget(variants))))
 }
 
@@ -233,12 +272,8 @@ impl Platform for Azure {
                 ),
             );
         };
-        let plan = if variant == UNPAID {
-            NO_PLAN
-        } else {
-            WITH_PLAN
-        };
-        let target = chosen.to_string();
+        let plan = plan_of(variant);
+        let target = chosen.urn.clone();
         let unchanged = [publisher, offer, sku, version, resource_id, kind]
             == [
                 chosen.publisher.as_str(),
@@ -255,14 +290,7 @@ impl Platform for Azure {
             edits: vec![Edit {
                 pointer: "/image".into(),
                 exists: spec.raw("image").is_some(),
-                value: json!({
-                    "publisher": chosen.publisher,
-                    "offer": chosen.offer,
-                    "sku": chosen.sku,
-                    "version": chosen.version,
-                    "resourceID": "",
-                    "type": plan,
-                }),
+                value: chosen.patch.clone(),
             }],
             current,
             target,
