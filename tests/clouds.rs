@@ -565,3 +565,60 @@ fn azure_real_sample_and_what_is_left_alone() {
         assert_eq!(out, ms, "{what}");
     }
 }
+
+/// `decide_update` as the webhook calls it: the new object as a view, the stored one as text
+/// (what the apiserver sends as `oldObject`: compact, as Go writes it).
+fn decide_update(new: &Value, old: &Value, snap: &Snapshot) -> Decision {
+    let bytes = serde_json::to_vec(new).unwrap();
+    let view = bootimage_webhook::core::view::MachineSetView::parse(&bytes).unwrap();
+    decision::decide_update(&view, Some(&old.to_string()), snap)
+}
+
+fn patched(ms: &Value, d: &Decision) -> Value {
+    let mut out = ms.clone();
+    json_patch::patch(&mut out, &d.patch.to_json_patch().unwrap()).unwrap();
+    out
+}
+
+/// A writer that keeps putting the old image back is re-mutated 3 times, then left alone,
+/// on AWS and Azure as on GCP: the revert check finds the target in the stored object
+/// whatever shape the platform's image has (an AMI id, a marketplace image object).
+#[test]
+fn reverts_are_counted_on_aws_and_azure_too() {
+    let assembled = bootimage_webhook::core::snapshot::parse_document(&support::fixture_text(
+        "configmap-coreos-bootimages.assembled.yaml",
+    ))
+    .unwrap();
+    let stream: Value =
+        serde_json::from_str(assembled["data"]["stream"].as_str().unwrap()).unwrap();
+    let snap = snapshot(&stream, None);
+    let mut aws = aws_ms();
+    provider_spec(&mut aws)["ami"] = json!({"id": stream_ami("eu-west-1")});
+    for (cloud, created) in [("AWS", aws), ("Azure", azure_ms())] {
+        let (d, mut stored) = decide(&created, &snap);
+        assert_eq!(d.reason, Reason::Updated, "{cloud}: {}", d.message);
+        // A stale UPDATE of a stale object is no revert.
+        let d = decide_update(&created, &created, &snap);
+        assert_eq!(d.reason, Reason::Updated, "{cloud}");
+        assert!(!d.message.contains("revert"), "{cloud}: {}", d.message);
+        let mut reasons = Vec::new();
+        for _ in 0..5 {
+            let mut write = stored.clone();
+            *provider_spec(&mut write) = provider_spec(&mut created.clone()).clone();
+            let d = decide_update(&write, &stored, &snap);
+            reasons.push(d.reason);
+            stored = patched(&write, &d);
+        }
+        use Reason::{RevertLoop, Updated};
+        assert_eq!(
+            reasons,
+            [Updated, Updated, Updated, RevertLoop, RevertLoop],
+            "{cloud}"
+        );
+        assert_eq!(
+            provider_spec(&mut stored.clone()),
+            provider_spec(&mut created.clone()),
+            "{cloud}: the writes stand"
+        );
+    }
+}

@@ -259,10 +259,13 @@ pub fn decide_update(ms: &MachineSetView<'_>, old: Option<&str>, snap: &Snapshot
     if d.reason != Reason::Updated {
         return d;
     }
-    let Some(old) = old.and_then(|o| MachineSetView::parse(o.as_bytes()).ok()) else {
+    let target = d.target.clone().unwrap_or_default();
+    let Some(old) = old
+        .filter(|o| may_name_the_target(o, &target, &d.patch))
+        .and_then(|o| MachineSetView::parse(o.as_bytes()).ok())
+    else {
         return d;
     };
-    let target = d.target.clone().unwrap_or_default();
     let recorded = recorded_reverts(&old, &target).max(recorded_reverts(ms, &target));
     if recorded > REVERT_LIMIT {
         // Given up already; the writer dropped our record: write it back.
@@ -291,6 +294,42 @@ pub fn decide_update(ms: &MachineSetView<'_>, old: Option<&str>, snap: &Snapshot
         d.message
     );
     d
+}
+
+/// Whether the old object's text can hold the target or a count of its reverts: it must
+/// then name the target (the count annotation does) or every string the patch writes
+/// outside `metadata` (the image it would have). Most UPDATEs of a stale MachineSet have an
+/// old object just as stale, and this spares reading it (a second parse, a second decision)
+/// on the request path. `oldObject` is written by the apiserver's encoder, which writes
+/// these characters as they are; a string with any other character is not looked for, and
+/// the old object is read.
+fn may_name_the_target(old: &str, target: &str, patch: &Patch) -> bool {
+    fn strings<'v>(value: &'v Value, out: &mut Vec<&'v str>) {
+        match value {
+            Value::String(s) => out.push(s),
+            Value::Array(items) => items.iter().for_each(|v| strings(v, out)),
+            Value::Object(map) => map.values().for_each(|v| strings(v, out)),
+            _ => {}
+        }
+    }
+    let plain = |s: &str| {
+        !s.is_empty()
+            && s.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"-._:/+=@ ".contains(&b))
+    };
+    let mut written = Vec::new();
+    for op in patch
+        .0
+        .iter()
+        .filter(|op| !op.path.starts_with("/metadata/"))
+    {
+        strings(&op.value, &mut written);
+    }
+    written.retain(|s| !s.is_empty());
+    if !plain(target) || written.is_empty() || !written.iter().all(|s| plain(s)) {
+        return true;
+    }
+    old.contains(target) || written.iter().all(|s| old.contains(s))
 }
 
 /// The op recording `count` reverts of `target` (none when it is recorded already).
