@@ -432,6 +432,7 @@ pub async fn serve(
         let transport = transport.clone();
         let (id, give_way) = unproven.enter();
         let proven = Arc::new(AtomicBool::new(false));
+        let has_requests = proven.clone();
         let service = TowerToHyperService::new(tower::ServiceExt::map_request(router.clone(), {
             let unproven = unproven.clone();
             move |mut req: Request<hyper::body::Incoming>| {
@@ -500,10 +501,21 @@ pub async fn serve(
                     tracing::debug!(%peer, error = %e, "connection ended with an error");
                 }
             };
-            tokio::select! {
-                _ = connection => {}
-                Ok(()) = &mut give_way => {
-                    tracing::debug!(%peer, "no request head yet; closed to make room for a new connection");
+            tokio::pin!(connection);
+            let mut told = false;
+            loop {
+                tokio::select! {
+                    _ = &mut connection => break,
+                    Ok(()) = &mut give_way, if !told => {
+                        told = true;
+                        // Its first request head may have come in as it was told: then it
+                        // stays (and the new connection waits for another slot, or closes).
+                        if has_requests.load(Ordering::Relaxed) {
+                            continue;
+                        }
+                        tracing::debug!(%peer, "no request head yet; closed to make room for a new connection");
+                        break;
+                    }
                 }
             }
         });
