@@ -647,12 +647,18 @@ proptest! {
 fn the_generators_reach_every_platform_and_most_reasons() {
     use proptest::strategy::ValueTree;
     use std::collections::BTreeMap;
-    let mut runner = proptest::test_runner::TestRunner::deterministic();
+    let mut runner = proptest::test_runner::TestRunner::new_with_rng(
+        config(),
+        proptest::test_runner::TestRng::deterministic_rng(
+            proptest::test_runner::RngAlgorithm::XorShift,
+        ),
+    );
+    let (machinesets, snapshots) = (machineset(), snapshot());
     let mut seen: BTreeMap<String, usize> = BTreeMap::new();
     let mut updated: BTreeMap<&'static str, usize> = BTreeMap::new();
     for _ in 0..3000 {
-        let ms = machineset().new_tree(&mut runner).unwrap().current();
-        let snap = snapshot().new_tree(&mut runner).unwrap().current();
+        let ms = machinesets.new_tree(&mut runner).unwrap().current();
+        let snap = snapshots.new_tree(&mut runner).unwrap().current();
         let d = decision::decide_object(&ms, &snap);
         *seen.entry(d.reason.to_string()).or_default() += 1;
         if d.reason == Reason::Updated {

@@ -278,6 +278,10 @@ async fn a_profile_change_while_clients_keep_sending_fails_no_request() {
     }
     let sent = sent.load(Ordering::Relaxed);
     let failed = failed.lock().unwrap();
+    eprintln!(
+        "{sent} reviews across {changes} profile changes, {} failed",
+        failed.len()
+    );
     assert!(sent > 40, "only {sent} requests sent");
     assert!(
         failed.is_empty(),

@@ -7,24 +7,19 @@
 //! `manifests/`'s CredentialsRequest, static keys or STS web identity), or a profile. HTTPS
 //! goes through rustls on ring, as everything else here.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwap;
-use aws_config::{BehaviorVersion, Region, SdkConfig};
-use aws_sdk_ec2::Client;
-use aws_sdk_ec2::error::ProvideErrorMetadata;
-use aws_sdk_ec2::types::Filter;
-use aws_smithy_http_client::tls::{self, rustls_provider::CryptoMode};
 use kube::api::{Api, ListParams};
 use kube::core::DynamicObject;
 use tokio::sync::{Notify, watch};
 
 use crate::cluster::apis;
 use crate::core::arch::Arch;
-use crate::core::platforms::aws::{self, AwsLearned, Described, MarketImage, Query};
+use crate::core::platforms::aws::{self, AwsLearned, Query};
 use crate::core::snapshot::{Learned, SharedSnapshot, Snapshot};
 use crate::core::view::{MachineSetView, ProviderSpecValue};
 use crate::health::{Health, until};
@@ -37,157 +32,204 @@ pub enum Ec2Error {
     Call { region: String, message: String },
 }
 
-/// An EC2 client per region, from one SDK configuration.
-pub struct Ec2 {
-    config: SdkConfig,
-    clients: Mutex<HashMap<String, Client>>,
-}
+/// The AWS SDK client (the default `ec2` feature; without it, as in the fuzz build, EC2
+/// is never asked and AWS AMIs outside the stream stay `AMIUnclassified`).
+#[cfg(feature = "ec2")]
+mod sdk {
+    use super::*;
+    use crate::core::platforms::aws::{Described, MarketImage};
+    use aws_config::{BehaviorVersion, Region, SdkConfig};
+    use aws_sdk_ec2::Client;
+    use aws_sdk_ec2::error::ProvideErrorMetadata;
+    use aws_sdk_ec2::types::Filter;
+    use aws_smithy_http_client::tls::{self, rustls_provider::CryptoMode};
+    use std::collections::HashMap;
+    use std::sync::Mutex;
 
-impl Ec2 {
-    /// From the SDK's standard environment; fails when no credentials can be had, so that
-    /// callers can say so once instead of failing every call.
-    pub async fn from_env() -> Result<Ec2, Ec2Error> {
-        let https = aws_smithy_http_client::Builder::new()
-            .tls_provider(tls::Provider::Rustls(CryptoMode::Ring))
-            .build_https();
-        let config = aws_config::defaults(BehaviorVersion::latest())
-            .http_client(https)
-            .timeout_config(
-                aws_config::timeout::TimeoutConfig::builder()
-                    .operation_timeout(Duration::from_secs(20))
-                    .build(),
-            )
-            .load()
-            .await;
-        let provider = config
-            .credentials_provider()
-            .ok_or_else(|| Ec2Error::NoCredentials("no credentials provider configured".into()))?;
-        use aws_sdk_ec2::config::ProvideCredentials;
-        provider
-            .provide_credentials()
-            .await
-            .map_err(|e| Ec2Error::NoCredentials(e.to_string()))?;
-        Ok(Ec2 {
-            config,
-            clients: Mutex::new(HashMap::new()),
-        })
+    /// An EC2 client per region, from one SDK configuration.
+    pub struct Ec2 {
+        config: SdkConfig,
+        clients: Mutex<HashMap<String, Client>>,
     }
 
-    fn client(&self, region: &str) -> Client {
-        let mut clients = self.clients.lock().unwrap_or_else(|e| e.into_inner());
-        clients
-            .entry(region.to_owned())
-            .or_insert_with(|| {
-                let conf = aws_sdk_ec2::config::Builder::from(&self.config)
-                    .region(Region::new(region.to_owned()))
-                    .build();
-                Client::from_conf(conf)
+    impl Ec2 {
+        /// From the SDK's standard environment; fails when no credentials can be had, so that
+        /// callers can say so once instead of failing every call.
+        pub async fn from_env() -> Result<Ec2, Ec2Error> {
+            let https = aws_smithy_http_client::Builder::new()
+                .tls_provider(tls::Provider::Rustls(CryptoMode::Ring))
+                .build_https();
+            let config = aws_config::defaults(BehaviorVersion::latest())
+                .http_client(https)
+                .timeout_config(
+                    aws_config::timeout::TimeoutConfig::builder()
+                        .operation_timeout(Duration::from_secs(20))
+                        .build(),
+                )
+                .load()
+                .await;
+            let provider = config.credentials_provider().ok_or_else(|| {
+                Ec2Error::NoCredentials("no credentials provider configured".into())
+            })?;
+            use aws_sdk_ec2::config::ProvideCredentials;
+            provider
+                .provide_credentials()
+                .await
+                .map_err(|e| Ec2Error::NoCredentials(e.to_string()))?;
+            Ok(Ec2 {
+                config,
+                clients: Mutex::new(HashMap::new()),
             })
-            .clone()
-    }
+        }
 
-    /// Who owns `ami` in `region` (and its name, which carries a marketplace product id).
-    pub async fn describe(&self, region: &str, ami: &str) -> Result<Described, Ec2Error> {
-        let out = self
-            .client(region)
-            .describe_images()
-            .image_ids(ami)
-            .send()
-            .await;
-        match out {
-            Ok(out) => Ok(out
-                .images()
-                .iter()
-                .find(|i| i.image_id() == Some(ami))
-                .map_or(Described::NotFound, |i| Described::Found {
-                    owner: i.owner_id().unwrap_or_default().to_owned(),
-                    name: i.name().unwrap_or_default().to_owned(),
-                })),
-            // EC2 answers an unknown (or deregistered) AMI with an error, not an empty list.
-            Err(e) if e.code().is_some_and(|c| c.starts_with("InvalidAMIID")) => {
-                Ok(Described::NotFound)
+        fn client(&self, region: &str) -> Client {
+            let mut clients = self.clients.lock().unwrap_or_else(|e| e.into_inner());
+            clients
+                .entry(region.to_owned())
+                .or_insert_with(|| {
+                    let conf = aws_sdk_ec2::config::Builder::from(&self.config)
+                        .region(Region::new(region.to_owned()))
+                        .build();
+                    Client::from_conf(conf)
+                })
+                .clone()
+        }
+
+        /// Who owns `ami` in `region` (and its name, which carries a marketplace product id).
+        pub async fn describe(&self, region: &str, ami: &str) -> Result<Described, Ec2Error> {
+            let out = self
+                .client(region)
+                .describe_images()
+                .image_ids(ami)
+                .send()
+                .await;
+            match out {
+                Ok(out) => Ok(out
+                    .images()
+                    .iter()
+                    .find(|i| i.image_id() == Some(ami))
+                    .map_or(Described::NotFound, |i| Described::Found {
+                        owner: i.owner_id().unwrap_or_default().to_owned(),
+                        name: i.name().unwrap_or_default().to_owned(),
+                    })),
+                // EC2 answers an unknown (or deregistered) AMI with an error, not an empty list.
+                Err(e) if e.code().is_some_and(|c| c.starts_with("InvalidAMIID")) => {
+                    Ok(Described::NotFound)
+                }
+                Err(e) => Err(call_error(region, &e)),
             }
-            Err(e) => Err(call_error(region, &e)),
         }
-    }
 
-    /// The marketplace images of `product` in `region` (MCO `findMarketplaceAMI`'s search).
-    pub async fn marketplace(
-        &self,
-        region: &str,
-        product: &str,
-    ) -> Result<Vec<MarketImage>, Ec2Error> {
-        // By owner id, not the `aws-marketplace` alias: both work on EC2, and emulators
-        // know only the id.
-        let mut pages = self
-            .client(region)
-            .describe_images()
-            .owners(aws::MARKETPLACE_OWNER)
-            .filters(
-                Filter::builder()
-                    .name("name")
-                    .values(format!("*{product}*"))
-                    .build(),
-            )
-            .into_paginator()
-            .items()
-            .send();
-        let mut images = Vec::new();
-        while let Some(image) = pages.next().await {
-            let image = image.map_err(|e| call_error(region, &e))?;
-            images.push(MarketImage {
-                id: image.image_id().unwrap_or_default().to_owned(),
-                description: image.description().unwrap_or_default().to_owned(),
-                creation_date: image.creation_date().unwrap_or_default().to_owned(),
-            });
+        /// The marketplace images of `product` in `region` (MCO `findMarketplaceAMI`'s search).
+        pub async fn marketplace(
+            &self,
+            region: &str,
+            product: &str,
+        ) -> Result<Vec<MarketImage>, Ec2Error> {
+            // By owner id, not the `aws-marketplace` alias: both work on EC2, and emulators
+            // know only the id.
+            let mut pages = self
+                .client(region)
+                .describe_images()
+                .owners(aws::MARKETPLACE_OWNER)
+                .filters(
+                    Filter::builder()
+                        .name("name")
+                        .values(format!("*{product}*"))
+                        .build(),
+                )
+                .into_paginator()
+                .items()
+                .send();
+            let mut images = Vec::new();
+            while let Some(image) = pages.next().await {
+                let image = image.map_err(|e| call_error(region, &e))?;
+                images.push(MarketImage {
+                    id: image.image_id().unwrap_or_default().to_owned(),
+                    description: image.description().unwrap_or_default().to_owned(),
+                    creation_date: image.creation_date().unwrap_or_default().to_owned(),
+                });
+            }
+            Ok(images)
         }
-        Ok(images)
-    }
 
-    /// Ask every query; what was answered goes into `learned`, what failed comes back.
-    pub async fn answer(
-        &self,
-        queries: &[Query],
-        learned: &mut AwsLearned,
-    ) -> Vec<(Query, Ec2Error)> {
-        let mut failed = Vec::new();
-        for q in queries {
-            match q {
-                Query::Describe { region, ami } => match self.describe(region, ami).await {
-                    Ok(d) => {
-                        learned.images.insert((region.clone(), ami.clone()), d);
-                    }
-                    Err(e) => failed.push((q.clone(), e)),
-                },
-                Query::Marketplace { region, product } => {
-                    match self.marketplace(region, product).await {
-                        Ok(images) => {
-                            learned
-                                .marketplace
-                                .insert((region.clone(), product.clone()), images);
+        /// Ask every query; what was answered goes into `learned`, what failed comes back.
+        pub async fn answer(
+            &self,
+            queries: &[Query],
+            learned: &mut AwsLearned,
+        ) -> Vec<(Query, Ec2Error)> {
+            let mut failed = Vec::new();
+            for q in queries {
+                match q {
+                    Query::Describe { region, ami } => match self.describe(region, ami).await {
+                        Ok(d) => {
+                            learned.images.insert((region.clone(), ami.clone()), d);
                         }
                         Err(e) => failed.push((q.clone(), e)),
+                    },
+                    Query::Marketplace { region, product } => {
+                        match self.marketplace(region, product).await {
+                            Ok(images) => {
+                                learned
+                                    .marketplace
+                                    .insert((region.clone(), product.clone()), images);
+                            }
+                            Err(e) => failed.push((q.clone(), e)),
+                        }
                     }
                 }
             }
+            failed
         }
-        failed
+    }
+
+    fn call_error<E, R>(region: &str, e: &aws_sdk_ec2::error::SdkError<E, R>) -> Ec2Error
+    where
+        E: ProvideErrorMetadata + std::error::Error + 'static,
+        R: std::fmt::Debug,
+    {
+        let message = match (e.code(), e.message()) {
+            (Some(code), Some(msg)) => format!("{code}: {msg}"),
+            (Some(code), None) => code.to_owned(),
+            _ => aws_sdk_ec2::error::DisplayErrorContext(e).to_string(),
+        };
+        Ec2Error::Call {
+            region: region.to_owned(),
+            message,
+        }
     }
 }
 
-fn call_error<E, R>(region: &str, e: &aws_sdk_ec2::error::SdkError<E, R>) -> Ec2Error
-where
-    E: ProvideErrorMetadata + std::error::Error + 'static,
-    R: std::fmt::Debug,
-{
-    let message = match (e.code(), e.message()) {
-        (Some(code), Some(msg)) => format!("{code}: {msg}"),
-        (Some(code), None) => code.to_owned(),
-        _ => aws_sdk_ec2::error::DisplayErrorContext(e).to_string(),
-    };
-    Ec2Error::Call {
-        region: region.to_owned(),
-        message,
+#[cfg(feature = "ec2")]
+pub use sdk::Ec2;
+
+/// Built without the `ec2` feature: no client can be made, so nothing is asked.
+#[cfg(not(feature = "ec2"))]
+pub struct Ec2;
+
+#[cfg(not(feature = "ec2"))]
+impl Ec2 {
+    pub async fn from_env() -> Result<Ec2, Ec2Error> {
+        Err(Ec2Error::NoCredentials(
+            "this build has no EC2 client (built without the ec2 feature)".into(),
+        ))
+    }
+
+    pub async fn answer(
+        &self,
+        queries: &[Query],
+        _learned: &mut AwsLearned,
+    ) -> Vec<(Query, Ec2Error)> {
+        queries
+            .iter()
+            .map(|q| {
+                (
+                    q.clone(),
+                    Ec2Error::NoCredentials("no EC2 client in this build".into()),
+                )
+            })
+            .collect()
     }
 }
 

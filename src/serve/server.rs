@@ -1,9 +1,10 @@
 //! The HTTPS webhook (axum on hyper over rustls, HTTP/1.1 keep-alive) and the plain-HTTP
 //! admin port. The request path reads the snapshot and nothing else.
 
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use axum::Router;
@@ -17,7 +18,7 @@ use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
 use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::watch;
+use tokio::sync::{oneshot, watch};
 
 use super::admission;
 use super::tls::Serving;
@@ -395,6 +396,9 @@ pub async fn serve(
 ) {
     let graceful = GracefulShutdown::new();
     let permits = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
+    let unproven = Arc::new(Unproven::default());
+    // "Too many connections" is logged like refusals: a burst, then a count.
+    let full = RefusalLog::default();
     let mut conns = tokio::task::JoinSet::new();
     loop {
         let accepted = tokio::select! {
@@ -410,62 +414,109 @@ pub async fn serve(
                 continue;
             }
         };
-        let Ok(permit) = permits.clone().try_acquire_owned() else {
-            tracing::warn!(%peer, limit = MAX_CONNECTIONS, "too many connections; closing this one");
-            continue;
+        // Full: the oldest connection that has not sent a request head yet gives way, and
+        // this one takes its slot once it is free (waiting in its own task, so that the
+        // accept loop goes on).
+        let permit = match permits.clone().try_acquire_owned() {
+            Ok(p) => Ok(p),
+            Err(_) if unproven.evict_oldest() => Err(permits.clone()),
+            Err(_) => {
+                if let Some(suppressed) = full.admit() {
+                    tracing::warn!(%peer, limit = MAX_CONNECTIONS, suppressed, "too many connections, all with requests under way; closing this one");
+                }
+                continue;
+            }
         };
         // Reap finished connection tasks so the set does not grow.
         while conns.try_join_next().is_some() {}
         let transport = transport.clone();
-        let service = TowerToHyperService::new(tower::ServiceExt::map_request(
-            router.clone(),
+        let (id, give_way) = unproven.enter();
+        let proven = Arc::new(AtomicBool::new(false));
+        let has_requests = proven.clone();
+        let service = TowerToHyperService::new(tower::ServiceExt::map_request(router.clone(), {
+            let unproven = unproven.clone();
             move |mut req: Request<hyper::body::Incoming>| {
+                // A whole request head: this connection no longer gives way. (One atomic
+                // per request; the set's lock only on the first.)
+                if !proven.swap(true, Ordering::Relaxed) {
+                    unproven.leave(id);
+                }
                 req.extensions_mut().insert(Peer(peer));
                 req
-            },
-        ));
+            }
+        }));
         let watcher = graceful.watcher();
+        let unproven = unproven.clone();
         conns.spawn(async move {
-            let _permit = permit;
-            let mut http = hyper::server::conn::http1::Builder::new();
-            http.timer(TokioTimer::new())
-                .header_read_timeout(limits.header_read_timeout)
-                .keep_alive(true);
-            let result = match transport {
-                Transport::Plain => {
-                    watcher
-                        .watch(http.serve_connection(TokioIo::new(tcp), service))
-                        .await
-                }
-                Transport::Tls(serving, refusals) => {
-                    let Some(tcp) =
-                        plain_http_guard(tcp, peer, &refusals, limits.handshake_timeout).await
-                    else {
-                        return;
-                    };
-                    // The configuration of the moment the handshake starts.
-                    let acceptor = serving.acceptor();
-                    let tls =
-                        match tokio::time::timeout(limits.handshake_timeout, acceptor.accept(tcp))
-                            .await
-                        {
-                            Ok(Ok(s)) => s,
-                            Ok(Err(e)) => {
-                                tracing::debug!(%peer, error = %e, "TLS handshake failed");
-                                return;
-                            }
-                            Err(_) => {
-                                tracing::debug!(%peer, "TLS handshake timed out");
-                                return;
-                            }
-                        };
-                    watcher
-                        .watch(http.serve_connection(TokioIo::new(tls), service))
-                        .await
+            let _permit = match permit {
+                Ok(p) => p,
+                Err(permits) => {
+                    match tokio::time::timeout(GIVE_WAY, permits.acquire_owned()).await {
+                        Ok(Ok(p)) => p,
+                        _ => return,
+                    }
                 }
             };
-            if let Err(e) = result {
-                tracing::debug!(%peer, error = %e, "connection ended with an error");
+            let _leave = Leave(&unproven, id);
+            let mut give_way = give_way;
+            let connection = async move {
+                let mut http = hyper::server::conn::http1::Builder::new();
+                http.timer(TokioTimer::new())
+                    .header_read_timeout(limits.header_read_timeout)
+                    .keep_alive(true);
+                let result = match transport {
+                    Transport::Plain => {
+                        watcher
+                            .watch(http.serve_connection(TokioIo::new(tcp), service))
+                            .await
+                    }
+                    Transport::Tls(serving, refusals) => {
+                        let Some(tcp) =
+                            plain_http_guard(tcp, peer, &refusals, limits.handshake_timeout).await
+                        else {
+                            return;
+                        };
+                        // The configuration of the moment the handshake starts.
+                        let acceptor = serving.acceptor();
+                        let tls =
+                            match tokio::time::timeout(limits.handshake_timeout, acceptor.accept(tcp))
+                                .await
+                            {
+                                Ok(Ok(s)) => s,
+                                Ok(Err(e)) => {
+                                    tracing::debug!(%peer, error = %e, "TLS handshake failed");
+                                    return;
+                                }
+                                Err(_) => {
+                                    tracing::debug!(%peer, "TLS handshake timed out");
+                                    return;
+                                }
+                            };
+                        watcher
+                            .watch(http.serve_connection(TokioIo::new(tls), service))
+                            .await
+                    }
+                };
+                if let Err(e) = result {
+                    tracing::debug!(%peer, error = %e, "connection ended with an error");
+                }
+            };
+            tokio::pin!(connection);
+            let mut told = false;
+            loop {
+                tokio::select! {
+                    _ = &mut connection => break,
+                    Ok(()) = &mut give_way, if !told => {
+                        told = true;
+                        // Its first request head may have come in as it was told: then it
+                        // stays (and the new connection waits for another slot, or closes).
+                        if has_requests.load(Ordering::Relaxed) {
+                            continue;
+                        }
+                        tracing::debug!(%peer, "no request head yet; closed to make room for a new connection");
+                        break;
+                    }
+                }
             }
         });
     }
@@ -477,6 +528,52 @@ pub async fn serve(
         }
     }
     conns.abort_all();
+}
+
+/// How long a new connection waits for the slot of one that was told to give way.
+const GIVE_WAY: Duration = Duration::from_secs(1);
+
+/// Connections that have not sent a whole request head yet (in the TLS handshake, or
+/// before their first request), oldest first. When every slot is taken, the oldest of
+/// them is closed to make room: a client that sends a byte a second (or nothing) never
+/// gets past this stage and is the oldest, while a well-behaved client is past it within
+/// milliseconds. Connections with requests (idle keep-alive ones included) never give way.
+#[derive(Default)]
+struct Unproven {
+    next: AtomicU64,
+    waiting: std::sync::Mutex<BTreeMap<u64, oneshot::Sender<()>>>,
+}
+
+impl Unproven {
+    fn enter(&self) -> (u64, oneshot::Receiver<()>) {
+        let id = self.next.fetch_add(1, Ordering::Relaxed);
+        let (tx, rx) = oneshot::channel();
+        self.lock().insert(id, tx);
+        (id, rx)
+    }
+
+    fn leave(&self, id: u64) {
+        self.lock().remove(&id);
+    }
+
+    /// Tell the oldest to give way; false when there is none.
+    fn evict_oldest(&self) -> bool {
+        let oldest = self.lock().pop_first();
+        oldest.map(|(_, tx)| tx.send(())).is_some()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<u64, oneshot::Sender<()>>> {
+        self.waiting.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// Leaves the set when the connection ends, however it ends.
+struct Leave<'a>(&'a Unproven, u64);
+
+impl Drop for Leave<'_> {
+    fn drop(&mut self) {
+        self.0.leave(self.1);
+    }
 }
 
 /// A TLS connection starts with a handshake record (0x16). A letter means someone spoke

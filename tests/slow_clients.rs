@@ -1,0 +1,168 @@
+//! Slow clients beyond the connection cap must not keep a well-behaved client out:
+//! 2,000 connections (the cap is 1,024) that send one byte a second — 1,500 still in the
+//! TLS handshake, 500 sending their request head — reconnecting a second after they are
+//! closed,
+//! while one client sends reviews, each on a new connection, as the apiserver does after a
+//! connection drops. The design (`serve::server`): when every slot is taken, the oldest
+//! connection that has not sent a whole request head yet gives way; the handshake and
+//! head timeouts bound the rest. The server runs with the default timeouts (10 s
+//! handshake, 5 s head).
+
+mod support;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use bootimage_webhook::serve::server::{ConnLimits, MAX_CONNECTIONS};
+use support::{Https, fixture};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+const PRE_TLS: usize = 1500;
+const IN_HEAD: usize = 500;
+
+/// Sends `bytes` one a second on connections made by `connect`, reconnecting when closed.
+async fn drip<S, F, Fut>(
+    connect: F,
+    bytes: &'static [u8],
+    stop: Arc<AtomicBool>,
+    opened: Arc<AtomicUsize>,
+) where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = std::io::Result<S>>,
+{
+    while !stop.load(Ordering::Relaxed) {
+        let Ok(mut s) = connect().await else {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            continue;
+        };
+        opened.fetch_add(1, Ordering::Relaxed);
+        let mut buf = [0u8; 64];
+        for b in bytes.iter().cycle() {
+            if stop.load(Ordering::Relaxed) {
+                return;
+            }
+            if s.write_all(&[*b]).await.is_err() {
+                break;
+            }
+            // A second, unless the server closes the connection first.
+            let read = tokio::time::timeout(Duration::from_secs(1), s.read(&mut buf)).await;
+            if let Ok(Ok(0) | Err(_)) = read {
+                break;
+            }
+        }
+        // Closed: back a second later (one action a second, as before).
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_clients_beyond_the_cap_do_not_keep_a_good_client_out() {
+    let server = Arc::new(
+        support::start_server_with(|s| {
+            s.limits = ConnLimits {
+                handshake_timeout: Duration::from_secs(10),
+                header_read_timeout: Duration::from_secs(5),
+            };
+            s.body_timeout = Duration::from_secs(10);
+        })
+        .await,
+    );
+    let addr = server.addr();
+    let stop = Arc::new(AtomicBool::new(false));
+    let opened = Arc::new(AtomicUsize::new(0));
+    let mut attackers = Vec::new();
+    // A ClientHello that never ends: the record header, then a byte a second.
+    static HELLO: &[u8] = &[
+        0x16, 0x03, 0x01, 0x02, 0x00, 0x01, 0x00, 0x01, 0xfc, 0x03, 0x03,
+    ];
+    static HEAD: &[u8] = b"POST /mutate-machinesets HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n";
+    for _ in 0..PRE_TLS {
+        let (stop, opened) = (stop.clone(), opened.clone());
+        attackers.push(tokio::spawn(drip(
+            move || TcpStream::connect(addr),
+            HELLO,
+            stop,
+            opened,
+        )));
+    }
+    for _ in 0..IN_HEAD {
+        let (stop, opened, client) = (stop.clone(), opened.clone(), server.client.clone());
+        attackers.push(tokio::spawn(drip(
+            move || {
+                let client = client.clone();
+                async move { client.connect(addr).await }
+            },
+            HEAD,
+            stop,
+            opened,
+        )));
+    }
+    // Let them fill every slot.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while opened.load(Ordering::Relaxed) < PRE_TLS + IN_HEAD {
+        assert!(
+            Instant::now() < deadline,
+            "only {} attackers connected",
+            opened.load(Ordering::Relaxed)
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(2)).await;
+
+    // The well-behaved client: a new connection per review, for 15 s (past both timeouts).
+    let good = Https::new(&server.certs.ca_pem);
+    let body = serde_json::to_vec(&fixture(
+        "admissionreview-v1-machineset-gcp-update.assembled.json",
+    ))
+    .unwrap();
+    let mut latencies = Vec::new();
+    let mut failures = Vec::new();
+    let until = Instant::now() + Duration::from_secs(15);
+    while Instant::now() < until {
+        let t = Instant::now();
+        match good
+            .post(
+                addr,
+                "/mutate-machinesets",
+                Some("application/json"),
+                body.clone(),
+            )
+            .await
+        {
+            Ok(r) if r.status == 200 => latencies.push(t.elapsed()),
+            Ok(r) => failures.push(format!("status {}", r.status)),
+            Err(e) => failures.push(e.to_string()),
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    stop.store(true, Ordering::Relaxed);
+    let reconnects = opened.load(Ordering::Relaxed) - PRE_TLS - IN_HEAD;
+    for a in attackers {
+        a.abort();
+    }
+
+    latencies.sort();
+    let pct = |p: f64| latencies[((latencies.len() as f64 * p) as usize).min(latencies.len() - 1)];
+    eprintln!(
+        "good client: {} served, {} failed; latency p50 {:?}, p99 {:?}, max {:?}; {} slow connections \
+         (cap {MAX_CONNECTIONS}), {reconnects} reconnects after being closed",
+        latencies.len(),
+        failures.len(),
+        pct(0.5),
+        pct(0.99),
+        latencies.last().unwrap(),
+        PRE_TLS + IN_HEAD,
+    );
+    assert!(
+        failures.is_empty(),
+        "{} failed: {:?}",
+        failures.len(),
+        &failures[..failures.len().min(5)]
+    );
+    assert!(latencies.len() >= 50, "only {} served", latencies.len());
+    // Debug build, attackers and server in one process on a shared machine: a loose bound.
+    assert!(pct(0.99) < Duration::from_secs(3), "p99 {:?}", pct(0.99));
+}
