@@ -55,6 +55,15 @@ fn snapshot(stream: &Value, learned: Option<AwsLearned>) -> Snapshot {
     Snapshot::new(base.boot_images.clone(), cluster)
 }
 
+/// The stream of the cluster's ConfigMap: the installer stream with the marketplace merged in.
+fn assembled_stream() -> Value {
+    let assembled = bootimage_webhook::core::snapshot::parse_document(&support::fixture_text(
+        "configmap-coreos-bootimages.assembled.yaml",
+    ))
+    .unwrap();
+    serde_json::from_str(assembled["data"]["stream"].as_str().unwrap()).unwrap()
+}
+
 fn real_stream() -> Value {
     fixture("stream-coreos-rhel-9.installer.json")
 }
@@ -530,12 +539,7 @@ fn azure_real_sample_and_what_is_left_alone() {
     assert_eq!(d.reason, Reason::NoImageInStream, "{}", d.message);
     // With the marketplace merged in (as the cluster's ConfigMap has it), the docs
     // sample's image uploaded at install time moves to the unpaid marketplace image.
-    let assembled = bootimage_webhook::core::snapshot::parse_document(&support::fixture_text(
-        "configmap-coreos-bootimages.assembled.yaml",
-    ))
-    .unwrap();
-    let stream: Value =
-        serde_json::from_str(assembled["data"]["stream"].as_str().unwrap()).unwrap();
+    let stream = assembled_stream();
     let snap = snapshot(&stream, None);
     let (d, out) = decide(&azure_ms(), &snap);
     assert_eq!(d.reason, Reason::Updated, "{}", d.message);
@@ -585,12 +589,7 @@ fn patched(ms: &Value, d: &Decision) -> Value {
 /// whatever shape the platform's image has (an AMI id, a marketplace image object).
 #[test]
 fn reverts_are_counted_on_aws_and_azure_too() {
-    let assembled = bootimage_webhook::core::snapshot::parse_document(&support::fixture_text(
-        "configmap-coreos-bootimages.assembled.yaml",
-    ))
-    .unwrap();
-    let stream: Value =
-        serde_json::from_str(assembled["data"]["stream"].as_str().unwrap()).unwrap();
+    let stream = assembled_stream();
     let snap = snapshot(&stream, None);
     let mut aws = aws_ms();
     provider_spec(&mut aws)["ami"] = json!({"id": stream_ami("eu-west-1")});
