@@ -11,7 +11,6 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use crate::cluster::touch::{LeaseCheck, TouchSettings, Toucher};
-use crate::cluster::watch::WatchSettings;
 use crate::config::ServeArgs;
 use crate::core::snapshot::{self, SharedSnapshot, Snapshot};
 use crate::health::{Health, until};
@@ -307,14 +306,7 @@ async fn start_cluster_side(
     let learned = Arc::new(crate::cluster::ec2::LearnedCell::default());
     let ids = crate::cluster::watch::start(
         client.clone(),
-        WatchSettings {
-            configmap_namespace: args.configmap_namespace.clone(),
-            configmap_name: args.configmap_name.clone(),
-            machine_api_namespace: args.machine_api_namespace.clone(),
-            user_data_secrets: args.user_data_secrets.clone(),
-            wait_for_upgrade_complete: args.wait_for_upgrade_complete,
-            control_plane_machine_sets: args.control_plane_machine_sets,
-        },
+        args.read.watch_settings(),
         running.snapshot.clone(),
         running.health.clone(),
         running.metrics.clone(),
@@ -335,7 +327,7 @@ async fn start_cluster_side(
     let ec2 = tokio::spawn(
         crate::cluster::ec2::Background {
             client: client.clone(),
-            namespace: args.machine_api_namespace.clone(),
+            namespace: args.read.machine_api_namespace.clone(),
             snapshot: running.snapshot.clone(),
             learned,
             health: running.health.clone(),
@@ -362,12 +354,12 @@ async fn start_cluster_side(
         client.clone(),
         running.snapshot.clone(),
         TouchSettings {
-            namespace: args.machine_api_namespace.clone(),
+            namespace: args.read.machine_api_namespace.clone(),
             resync: args.touch_resync,
             rate: args.touch_rate,
             settle: args.touch_settle,
             backoff: args.touch_backoff,
-            control_plane_machine_sets: args.control_plane_machine_sets,
+            control_plane_machine_sets: args.read.control_plane_machine_sets,
         },
         running.metrics.clone(),
         identity.clone(),

@@ -7,6 +7,7 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::cluster::apis;
+use crate::cluster::watch::WatchSettings;
 use crate::serve::tls::MinVersion;
 
 #[derive(Debug, Parser)]
@@ -76,29 +77,8 @@ pub struct StatusArgs {
     /// How long to wait for the cluster's objects to be listed.
     #[arg(long, env = "BOOTIMAGE_WEBHOOK_STATUS_TIMEOUT", value_parser = period, default_value = "30s")]
     pub timeout: Duration,
-    /// Namespace of the boot images ConfigMap.
-    #[arg(long, env = "BOOTIMAGE_WEBHOOK_CONFIGMAP_NAMESPACE", default_value = apis::MCO_NAMESPACE)]
-    pub configmap_namespace: String,
-    /// Name of the boot images ConfigMap.
-    #[arg(long, env = "BOOTIMAGE_WEBHOOK_CONFIGMAP_NAME", default_value = apis::BOOTIMAGES_CONFIGMAP)]
-    pub configmap_name: String,
-    /// Namespace of the MachineSets (and of their user-data Secrets).
-    #[arg(long, env = "BOOTIMAGE_WEBHOOK_MACHINE_API_NAMESPACE", default_value = apis::MACHINE_API_NAMESPACE)]
-    pub machine_api_namespace: String,
-    /// User-data Secrets whose stub Ignition spec is checked, as `serve` is given them.
-    #[arg(
-        long,
-        env = "BOOTIMAGE_WEBHOOK_USER_DATA_SECRETS",
-        value_delimiter = ',',
-        default_value = "worker-user-data,master-user-data"
-    )]
-    pub user_data_secrets: Vec<String>,
-    /// As `serve --wait-for-upgrade-complete`: the gate also waits for ClusterVersion.
-    #[arg(long, env = "BOOTIMAGE_WEBHOOK_WAIT_FOR_UPGRADE_COMPLETE")]
-    pub wait_for_upgrade_complete: bool,
-    /// As `serve --control-plane-machine-sets`: show (and decide) ControlPlaneMachineSets too.
-    #[arg(long, env = "BOOTIMAGE_WEBHOOK_CONTROL_PLANE_MACHINE_SETS")]
-    pub control_plane_machine_sets: bool,
+    #[command(flatten)]
+    pub read: ReadArgs,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -200,9 +180,9 @@ pub struct ServeArgs {
     pub cluster: ClusterArgs,
 }
 
-/// The cluster side: watchers, gate, touch (used when neither --configmap-file nor --dev).
+/// What the watchers read, for `serve` and `status` alike.
 #[derive(Debug, Args)]
-pub struct ClusterArgs {
+pub struct ReadArgs {
     /// Namespace of the boot images ConfigMap.
     #[arg(long, env = "BOOTIMAGE_WEBHOOK_CONFIGMAP_NAMESPACE", default_value = apis::MCO_NAMESPACE)]
     pub configmap_namespace: String,
@@ -225,10 +205,30 @@ pub struct ClusterArgs {
     #[arg(long, env = "BOOTIMAGE_WEBHOOK_WAIT_FOR_UPGRADE_COMPLETE")]
     pub wait_for_upgrade_complete: bool,
     /// Also manage the ControlPlaneMachineSet's boot image (off by default, as the MCO
-    /// gates it). The CPMS operator ignores boot image fields: no control plane rollout
+    /// gates it; `status` shows them). The CPMS operator ignores boot image fields: no control plane rollout
     /// follows.
     #[arg(long, env = "BOOTIMAGE_WEBHOOK_CONTROL_PLANE_MACHINE_SETS")]
     pub control_plane_machine_sets: bool,
+}
+
+impl ReadArgs {
+    pub fn watch_settings(&self) -> WatchSettings {
+        WatchSettings {
+            configmap_namespace: self.configmap_namespace.clone(),
+            configmap_name: self.configmap_name.clone(),
+            machine_api_namespace: self.machine_api_namespace.clone(),
+            user_data_secrets: self.user_data_secrets.clone(),
+            wait_for_upgrade_complete: self.wait_for_upgrade_complete,
+            control_plane_machine_sets: self.control_plane_machine_sets,
+        }
+    }
+}
+
+/// The cluster side: watchers, gate, touch (used when neither --configmap-file nor --dev).
+#[derive(Debug, Args)]
+pub struct ClusterArgs {
+    #[command(flatten)]
+    pub read: ReadArgs,
     /// Lease that elects the one replica that touches MachineSets (in the pod's namespace).
     #[arg(long, env = "BOOTIMAGE_WEBHOOK_LEASE_NAME", default_value = apis::LEASE_NAME)]
     pub lease_name: String,

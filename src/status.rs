@@ -16,7 +16,7 @@ use serde_json::Value;
 
 use crate::cluster::apis;
 use crate::cluster::touch::FIELD_MANAGER;
-use crate::cluster::watch::{self, WatchSettings};
+use crate::cluster::watch;
 use crate::config::{StatusArgs, StatusOutput};
 use crate::core::age;
 use crate::core::decision::{self, Reason};
@@ -245,14 +245,7 @@ pub async fn report(args: &StatusArgs) -> anyhow::Result<Report> {
     let learned = Arc::new(crate::cluster::ec2::LearnedCell::default());
     let _ids = watch::start(
         client.clone(),
-        WatchSettings {
-            configmap_namespace: args.configmap_namespace.clone(),
-            configmap_name: args.configmap_name.clone(),
-            machine_api_namespace: args.machine_api_namespace.clone(),
-            user_data_secrets: args.user_data_secrets.clone(),
-            wait_for_upgrade_complete: args.wait_for_upgrade_complete,
-            control_plane_machine_sets: args.control_plane_machine_sets,
-        },
+        args.read.watch_settings(),
         snapshot.clone(),
         health.clone(),
         Metrics::new(None),
@@ -272,7 +265,7 @@ pub async fn report(args: &StatusArgs) -> anyhow::Result<Report> {
     tokio::time::sleep(Duration::from_millis(500)).await;
     let api: Api<DynamicObject> = Api::namespaced_with(
         client.clone(),
-        &args.machine_api_namespace,
+        &args.read.machine_api_namespace,
         &apis::MACHINESET.api_resource(),
     );
     let mut items = api
@@ -280,10 +273,10 @@ pub async fn report(args: &StatusArgs) -> anyhow::Result<Report> {
         .await
         .context("listing MachineSets")?
         .items;
-    if args.control_plane_machine_sets {
+    if args.read.control_plane_machine_sets {
         let cpms: Api<DynamicObject> = Api::namespaced_with(
             client.clone(),
-            &args.machine_api_namespace,
+            &args.read.machine_api_namespace,
             &apis::CONTROLPLANEMACHINESET.api_resource(),
         );
         match cpms.list(&ListParams::default()).await {
@@ -297,17 +290,19 @@ pub async fn report(args: &StatusArgs) -> anyhow::Result<Report> {
         .filter_map(|o| serde_json::to_value(o).ok())
         .collect();
     // The toucher's give-ups, as its Events tell them (none readable: none shown).
-    let events: Vec<Value> =
-        Api::<k8s_openapi::api::events::v1::Event>::namespaced(client, &args.machine_api_namespace)
-            .list(&ListParams::default())
-            .await
-            .map(|l| {
-                l.items
-                    .iter()
-                    .filter_map(|e| serde_json::to_value(e).ok())
-                    .collect()
-            })
-            .unwrap_or_default();
+    let events: Vec<Value> = Api::<k8s_openapi::api::events::v1::Event>::namespaced(
+        client,
+        &args.read.machine_api_namespace,
+    )
+    .list(&ListParams::default())
+    .await
+    .map(|l| {
+        l.items
+            .iter()
+            .filter_map(|e| serde_json::to_value(e).ok())
+            .collect()
+    })
+    .unwrap_or_default();
     let snap = snapshot.load_full();
     Ok(Report {
         gate: (&snap.cluster.gate).into(),
