@@ -1044,18 +1044,6 @@ fn the_gate_opens_on_a_finished_master_and_the_lease_holder_touches_exactly_what
     c.assert_nothing_refused(&[&a]);
 }
 
-/// The BootImageNotMoved Events on MachineSet `name`, as the apiserver stored them.
-fn not_moved_events(c: &Cluster, name: &str) -> Vec<Value> {
-    let list = c.api.get_json(["events.events.k8s.io", "-n", NS]);
-    list["items"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default()
-        .into_iter()
-        .filter(|e| e["reason"] == "BootImageNotMoved" && e["regarding"]["name"] == name)
-        .collect()
-}
-
 /// Scenario 4, the webhook's side: stopped (SIGTERM: readiness first, the Lease released),
 /// writes fail open; back, the toucher repairs; unreachable while the toucher runs, three
 /// touches and an Event; two replicas, one touches, the other takes over when it dies.
@@ -1117,7 +1105,7 @@ fn the_webhook_away_and_back_and_a_second_replica_taking_over_the_lease() {
         "a BootImageNotMoved Event on ms-lost",
         Duration::from_secs(30),
         || a2.served.log_text(),
-        || Some(not_moved_events(&c, "ms-lost")).filter(|e| !e.is_empty()),
+        || Some(events_of(&c, "BootImageNotMoved", "ms-lost")).filter(|e| !e.is_empty()),
     );
     assert_eq!(events.len(), 1, "{events:?}");
     assert_eq!(events[0]["type"], "Warning");
