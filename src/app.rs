@@ -188,6 +188,7 @@ fn resolve(args: &ServeArgs) -> anyhow::Result<Settings> {
         limits: ConnLimits {
             handshake_timeout: args.body_timeout,
             header_read_timeout: args.header_read_timeout,
+            idle_timeout: args.idle_timeout,
         },
         body_timeout: args.body_timeout,
         drain_timeout: args.drain_timeout,

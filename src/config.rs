@@ -166,6 +166,10 @@ pub struct ServeArgs {
     /// Time a client has to send each request head.
     #[arg(long, env = "BOOTIMAGE_WEBHOOK_HEADER_READ_TIMEOUT", value_parser = duration, default_value = "5s")]
     pub header_read_timeout: Duration,
+    /// Time a keep-alive connection is held between requests: longer than the apiserver's
+    /// own (90 s), so that it is the client that closes an idle connection.
+    #[arg(long, env = "BOOTIMAGE_WEBHOOK_IDLE_TIMEOUT", value_parser = duration, default_value = "120s")]
+    pub idle_timeout: Duration,
     /// Time a client has to send a request body, and to finish the TLS handshake.
     #[arg(long, env = "BOOTIMAGE_WEBHOOK_BODY_TIMEOUT", value_parser = duration, default_value = "10s")]
     pub body_timeout: Duration,

@@ -65,6 +65,7 @@ async fn slow_clients_beyond_the_cap_do_not_keep_a_good_client_out() {
             s.limits = ConnLimits {
                 handshake_timeout: Duration::from_secs(10),
                 header_read_timeout: Duration::from_secs(5),
+                idle_timeout: Duration::from_secs(120),
             };
             s.body_timeout = Duration::from_secs(10);
         })

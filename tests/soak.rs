@@ -86,32 +86,51 @@ async fn soak() {
         "admissionreview-v1-machineset-gcp-update.assembled.json",
     ))
     .unwrap();
-    // The idle connections: TLS up, no request. The server closes a connection that sends
-    // no request head within --header-read-timeout (hyper's head timer also runs while a
-    // keep-alive connection waits for its next request), so each is opened again when
-    // closed: SOAK_IDLE connections held open throughout, and counted.
+    // The idle connections, as the apiserver's pool keeps them: a review when opened, then
+    // one a minute (below the server's 120 s idle timeout), idle in between. Each is opened
+    // again if the server closes it, and every open is counted: held throughout, that is
+    // SOAK_IDLE opens in all.
     let stop = Arc::new(AtomicBool::new(false));
     let idle_opened = Arc::new(AtomicU64::new(0));
+    let idle_failed = Arc::new(AtomicU64::new(0));
     let mut idle_tasks = Vec::with_capacity(idle);
-    for _ in 0..idle {
-        let (client, stop, opened) = (client.clone(), stop.clone(), idle_opened.clone());
+    for i in 0..idle {
+        let (client, stop, opened, failed, body) = (
+            client.clone(),
+            stop.clone(),
+            idle_opened.clone(),
+            idle_failed.clone(),
+            body.clone(),
+        );
         idle_tasks.push(tokio::spawn(async move {
-            use tokio::io::AsyncReadExt;
+            // Spread over the minute, so that they are not all busy at once.
+            tokio::time::sleep(Duration::from_millis(i as u64 * 60_000 / idle as u64)).await;
+            let mut conn = None;
             while !stop.load(Ordering::Relaxed) {
-                let Ok(mut tls) = client.connect(addr).await else {
-                    tokio::time::sleep(Duration::from_millis(200)).await;
-                    continue;
+                if conn
+                    .as_ref()
+                    .is_none_or(|c: &hyper::client::conn::http1::SendRequest<_>| c.is_closed())
+                {
+                    conn = client.conn(addr).await.ok();
+                    opened.fetch_add(1, Ordering::Relaxed);
+                }
+                let req = request(
+                    "POST",
+                    "/mutate-machinesets",
+                    Some("application/json"),
+                    body.clone(),
+                );
+                let ok = match conn.as_mut() {
+                    Some(c) => send_on(c, req).await.is_ok_and(|r| r.status == 200),
+                    None => false,
                 };
-                opened.fetch_add(1, Ordering::Relaxed);
-                let mut buf = [0u8; 16];
-                // Until the server closes it (or the run ends).
-                loop {
-                    match tokio::time::timeout(Duration::from_millis(500), tls.read(&mut buf)).await
-                    {
-                        Ok(Ok(0) | Err(_)) => break,
-                        _ if stop.load(Ordering::Relaxed) => return,
-                        _ => {}
-                    }
+                if !ok {
+                    failed.fetch_add(1, Ordering::Relaxed);
+                    conn = None;
+                }
+                let minute = Instant::now() + Duration::from_secs(60);
+                while !stop.load(Ordering::Relaxed) && Instant::now() < minute {
+                    tokio::time::sleep(Duration::from_millis(500)).await;
                 }
             }
         }));
@@ -209,6 +228,7 @@ async fn soak() {
         t.await.unwrap();
     }
     let idle_opened = idle_opened.load(Ordering::Relaxed);
+    let idle_failed = idle_failed.load(Ordering::Relaxed);
     // The last rotation may still be within one reload interval (10 s).
     let deadline = Instant::now() + Duration::from_secs(15);
     while Instant::now() < deadline
@@ -239,7 +259,7 @@ async fn soak() {
     eprintln!(
         "soak: {sent} reviews in {:.0} s ({:.0}/s), {failed} failed; latency p50 {} µs, p99 {} µs, \
          max {} µs; {rotated} rotations, {reloads} reloads logged; {idle} idle \
-         connections held ({idle_opened} opened in all); server RSS {rss_start} kB after warm-up, {rss_end} kB at the end",
+         connections held ({idle_opened} opened in all, {idle_failed} of their reviews failed); server RSS {rss_start} kB after warm-up, {rss_end} kB at the end",
         elapsed.as_secs_f64(),
         sent as f64 / elapsed.as_secs_f64(),
         pct(0.5),
@@ -247,5 +267,6 @@ async fn soak() {
         l.last().copied().unwrap_or(0),
     );
     assert_eq!(failed, 0, "failures: {:?}", errors.lock().unwrap());
+    assert_eq!(idle_failed, 0, "reviews on the idle connections failed");
     assert_eq!(reloads, rotated, "every rotation loaded");
 }

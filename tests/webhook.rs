@@ -593,3 +593,41 @@ async fn cluster_api_authoritative_and_revert_loops_over_the_wire() {
         format!("4 {CURRENT_X86}")
     );
 }
+
+/// Issue 13: a keep-alive connection waits for its next request well past the header
+/// timeout (800 ms here), as the apiserver's pooled connections do between reviews, and is
+/// closed by the server once idle for the idle timeout (3 s here).
+#[tokio::test]
+async fn idle_keep_alive_connections_are_held_until_the_idle_timeout() {
+    let server = start_server().await;
+    let body = serde_json::to_vec(&fixture(
+        "admissionreview-v1-machineset-gcp-update.assembled.json",
+    ))
+    .unwrap();
+    let post = || {
+        request(
+            "POST",
+            "/mutate-machinesets",
+            Some("application/json"),
+            body.clone(),
+        )
+    };
+    let mut send = server.client.conn(server.addr()).await.unwrap();
+    assert_eq!(send_on(&mut send, post()).await.unwrap().status, 200);
+    tokio::time::sleep(Duration::from_millis(2000)).await;
+    assert!(
+        !send.is_closed(),
+        "closed while idle for less than the idle timeout"
+    );
+    assert_eq!(send_on(&mut send, post()).await.unwrap().status, 200);
+
+    let idle = std::time::Instant::now();
+    while !send.is_closed() && idle.elapsed() < Duration::from_secs(10) {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let held = idle.elapsed();
+    assert!(
+        held >= Duration::from_millis(2900) && held < Duration::from_secs(5),
+        "an idle connection was held {held:?}, not the 3 s idle timeout"
+    );
+}

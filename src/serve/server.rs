@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use axum::Router;
@@ -13,7 +13,7 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use http_body_util::{BodyExt, LengthLimitError, Limited};
-use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::rt::TokioIo;
 use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
 use tokio::io::AsyncWriteExt;
@@ -21,6 +21,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{oneshot, watch};
 
 use super::admission;
+use super::deadline::{Deadline, Phase, Timeouts};
 use super::tls::Serving;
 use crate::core::reason::Reason;
 use crate::core::snapshot::SharedSnapshot;
@@ -366,8 +367,10 @@ pub fn admin_router(metrics: SharedMetrics, health: Arc<Health>) -> Router {
 pub struct ConnLimits {
     /// For the TLS handshake and for the first byte, against idle or slow clients.
     pub handshake_timeout: Duration,
-    /// For each request head.
+    /// For each request head, from its first byte (the first one: from the handshake).
     pub header_read_timeout: Duration,
+    /// For a keep-alive connection between requests.
+    pub idle_timeout: Duration,
 }
 
 const PLAIN_HTTP_REPLY: &[u8] = b"HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain\r\nConnection: close\r\nContent-Length: 48\r\n\r\nClient sent an HTTP request to an HTTPS server.\n";
@@ -431,22 +434,33 @@ pub async fn serve(
         while conns.try_join_next().is_some() {}
         let transport = transport.clone();
         let (id, give_way) = unproven.enter();
-        let proven = Arc::new(AtomicBool::new(false));
-        let has_requests = proven.clone();
-        let service = TowerToHyperService::new(tower::ServiceExt::map_request(router.clone(), {
-            let unproven = unproven.clone();
+        let phase = Arc::new(Phase::default());
+        let service = tower::ServiceExt::map_request(router.clone(), {
+            let (unproven, phase) = (unproven.clone(), phase.clone());
             move |mut req: Request<hyper::body::Incoming>| {
-                // A whole request head: this connection no longer gives way. (One atomic
-                // per request; the set's lock only on the first.)
-                if !proven.swap(true, Ordering::Relaxed) {
+                // A whole request head: this connection no longer gives way. (The set's
+                // lock only on the first.)
+                if phase.request() {
                     unproven.leave(id);
                 }
                 req.extensions_mut().insert(Peer(peer));
                 req
             }
+        });
+        let service = TowerToHyperService::new(tower::ServiceExt::map_response(service, {
+            let phase = phase.clone();
+            move |res| {
+                phase.answered();
+                res
+            }
         }));
+        let timeouts = Timeouts {
+            header: limits.header_read_timeout,
+            idle: limits.idle_timeout,
+        };
         let watcher = graceful.watcher();
         let unproven = unproven.clone();
+        let had_requests = phase.clone();
         conns.spawn(async move {
             let _permit = match permit {
                 Ok(p) => p,
@@ -461,13 +475,13 @@ pub async fn serve(
             let mut give_way = give_way;
             let connection = async move {
                 let mut http = hyper::server::conn::http1::Builder::new();
-                http.timer(TokioTimer::new())
-                    .header_read_timeout(limits.header_read_timeout)
-                    .keep_alive(true);
+                // Heads and idle connections are timed by `Deadline`, not by hyper.
+                http.header_read_timeout(None).keep_alive(true);
                 let result = match transport {
                     Transport::Plain => {
+                        let io = Deadline::new(tcp, phase, timeouts);
                         watcher
-                            .watch(http.serve_connection(TokioIo::new(tcp), service))
+                            .watch(http.serve_connection(TokioIo::new(io), service))
                             .await
                     }
                     Transport::Tls(serving, refusals) => {
@@ -492,8 +506,9 @@ pub async fn serve(
                                     return;
                                 }
                             };
+                        let io = Deadline::new(tls, phase, timeouts);
                         watcher
-                            .watch(http.serve_connection(TokioIo::new(tls), service))
+                            .watch(http.serve_connection(TokioIo::new(io), service))
                             .await
                     }
                 };
@@ -510,7 +525,7 @@ pub async fn serve(
                         told = true;
                         // Its first request head may have come in as it was told: then it
                         // stays (and the new connection waits for another slot, or closes).
-                        if has_requests.load(Ordering::Relaxed) {
+                        if had_requests.had_requests() {
                             continue;
                         }
                         tracing::debug!(%peer, "no request head yet; closed to make room for a new connection");

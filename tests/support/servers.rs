@@ -33,6 +33,7 @@ pub fn settings(volume: &SecretVolume) -> Settings {
         limits: ConnLimits {
             handshake_timeout: Duration::from_secs(2),
             header_read_timeout: Duration::from_millis(800),
+            idle_timeout: Duration::from_secs(3),
         },
         body_timeout: Duration::from_secs(2),
         drain_timeout: Duration::from_secs(5),
