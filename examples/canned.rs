@@ -6,7 +6,8 @@
 //!         --response-file response.json
 //!
 //! Same as `bootimage-webhook serve`: an axum 0.8 router served by hyper 1's HTTP/1.1
-//! connection (through hyper-util, with the same timer, header-read timeout and keep-alive),
+//! connection (through hyper-util, with keep-alive and a 5 s header-read timeout: hyper's
+//! own timer here, where the webhook times heads and idle connections in its IO instead),
 //! over tokio-rustls on ring with TLS 1.3 and 1.2 and ALPN `http/1.1`, on a multi-thread
 //! tokio runtime with the default worker count (`TOKIO_WORKER_THREADS` applies to both).
 //! `POST /mutate-machinesets` reads the body whole and answers 200 with the bytes of
