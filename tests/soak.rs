@@ -13,6 +13,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use http_body_util::Full;
+use hyper::body::Bytes;
+use hyper::client::conn::http1::SendRequest;
 use support::binary::{Served, serve_command};
 use support::{Https, SecretVolume, fixture, request, send_on};
 
@@ -30,6 +33,23 @@ fn rss_kb(pid: u32) -> u64 {
         .find_map(|l| l.strip_prefix("VmRSS:"))
         .and_then(|v| v.trim().trim_end_matches(" kB").trim().parse().ok())
         .unwrap_or(0)
+}
+
+/// POST the review on a connection, if there is one.
+async fn review_on(
+    conn: Option<&mut SendRequest<Full<Bytes>>>,
+    body: &[u8],
+) -> std::io::Result<support::Reply> {
+    let Some(conn) = conn else {
+        return Err(std::io::Error::other("could not connect"));
+    };
+    let req = request(
+        "POST",
+        "/mutate-machinesets",
+        Some("application/json"),
+        body.to_vec(),
+    );
+    send_on(conn, req).await
 }
 
 /// Keep-alive connections carrying the load, and workers that open a new connection per
@@ -94,6 +114,7 @@ async fn soak() {
     let idle_opened = Arc::new(AtomicU64::new(0));
     let idle_failed = Arc::new(AtomicU64::new(0));
     let mut idle_tasks = Vec::with_capacity(idle);
+    let spread = Duration::from_secs(60).min(Duration::from_secs(seconds) / 4);
     for i in 0..idle {
         let (client, stop, opened, failed, body) = (
             client.clone(),
@@ -103,28 +124,18 @@ async fn soak() {
             body.clone(),
         );
         idle_tasks.push(tokio::spawn(async move {
-            // Spread over the minute, so that they are not all busy at once.
-            tokio::time::sleep(Duration::from_millis(i as u64 * 60_000 / idle as u64)).await;
+            // Opened over the first minute (a quarter of a shorter run), not all at once.
+            tokio::time::sleep(spread * i as u32 / idle as u32).await;
             let mut conn = None;
             while !stop.load(Ordering::Relaxed) {
-                if conn
-                    .as_ref()
-                    .is_none_or(|c: &hyper::client::conn::http1::SendRequest<_>| c.is_closed())
-                {
+                if conn.as_ref().is_none_or(|c: &SendRequest<_>| c.is_closed()) {
                     conn = client.conn(addr).await.ok();
                     opened.fetch_add(1, Ordering::Relaxed);
                 }
-                let req = request(
-                    "POST",
-                    "/mutate-machinesets",
-                    Some("application/json"),
-                    body.clone(),
-                );
-                let ok = match conn.as_mut() {
-                    Some(c) => send_on(c, req).await.is_ok_and(|r| r.status == 200),
-                    None => false,
-                };
-                if !ok {
+                if !review_on(conn.as_mut(), &body)
+                    .await
+                    .is_ok_and(|r| r.status == 200)
+                {
                     failed.fetch_add(1, Ordering::Relaxed);
                     conn = None;
                 }
@@ -167,16 +178,7 @@ async fn soak() {
                 if fresh || conn.is_none() {
                     conn = client.conn(addr).await.ok();
                 }
-                let req = request(
-                    "POST",
-                    "/mutate-machinesets",
-                    Some("application/json"),
-                    body.clone(),
-                );
-                let result = match conn.as_mut() {
-                    Some(c) => send_on(c, req).await,
-                    None => Err(std::io::Error::other("could not connect")),
-                };
+                let result = review_on(conn.as_mut(), &body).await;
                 sent.fetch_add(1, Ordering::Relaxed);
                 match result {
                     Ok(r) if r.status == 200 => mine.push(t.elapsed().as_micros() as u32),
