@@ -402,6 +402,10 @@ pub async fn serve(
     let unproven = Arc::new(Unproven::default());
     // "Too many connections" is logged like refusals: a burst, then a count.
     let full = RefusalLog::default();
+    let timeouts = Timeouts {
+        header: limits.header_read_timeout,
+        idle: limits.idle_timeout,
+    };
     let mut conns = tokio::task::JoinSet::new();
     loop {
         let accepted = tokio::select! {
@@ -454,10 +458,6 @@ pub async fn serve(
                 res
             }
         }));
-        let timeouts = Timeouts {
-            header: limits.header_read_timeout,
-            idle: limits.idle_timeout,
-        };
         let watcher = graceful.watcher();
         let unproven = unproven.clone();
         let had_requests = phase.clone();
