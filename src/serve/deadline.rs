@@ -84,7 +84,7 @@ pub struct Deadline<T> {
     io: T,
     phase: Arc<Phase>,
     timeouts: Timeouts,
-    /// The phase the deadline below was set for.
+    /// The state (phase and request count) the deadline below was set for.
     timed: u32,
     deadline: Instant,
     /// Armed only when a read has to wait, and only moved when the deadline did.
