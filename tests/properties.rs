@@ -21,9 +21,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use bootimage_webhook::cluster::touch;
 use bootimage_webhook::core::decision::{self, BOOT_IMAGE_ANNOTATION, Decision};
+use bootimage_webhook::core::json::Reader;
 use bootimage_webhook::core::platforms::aws::{AwsLearned, Described};
 use bootimage_webhook::core::reason::Reason;
 use bootimage_webhook::core::snapshot::{Arch, Enrollment, Gate, Snapshot};
+use bootimage_webhook::core::view::{Annotations as Slot, MachineSetView, ProviderSpecValue};
 use bootimage_webhook::serve::admission;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use proptest::prelude::*;
@@ -638,6 +640,107 @@ proptest! {
         let d = decision::decide_object(&v, &snap);
         prop_assert!(d.patch.0.is_empty() || v["kind"] == json!("MachineSet"));
         let _ = admission::review(&review_of(&v), &snap);
+    }
+}
+
+/// JSON text, compact or pretty, with up to three bytes inserted, replaced or removed
+/// (bytes that matter to a JSON reader, and some that do not).
+fn json_text(value: impl Strategy<Value = Value>) -> impl Strategy<Value = String> {
+    let edit = (
+        any::<prop::sample::Index>(),
+        0..3u8,
+        prop::sample::select(
+            &[
+                b'"', b'\\', b'{', b'}', b'[', b']', b',', b':', b' ', b'\n', b'0', b'-', b'.',
+                b'e', b'u', b'n', b't', 0x01, b'x',
+            ][..],
+        ),
+    );
+    (value, any::<bool>(), prop::collection::vec(edit, 0..3)).prop_map(|(v, pretty, edits)| {
+        let text = if pretty {
+            serde_json::to_string_pretty(&v)
+        } else {
+            serde_json::to_string(&v)
+        };
+        let mut bytes = text.unwrap().into_bytes();
+        for (at, op, byte) in edits {
+            let i = at.index(bytes.len() + 1);
+            match op {
+                0 => bytes.insert(i, byte),
+                1 if i < bytes.len() => bytes[i] = byte,
+                _ if i < bytes.len() => drop(bytes.remove(i)),
+                _ => {}
+            }
+        }
+        // Edits are ASCII at any index of ASCII-or-UTF-8 text; a cut code point is dropped.
+        String::from_utf8_lossy(&bytes).into_owned()
+    })
+}
+
+proptest! {
+    #![proptest_config(config())]
+
+    /// The request path's JSON reader accepts exactly what serde_json accepts (nesting
+    /// is shallow here: the reader's depth limit is tested on its own), and a value it
+    /// skips is the whole text.
+    #[test]
+    fn the_json_reader_accepts_what_serde_json_accepts(
+        text in prop_oneof![json_text(any_json()), json_text(machineset())],
+    ) {
+        let ours = Reader::document(&text, Reader::skip);
+        let serde = serde_json::from_str::<serde::de::IgnoredAny>(&text)
+            .map(|_| text.trim_start().starts_with('{'));
+        prop_assert_eq!(ours.is_ok(), serde.is_ok(), "ours: {:?}, serde_json: {:?}", ours, serde);
+        if let Ok(skipped) = ours {
+            prop_assert_eq!(skipped, text.trim_matches([' ', '\n', '\t', '\r']));
+        }
+        // The view, which reads some of the same text and skips the rest, too: it refuses
+        // only what is not JSON, not an object, or a key it reads given twice.
+        match (MachineSetView::parse(text.as_bytes()), serde) {
+            (Ok(_), Ok(object)) => prop_assert!(object),
+            (Err(e), Ok(object)) => prop_assert!(!object || e.to_string().starts_with("duplicate field"), "{}", e),
+            (Ok(_), Err(e)) => prop_assert!(false, "the view read what serde_json refuses: {}", e),
+            (Err(_), Err(_)) => {}
+        }
+    }
+
+    /// The view reads what serde_json reads at the same places.
+    #[test]
+    fn the_view_reads_the_fields_as_serde_json_does(ms in machineset()) {
+        let bytes = serde_json::to_vec_pretty(&ms).unwrap();
+        let view = MachineSetView::parse(&bytes)
+            .map_err(|e| TestCaseError::fail(format!("view refused: {e}")))?;
+        let at = |p: &str| ms.pointer(p).and_then(Value::as_str);
+        prop_assert_eq!(view.kind(), at("/kind").unwrap_or(""));
+        prop_assert_eq!(view.name(), at("/metadata/name"));
+        let labels: Vec<(&str, &str)> = view.labels().strings().collect();
+        let expected: Vec<(&str, &str)> = ms["metadata"]["labels"].as_object().map_or(vec![], |m| {
+            m.iter().filter_map(|(k, v)| v.as_str().map(|v| (k.as_str(), v))).collect()
+        });
+        prop_assert_eq!(labels, expected);
+        let annotations = &ms["metadata"]["annotations"];
+        for key in [BOOT_IMAGE_ANNOTATION, "a~1b", "x~"] {
+            prop_assert_eq!(view.annotation(key), annotations[key].as_str());
+            let expected = match (ms["metadata"].get("annotations"), annotations) {
+                (_, Value::Object(m)) => Slot::Map { has_key: m.contains_key(key) },
+                (Some(_), Value::Null) => Slot::Null,
+                (None, _) => Slot::Absent,
+                _ => Slot::Unwritable,
+            };
+            prop_assert_eq!(view.annotations_for(key), expected);
+        }
+        let value = ms.pointer(PROVIDER);
+        match (view.provider_spec(), value) {
+            (ProviderSpecValue::Object(fields), Some(Value::Object(expected))) => {
+                for (key, v) in expected {
+                    let raw = fields.raw(key).map(|t| serde_json::from_str::<Value>(t).unwrap());
+                    prop_assert_eq!(raw.as_ref(), Some(v), "providerSpec.value.{}", key);
+                }
+            }
+            (ProviderSpecValue::None, None | Some(Value::Null)) => {}
+            (ProviderSpecValue::NotObject(_), Some(v)) => prop_assert!(!v.is_object() && !v.is_null()),
+            (got, expected) => prop_assert!(false, "view {:?}, JSON {:?}", got, expected),
+        }
     }
 }
 

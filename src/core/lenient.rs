@@ -1,8 +1,9 @@
-//! Reading JSON the way the rules need it: in one pass over the request bytes, borrowing
-//! strings instead of copying them, skipping everything no rule reads, and never failing on
-//! a value of an unexpected shape. A field is [`Field::Absent`], [`Field::Null`], of the
-//! expected shape ([`Field::Is`]) or of another one ([`Field::Wrong`]), so each rule can say
-//! what it found ("disks is not an array") instead of the whole read failing.
+//! Reading JSON the way the rules need it: borrowing strings instead of copying them,
+//! skipping everything no rule reads, and never failing on a value of an unexpected shape.
+//! A field is [`Field::Absent`], [`Field::Null`], of the expected shape ([`Field::Is`]) or
+//! of another one ([`Field::Wrong`]), so each rule can say what it found ("disks is not an
+//! array") instead of the whole read failing. The view reads these with [`super::json`];
+//! the platforms read their own few fields with serde, through the impls here.
 //!
 //! Hand-written rather than `serde_with::DefaultOnError`: that one buffers every value
 //! into serde's `Content` tree first, the very allocation this module exists to avoid.
@@ -204,21 +205,6 @@ impl<'a> StrMap<'a> {
     }
 }
 
-impl<'de: 'a, 'a> Shape<'de> for StrMap<'a> {
-    const KIND: Kind = Kind::Object;
-
-    fn from_map<A: MapAccess<'de>>(mut map: A) -> Result<Option<Self>, A::Error> {
-        let mut entries = Vec::with_capacity(8);
-        while let Some(key) = map.next_key::<Field<Cow<'a, str>>>()? {
-            let value = map.next_value::<Field<Cow<'a, str>>>()?;
-            if let Field::Is(key) = key {
-                entries.push((key, value));
-            }
-        }
-        Ok(Some(StrMap(entries)))
-    }
-}
-
 impl<'de, T: Shape<'de>> Deserialize<'de> for Field<T> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         d.deserialize_any(FieldVisitor(PhantomData))
@@ -306,8 +292,6 @@ mod tests {
     struct Doc<'a> {
         #[serde(borrow)]
         disks: Field<Vec<Field<Object<Disk<'a>>>>>,
-        #[serde(borrow)]
-        labels: Field<StrMap<'a>>,
     }
 
     fn doc(text: &str) -> Doc<'_> {
@@ -332,21 +316,6 @@ mod tests {
         assert_eq!(first.boot, Field::Is(true));
         assert_eq!(disks[1], Field::Wrong(Kind::String));
         assert_eq!(disks[2].get().unwrap().0.image, Field::Wrong(Kind::Number));
-    }
-
-    #[test]
-    fn strings_are_borrowed_unless_escaped() {
-        let text = r#"{"labels": {"a": "plain", "b": "tab\there", "c": 3, "a~/b": "x"}}"#;
-        let d = doc(text);
-        let labels = d.labels.get().unwrap();
-        assert_eq!(labels.get("a"), Some("plain"));
-        assert!(matches!(labels.0[0].1, Field::Is(Cow::Borrowed(_))));
-        assert_eq!(labels.get("b"), Some("tab\there"));
-        assert!(matches!(labels.0[1].1, Field::Is(Cow::Owned(_))));
-        assert_eq!(labels.get("c"), None);
-        assert!(labels.contains_key("c"));
-        assert_eq!(labels.get("a~/b"), Some("x"));
-        assert_eq!(labels.strings().count(), 3);
     }
 
     #[test]

@@ -7,97 +7,66 @@
 use std::borrow::Cow;
 
 use serde::Deserialize;
-use serde_json::value::RawValue;
 
-use serde::de::MapAccess;
-
-use super::lenient::{Field, Kind, Object, Shape, StrMap};
+use super::json::{self, Reader};
+use super::lenient::{Field, Kind, Object, StrMap};
 
 type Str<'a> = Field<Cow<'a, str>>;
 
-#[derive(Debug, Default, Deserialize)]
-#[serde(default, rename_all = "camelCase")]
+#[derive(Debug, Default)]
 pub struct MachineSetView<'a> {
-    #[serde(borrow)]
     api_version: Str<'a>,
-    #[serde(borrow)]
     kind: Str<'a>,
-    #[serde(borrow)]
-    metadata: Field<Object<Metadata<'a>>>,
-    #[serde(borrow)]
-    spec: Field<Object<Spec<'a>>>,
-    #[serde(borrow)]
-    status: Field<Object<Status<'a>>>,
+    metadata: Field<Metadata<'a>>,
+    spec: Field<Spec<'a>>,
+    status: Field<Status<'a>>,
 }
 
-#[derive(Debug, Default, Deserialize)]
-#[serde(default)]
+#[derive(Debug, Default)]
 struct Status<'a> {
     /// MAPI -> CAPI migration: `MachineAPI`, `ClusterAPI` or `Migrating`.
-    #[serde(borrow, rename = "authoritativeAPI")]
     authoritative_api: Str<'a>,
 }
 
-#[derive(Debug, Default, Deserialize)]
-#[serde(default, rename_all = "camelCase")]
+#[derive(Debug, Default)]
 struct Metadata<'a> {
-    #[serde(borrow)]
     name: Str<'a>,
-    #[serde(borrow)]
     generate_name: Str<'a>,
-    #[serde(borrow)]
     uid: Str<'a>,
-    #[serde(borrow)]
     labels: Field<StrMap<'a>>,
-    #[serde(borrow)]
     annotations: Field<StrMap<'a>>,
-    #[serde(borrow)]
-    owner_references: Field<Vec<Field<Object<Owner<'a>>>>>,
+    owner_references: Field<Vec<Field<Owner<'a>>>>,
 }
 
-#[derive(Debug, Default, Deserialize)]
-#[serde(default)]
+#[derive(Debug, Default)]
 struct Owner<'a> {
-    #[serde(borrow)]
     kind: Str<'a>,
-    #[serde(borrow)]
     name: Str<'a>,
 }
 
-#[derive(Debug, Default, Deserialize)]
-#[serde(default)]
+#[derive(Debug, Default)]
 struct Spec<'a> {
-    #[serde(borrow)]
-    template: Field<Object<Template<'a>>>,
+    template: Field<Template<'a>>,
 }
 
-#[derive(Debug, Default, Deserialize)]
-#[serde(default)]
+#[derive(Debug, Default)]
 struct Template<'a> {
-    #[serde(borrow)]
-    metadata: Field<Object<TemplateMetadata<'a>>>,
-    #[serde(borrow)]
-    spec: Field<Object<TemplateSpec<'a>>>,
+    metadata: Field<TemplateMetadata<'a>>,
+    spec: Field<TemplateSpec<'a>>,
     /// A ControlPlaneMachineSet's Machine template.
-    #[serde(borrow)]
-    machines_v1beta1_machine_openshift_io: Field<Object<CpmsMachines<'a>>>,
+    machines_v1beta1_machine_openshift_io: Field<CpmsMachines<'a>>,
 }
 
-#[derive(Debug, Default, Deserialize)]
-#[serde(default)]
+#[derive(Debug, Default)]
 struct CpmsMachines<'a> {
-    #[serde(borrow)]
-    spec: Field<Object<CpmsMachineSpec<'a>>>,
+    spec: Field<CpmsMachineSpec<'a>>,
 }
 
 /// A Machine's spec: the node's metadata and the providerSpec.
-#[derive(Debug, Default, Deserialize)]
-#[serde(default, rename_all = "camelCase")]
+#[derive(Debug, Default)]
 struct CpmsMachineSpec<'a> {
-    #[serde(borrow)]
-    metadata: Field<Object<TemplateMetadata<'a>>>,
-    #[serde(borrow)]
-    provider_spec: Field<Object<ProviderSpec<'a>>>,
+    metadata: Field<TemplateMetadata<'a>>,
+    provider_spec: Field<ProviderSpec<'a>>,
 }
 
 /// Where a MachineSet's providerSpec value is, as a JSON pointer.
@@ -107,44 +76,204 @@ pub const CPMS_PROVIDER_SPEC: &str =
     "/spec/template/machines_v1beta1_machine_openshift_io/spec/providerSpec/value";
 pub const CPMS_KIND: &str = "ControlPlaneMachineSet";
 
-#[derive(Debug, Default, Deserialize)]
-#[serde(default)]
+#[derive(Debug, Default)]
 struct TemplateMetadata<'a> {
-    #[serde(borrow)]
     labels: Field<StrMap<'a>>,
 }
 
-#[derive(Debug, Default, Deserialize)]
-#[serde(default, rename_all = "camelCase")]
+#[derive(Debug, Default)]
 struct TemplateSpec<'a> {
-    #[serde(borrow)]
-    provider_spec: Field<Object<ProviderSpec<'a>>>,
+    provider_spec: Field<ProviderSpec<'a>>,
 }
 
-#[derive(Debug, Default, Deserialize)]
-#[serde(default)]
+#[derive(Debug, Default)]
 struct ProviderSpec<'a> {
-    #[serde(borrow)]
     value: Field<SpecFields<'a>>,
 }
 
-/// `providerSpec.value`'s top-level fields, each kept raw: one pass finds them, and a
-/// platform reads only the few it needs (`disks`, `ami`, `image`, ...) with a reader of
-/// its own, so adding a platform touches nothing here.
+/// The readers of the structs above: each takes the keys the rules read and skips the
+/// rest (a key read twice is an error, as serde's derive had it).
+mod read {
+    use super::*;
+
+    type Result<T> = json::Result<T>;
+
+    /// An object field read by `read`.
+    fn object<'a, T>(
+        r: &mut Reader<'a>,
+        slot: &mut Field<T>,
+        read: fn(&mut Reader<'a>) -> Result<T>,
+    ) -> Result<()> {
+        r.field_into(slot, Kind::Object, read)
+    }
+
+    fn skip(r: &mut Reader<'_>) -> Result<()> {
+        r.skip().map(drop)
+    }
+
+    pub fn machine_set<'a>(r: &mut Reader<'a>) -> Result<MachineSetView<'a>> {
+        let mut v = MachineSetView::default();
+        r.object(|r, key| match key {
+            "apiVersion" => r.string_into(&mut v.api_version),
+            "kind" => r.string_into(&mut v.kind),
+            "metadata" => object(r, &mut v.metadata, metadata),
+            "spec" => object(r, &mut v.spec, spec),
+            "status" => object(r, &mut v.status, status),
+            _ => skip(r),
+        })?;
+        Ok(v)
+    }
+
+    fn status<'a>(r: &mut Reader<'a>) -> Result<Status<'a>> {
+        let mut s = Status::default();
+        r.object(|r, key| match key {
+            "authoritativeAPI" => r.string_into(&mut s.authoritative_api),
+            _ => skip(r),
+        })?;
+        Ok(s)
+    }
+
+    fn metadata<'a>(r: &mut Reader<'a>) -> Result<Metadata<'a>> {
+        let mut m = Metadata::default();
+        r.object(|r, key| match key {
+            "name" => r.string_into(&mut m.name),
+            "generateName" => r.string_into(&mut m.generate_name),
+            "uid" => r.string_into(&mut m.uid),
+            "labels" => object(r, &mut m.labels, str_map),
+            "annotations" => object(r, &mut m.annotations, str_map),
+            "ownerReferences" => r.field_into(&mut m.owner_references, Kind::Array, owners),
+            _ => skip(r),
+        })?;
+        Ok(m)
+    }
+
+    /// Labels or annotations: every entry kept, in order, whatever its value.
+    fn str_map<'a>(r: &mut Reader<'a>) -> Result<StrMap<'a>> {
+        let mut entries = Vec::with_capacity(8);
+        r.entries(|r, key| {
+            entries.push((key, r.field(Kind::String, Reader::string)?));
+            Ok(())
+        })?;
+        Ok(StrMap(entries))
+    }
+
+    fn owners<'a>(r: &mut Reader<'a>) -> Result<Vec<Field<Owner<'a>>>> {
+        let mut owners = Vec::new();
+        r.array(|r| {
+            owners.push(r.field(Kind::Object, owner)?);
+            Ok(())
+        })?;
+        Ok(owners)
+    }
+
+    fn owner<'a>(r: &mut Reader<'a>) -> Result<Owner<'a>> {
+        let mut o = Owner::default();
+        r.object(|r, key| match key {
+            "kind" => r.string_into(&mut o.kind),
+            "name" => r.string_into(&mut o.name),
+            _ => skip(r),
+        })?;
+        Ok(o)
+    }
+
+    fn spec<'a>(r: &mut Reader<'a>) -> Result<Spec<'a>> {
+        let mut s = Spec::default();
+        r.object(|r, key| match key {
+            "template" => object(r, &mut s.template, template),
+            _ => skip(r),
+        })?;
+        Ok(s)
+    }
+
+    fn template<'a>(r: &mut Reader<'a>) -> Result<Template<'a>> {
+        let mut t = Template::default();
+        r.object(|r, key| match key {
+            "metadata" => object(r, &mut t.metadata, template_metadata),
+            "spec" => object(r, &mut t.spec, template_spec),
+            "machines_v1beta1_machine_openshift_io" => object(
+                r,
+                &mut t.machines_v1beta1_machine_openshift_io,
+                cpms_machines,
+            ),
+            _ => skip(r),
+        })?;
+        Ok(t)
+    }
+
+    fn template_metadata<'a>(r: &mut Reader<'a>) -> Result<TemplateMetadata<'a>> {
+        let mut m = TemplateMetadata::default();
+        r.object(|r, key| match key {
+            "labels" => object(r, &mut m.labels, str_map),
+            _ => skip(r),
+        })?;
+        Ok(m)
+    }
+
+    fn template_spec<'a>(r: &mut Reader<'a>) -> Result<TemplateSpec<'a>> {
+        let mut s = TemplateSpec::default();
+        r.object(|r, key| match key {
+            "providerSpec" => object(r, &mut s.provider_spec, provider_spec),
+            _ => skip(r),
+        })?;
+        Ok(s)
+    }
+
+    fn cpms_machines<'a>(r: &mut Reader<'a>) -> Result<CpmsMachines<'a>> {
+        let mut m = CpmsMachines::default();
+        r.object(|r, key| match key {
+            "spec" => object(r, &mut m.spec, cpms_machine_spec),
+            _ => skip(r),
+        })?;
+        Ok(m)
+    }
+
+    fn cpms_machine_spec<'a>(r: &mut Reader<'a>) -> Result<CpmsMachineSpec<'a>> {
+        let mut s = CpmsMachineSpec::default();
+        r.object(|r, key| match key {
+            "metadata" => object(r, &mut s.metadata, template_metadata),
+            "providerSpec" => object(r, &mut s.provider_spec, provider_spec),
+            _ => skip(r),
+        })?;
+        Ok(s)
+    }
+
+    fn provider_spec<'a>(r: &mut Reader<'a>) -> Result<ProviderSpec<'a>> {
+        let mut p = ProviderSpec::default();
+        r.object(|r, key| match key {
+            "value" => object(r, &mut p.value, spec_fields),
+            _ => skip(r),
+        })?;
+        Ok(p)
+    }
+
+    fn spec_fields<'a>(r: &mut Reader<'a>) -> Result<SpecFields<'a>> {
+        // A providerSpec has a dozen or two fields: one allocation, not five.
+        let mut fields = Vec::with_capacity(24);
+        r.entries(|r, key| {
+            fields.push((key, r.skip()?));
+            Ok(())
+        })?;
+        Ok(SpecFields(fields))
+    }
+}
+
+/// `providerSpec.value`'s top-level fields, each kept as its JSON text: one pass finds
+/// them, and a platform reads only the few it needs (`disks`, `ami`, `image`, ...) with a
+/// reader of its own, so adding a platform touches nothing here.
 #[derive(Debug, Default)]
-pub struct SpecFields<'a>(Vec<(Cow<'a, str>, &'a RawValue)>);
+pub struct SpecFields<'a>(Vec<(Cow<'a, str>, &'a str)>);
 
 impl<'a> SpecFields<'a> {
-    /// The raw JSON of a top-level field (the last, if repeated).
-    pub fn raw(&self, key: &str) -> Option<&'a RawValue> {
+    /// The JSON text of a top-level field (the last, if repeated).
+    pub fn raw(&self, key: &str) -> Option<&'a str> {
         self.0.iter().rev().find(|(k, _)| k == key).map(|(_, v)| *v)
     }
 
     /// A field read as `T` (lenient types: see [`super::lenient`]); absent reads as
-    /// `T::default()`, and only bytes that are not JSON fail.
+    /// `T::default()`.
     pub fn read<T: Deserialize<'a> + Default>(&self, key: &str) -> T {
         self.raw(key)
-            .and_then(|raw| serde_json::from_str(raw.get()).ok())
+            .and_then(|raw| serde_json::from_str(raw).ok())
             .unwrap_or_default()
     }
 
@@ -168,22 +297,6 @@ impl<'a> SpecFields<'a> {
             },
             _ => None,
         }
-    }
-}
-
-impl<'de: 'a, 'a> Shape<'de> for SpecFields<'a> {
-    const KIND: Kind = Kind::Object;
-
-    fn from_map<A: MapAccess<'de>>(mut map: A) -> Result<Option<Self>, A::Error> {
-        // A providerSpec has a dozen or two fields: one allocation, not five.
-        let mut fields = Vec::with_capacity(24);
-        while let Some(key) = map.next_key::<Field<Cow<'a, str>>>()? {
-            let value = map.next_value::<&'a RawValue>()?;
-            if let Field::Is(key) = key {
-                fields.push((key, value));
-            }
-        }
-        Ok(Some(SpecFields(fields)))
     }
 }
 
@@ -213,13 +326,27 @@ pub enum Annotations {
 
 static EMPTY: StrMap<'static> = StrMap(Vec::new());
 
+/// Why bytes do not read as a MachineSet view.
+#[derive(Debug, thiserror::Error)]
+pub enum ViewError {
+    #[error("not UTF-8: {0}")]
+    NotUtf8(#[from] std::str::Utf8Error),
+    #[error(transparent)]
+    Json(#[from] json::Error),
+}
+
 impl<'a> MachineSetView<'a> {
     /// Read the fields the rules need from a MachineSet's JSON. Fails only on bytes that are
-    /// not JSON (or repeat a key the rules read); any shape of valid JSON reads.
-    pub fn parse(json: &'a [u8]) -> Result<Self, serde_json::Error> {
-        // Checked once, so that the parser need not check each string it borrows.
-        let text = std::str::from_utf8(json).map_err(serde::de::Error::custom)?;
-        serde_json::from_str(text)
+    /// not JSON, on JSON that is not an object, or on a key the rules read given twice.
+    pub fn parse(json: &'a [u8]) -> Result<Self, ViewError> {
+        // Checked once, so that the reader need not check each string it borrows.
+        let text = std::str::from_utf8(json)?;
+        Ok(Reader::document(text, Self::read)?)
+    }
+
+    /// Read from the object at the reader's position (the webhook's `request.object`).
+    pub fn read(r: &mut Reader<'a>) -> json::Result<Self> {
+        read::machine_set(r)
     }
 
     pub fn api_version(&self) -> &str {
@@ -231,7 +358,7 @@ impl<'a> MachineSetView<'a> {
     }
 
     fn metadata(&self) -> Option<&Metadata<'a>> {
-        self.metadata.get().map(|o| &o.0)
+        self.metadata.get()
     }
 
     pub fn name(&self) -> Option<&str> {
@@ -279,31 +406,26 @@ impl<'a> MachineSetView<'a> {
         let first = owners.first()?;
         Some(first.get().map_or(("?", "?"), |o| {
             (
-                o.0.kind.as_str().unwrap_or("?"),
-                o.0.name.as_str().unwrap_or("?"),
+                o.kind.as_str().unwrap_or("?"),
+                o.name.as_str().unwrap_or("?"),
             )
         }))
     }
 
     /// `status.authoritativeAPI` (MAPI -> CAPI migration), when it is a string.
     pub fn authoritative_api(&self) -> Option<&str> {
-        self.status
-            .get()
-            .and_then(|s| s.0.authoritative_api.as_str())
+        self.status.get().and_then(|s| s.authoritative_api.as_str())
     }
 
     fn template(&self) -> Option<&Template<'a>> {
-        self.spec
-            .get()
-            .and_then(|s| s.0.template.get())
-            .map(|t| &t.0)
+        self.spec.get().and_then(|s| s.template.get())
     }
 
     /// A label of `spec.template.metadata` (the Machines' own labels).
     pub fn template_label(&self, key: &str) -> Option<&str> {
         self.template()
             .and_then(|t| t.metadata.get())
-            .and_then(|m| m.0.labels.get())
+            .and_then(|m| m.labels.get())
             .and_then(|l| l.get(key))
     }
 
@@ -324,8 +446,7 @@ impl<'a> MachineSetView<'a> {
     fn cpms_machine_spec(&self) -> Option<&CpmsMachineSpec<'a>> {
         self.template()
             .and_then(|t| t.machines_v1beta1_machine_openshift_io.get())
-            .and_then(|m| m.0.spec.get())
-            .map(|s| &s.0)
+            .and_then(|m| m.spec.get())
     }
 
     /// The `machine.openshift.io/os-id` label where the kind keeps it: a MachineSet's
@@ -335,7 +456,7 @@ impl<'a> MachineSetView<'a> {
         if self.is_control_plane_machine_set() {
             self.cpms_machine_spec()
                 .and_then(|s| s.metadata.get())
-                .and_then(|m| m.0.labels.get())
+                .and_then(|m| m.labels.get())
                 .and_then(|l| l.get(key))
         } else {
             self.template_label(key)
@@ -346,17 +467,49 @@ impl<'a> MachineSetView<'a> {
         let value = if self.is_control_plane_machine_set() {
             self.cpms_machine_spec()
                 .and_then(|s| s.provider_spec.get())
-                .map(|p| &p.0.value)
+                .map(|p| &p.value)
         } else {
             self.template()
                 .and_then(|t| t.spec.get())
-                .and_then(|s| s.0.provider_spec.get())
-                .map(|p| &p.0.value)
+                .and_then(|s| s.provider_spec.get())
+                .map(|p| &p.value)
         };
         match value {
             None | Some(Field::Absent | Field::Null) => ProviderSpecValue::None,
             Some(Field::Wrong(kind)) => ProviderSpecValue::NotObject(*kind),
             Some(Field::Is(fields)) => ProviderSpecValue::Object(fields),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn labels_are_borrowed_unless_escaped_and_keep_every_entry() {
+        let text =
+            br#"{"metadata": {"labels": {"a": "plain", "b": "tab\there", "c": 3, "a~/b": "x"}}}"#;
+        let view = MachineSetView::parse(text).unwrap();
+        let labels = view.labels();
+        assert_eq!(labels.get("a"), Some("plain"));
+        assert!(matches!(labels.0[0].1, Field::Is(Cow::Borrowed(_))));
+        assert_eq!(labels.get("b"), Some("tab\there"));
+        assert!(matches!(labels.0[1].1, Field::Is(Cow::Owned(_))));
+        assert_eq!(labels.get("c"), None);
+        assert!(labels.contains_key("c"));
+        assert_eq!(labels.get("a~/b"), Some("x"));
+        assert_eq!(labels.strings().count(), 3);
+    }
+
+    #[test]
+    fn a_key_the_rules_read_given_twice_is_refused() {
+        let err = MachineSetView::parse(br#"{"kind": "MachineSet", "kind": "X"}"#).unwrap_err();
+        assert!(
+            err.to_string().starts_with("duplicate field \"kind\""),
+            "{err}"
+        );
+        // Keys no rule reads may repeat, as JSON allows.
+        assert!(MachineSetView::parse(br#"{"zz": 1, "zz": 2}"#).is_ok());
     }
 }

@@ -6,11 +6,11 @@ use std::collections::BTreeMap;
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
-use serde::{Deserialize, Serialize};
-use serde_json::value::RawValue;
+use serde::Serialize;
 
 use crate::core::decision::{self, Decision, Reason};
-use crate::core::lenient::{Field, Object};
+use crate::core::json::{self, Category, Reader};
+use crate::core::lenient::{Field, Kind};
 use crate::core::snapshot::Snapshot;
 use crate::core::view::MachineSetView;
 
@@ -23,11 +23,11 @@ const MAX_WARNING: usize = 120;
 #[derive(Debug, thiserror::Error)]
 pub enum ReviewError {
     #[error("request body is not JSON: {0}")]
-    NotJson(serde_json::Error),
+    NotJson(json::Error),
     #[error("request body is not JSON: not UTF-8: {0}")]
     NotUtf8(std::str::Utf8Error),
     #[error("request body is not an AdmissionReview: {0}")]
-    NotReview(serde_json::Error),
+    NotReview(json::Error),
     #[error(
         "unsupported AdmissionReview {api_version:?}/{kind:?}: only {API_VERSION} {KIND} is served"
     )]
@@ -38,50 +38,134 @@ pub enum ReviewError {
     MissingUid,
 }
 
-/// Only the fields we read, borrowed from the body; serde skips the rest (oldObject
-/// included) without building it, and the object is read straight into its view.
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
+/// Only the fields we read, borrowed from the body; the rest (oldObject included) is
+/// skipped without being built, and the object is read straight into its view.
 struct RawReview<'a> {
-    #[serde(default, borrow)]
     api_version: Cow<'a, str>,
-    #[serde(default, borrow)]
     kind: Cow<'a, str>,
-    #[serde(borrow)]
     request: Option<RawRequest<'a>>,
 }
 
-#[derive(Deserialize, Default)]
-#[serde(rename_all = "camelCase", default)]
+#[derive(Default)]
 struct Gvk<'a> {
-    #[serde(borrow)]
     group: Cow<'a, str>,
-    #[serde(borrow)]
     kind: Cow<'a, str>,
 }
 
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
 struct RawRequest<'a> {
-    #[serde(default, borrow)]
     uid: Cow<'a, str>,
-    #[serde(default, borrow)]
     kind: Gvk<'a>,
-    #[serde(default, borrow)]
     sub_resource: Option<Cow<'a, str>>,
-    #[serde(default, borrow)]
     name: Option<Cow<'a, str>>,
-    #[serde(default, borrow)]
     namespace: Option<Cow<'a, str>>,
-    #[serde(default, borrow)]
     operation: Cow<'a, str>,
-    #[serde(default)]
     dry_run: Option<bool>,
-    #[serde(default, borrow)]
-    object: Field<Object<MachineSetView<'a>>>,
-    /// Kept raw: read only when an UPDATE would be patched (revert loops).
-    #[serde(default, borrow)]
-    old_object: Option<&'a RawValue>,
+    object: Field<MachineSetView<'a>>,
+    /// Kept as text: read only when an UPDATE would be patched (revert loops).
+    old_object: Option<&'a str>,
+}
+
+/// The envelope's readers. Its fields have one type each: absent reads as the default
+/// (or `None`), null as `None` where the API allows it, any other type is an error.
+mod envelope {
+    use super::*;
+
+    type Result<T> = json::Result<T>;
+
+    pub fn review<'a>(r: &mut Reader<'a>) -> Result<RawReview<'a>> {
+        if let found @ (None | Some(Kind::Array | Kind::String | Kind::Number | Kind::Bool)) =
+            r.kind()?
+        {
+            return Err(r.data(format!(
+                "{}, expected an AdmissionReview object",
+                found.map_or("null", Kind::article)
+            )));
+        }
+        let (mut api_version, mut kind, mut request) =
+            (Field::Absent, Field::Absent, Field::Absent);
+        r.object(|r, key| match key {
+            "apiVersion" => r.string_into(&mut api_version),
+            "kind" => r.string_into(&mut kind),
+            "request" => r.field_into(&mut request, Kind::Object, self::request),
+            _ => r.skip().map(drop),
+        })?;
+        Ok(RawReview {
+            api_version: or_default(r, "apiVersion", api_version)?,
+            kind: or_default(r, "kind", kind)?,
+            request: or_none(r, "request", request)?,
+        })
+    }
+
+    fn request<'a>(r: &mut Reader<'a>) -> Result<RawRequest<'a>> {
+        let (mut uid, mut kind, mut sub_resource, mut name, mut namespace) = (
+            Field::Absent,
+            Field::Absent,
+            Field::Absent,
+            Field::Absent,
+            Field::Absent,
+        );
+        let (mut operation, mut dry_run, mut object, mut old_object) =
+            (Field::Absent, Field::Absent, Field::Absent, Field::Absent);
+        r.object(|r, key| match key {
+            "uid" => r.string_into(&mut uid),
+            "kind" => r.field_into(&mut kind, Kind::Object, gvk),
+            "subResource" => r.string_into(&mut sub_resource),
+            "name" => r.string_into(&mut name),
+            "namespace" => r.string_into(&mut namespace),
+            "operation" => r.string_into(&mut operation),
+            "dryRun" => r.field_into(&mut dry_run, Kind::Bool, Reader::bool),
+            "object" => r.field_into(&mut object, Kind::Object, MachineSetView::read),
+            // Any value but null: its text is kept.
+            "oldObject" => {
+                let any = r.kind()?.unwrap_or(Kind::Object);
+                r.field_into(&mut old_object, any, Reader::skip)
+            }
+            _ => r.skip().map(drop),
+        })?;
+        Ok(RawRequest {
+            uid: or_default(r, "uid", uid)?,
+            kind: or_default(r, "kind", kind)?,
+            sub_resource: or_none(r, "subResource", sub_resource)?,
+            name: or_none(r, "name", name)?,
+            namespace: or_none(r, "namespace", namespace)?,
+            operation: or_default(r, "operation", operation)?,
+            dry_run: or_none(r, "dryRun", dry_run)?,
+            object,
+            old_object: old_object.get().copied(),
+        })
+    }
+
+    fn gvk<'a>(r: &mut Reader<'a>) -> Result<Gvk<'a>> {
+        let (mut group, mut kind) = (Field::Absent, Field::Absent);
+        r.object(|r, key| match key {
+            "group" => r.string_into(&mut group),
+            "kind" => r.string_into(&mut kind),
+            _ => r.skip().map(drop),
+        })?;
+        Ok(Gvk {
+            group: or_default(r, "group", group)?,
+            kind: or_default(r, "kind", kind)?,
+        })
+    }
+
+    /// A field that may be absent (the default) but not null nor of another type.
+    fn or_default<T: Default>(r: &Reader<'_>, name: &str, field: Field<T>) -> Result<T> {
+        match field {
+            Field::Is(v) => Ok(v),
+            Field::Absent => Ok(T::default()),
+            Field::Null => Err(r.data(format!("{name} is null"))),
+            Field::Wrong(kind) => Err(r.data(format!("{name} is {}", kind.article()))),
+        }
+    }
+
+    /// A field that may be absent or null (none) but not of another type.
+    fn or_none<T>(r: &Reader<'_>, name: &str, field: Field<T>) -> Result<Option<T>> {
+        match field {
+            Field::Is(v) => Ok(Some(v)),
+            Field::Absent | Field::Null => Ok(None),
+            Field::Wrong(kind) => Err(r.data(format!("{name} is {}", kind.article()))),
+        }
+    }
 }
 
 /// A request answered: the response body plus what the logs and metrics need (borrowed
@@ -102,9 +186,9 @@ pub struct Reviewed<'a> {
 pub fn review<'a>(body: &'a [u8], snap: &Snapshot) -> Result<Reviewed<'a>, ReviewError> {
     // Checked once here, so that the parser need not check each string it borrows.
     let body = std::str::from_utf8(body).map_err(ReviewError::NotUtf8)?;
-    let raw: RawReview<'_> = serde_json::from_str(body).map_err(|e| match e.classify() {
-        serde_json::error::Category::Data => ReviewError::NotReview(e),
-        _ => ReviewError::NotJson(e),
+    let raw = Reader::document(body, envelope::review).map_err(|e| match e.category {
+        Category::Data => ReviewError::NotReview(e),
+        Category::Syntax => ReviewError::NotJson(e),
     })?;
     if raw.api_version != API_VERSION || raw.kind != KIND {
         return Err(ReviewError::WrongVersion {
@@ -129,10 +213,10 @@ pub fn review<'a>(body: &'a [u8], snap: &Snapshot) -> Result<Reviewed<'a>, Revie
         Decision::not_applicable(format!("operation {} is not mutated", req.operation))
     } else {
         match &req.object {
-            Field::Is(Object(object)) if req.operation == "UPDATE" => {
-                decision::decide_update(object, req.old_object.map(RawValue::get), snap)
+            Field::Is(object) if req.operation == "UPDATE" => {
+                decision::decide_update(object, req.old_object, snap)
             }
-            Field::Is(Object(object)) => decision::decide(object, snap),
+            Field::Is(object) => decision::decide(object, snap),
             Field::Wrong(kind) => {
                 Decision::not_applicable(format!("request object is {}", kind.article()))
             }
@@ -145,7 +229,7 @@ pub fn review<'a>(body: &'a [u8], snap: &Snapshot) -> Result<Reviewed<'a>, Revie
         _ => req
             .object
             .get()
-            .and_then(|o| o.0.name_or_generate_name())
+            .and_then(|o| o.name_or_generate_name())
             .map_or(Cow::Borrowed(""), |n| Cow::Owned(n.to_owned())),
     };
     let body = response_body(&req.uid, &decision);
