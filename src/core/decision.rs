@@ -332,7 +332,8 @@ fn may_name_the_target(old: &str, target: &str, patch: &Patch) -> bool {
     // memchr's SIMD search: the old object is kilobytes, and `str::contains` went through
     // it at a tenth of the speed on every UPDATE of a stale MachineSet.
     let has = |s: &str| memchr::memmem::find(old.as_bytes(), s.as_bytes()).is_some();
-    has(target) || written.iter().all(|s| has(s))
+    // Where the patch writes the target itself (GCP), one search answers both.
+    has(target) || (!written.contains(&target) && written.iter().all(|s| has(s)))
 }
 
 /// The op recording `count` reverts of `target` (none when it is recorded already).
