@@ -73,13 +73,12 @@ mod envelope {
     type Result<T> = json::Result<T>;
 
     pub fn review<'a>(r: &mut Reader<'a>) -> Result<RawReview<'a>> {
-        if let found @ (None | Some(Kind::Array | Kind::String | Kind::Number | Kind::Bool)) =
-            r.kind()?
-        {
-            return Err(r.data(format!(
-                "{}, expected an AdmissionReview object",
-                found.map_or("null", Kind::article)
-            )));
+        match r.kind()? {
+            Some(Kind::Object) => {}
+            other => {
+                let found = other.map_or("null", Kind::article);
+                return Err(r.data(format!("{found}, expected an AdmissionReview object")));
+            }
         }
         let (mut api_version, mut kind, mut request) =
             (Field::Absent, Field::Absent, Field::Absent);
