@@ -269,9 +269,7 @@ impl<'a> Reader<'a> {
         self.expect(b'{', "expected an object")?;
         self.enter()?;
         if self.peek()? == b'}' {
-            self.pos += 1;
-            self.depth -= 1;
-            return Ok(());
+            return self.leave();
         }
         loop {
             let start = self.pos;
@@ -286,11 +284,7 @@ impl<'a> Reader<'a> {
                         return Err(self.syntax("expected a key"));
                     }
                 }
-                b'}' => {
-                    self.pos += 1;
-                    self.depth -= 1;
-                    return Ok(());
-                }
+                b'}' => return self.leave(),
                 _ => return Err(self.syntax("expected `,` or `}`")),
             }
         }
@@ -301,19 +295,13 @@ impl<'a> Reader<'a> {
         self.expect(b'[', "expected an array")?;
         self.enter()?;
         if self.peek()? == b']' {
-            self.pos += 1;
-            self.depth -= 1;
-            return Ok(());
+            return self.leave();
         }
         loop {
             item(self)?;
             match self.peek()? {
                 b',' => self.pos += 1,
-                b']' => {
-                    self.pos += 1;
-                    self.depth -= 1;
-                    return Ok(());
-                }
+                b']' => return self.leave(),
                 _ => return Err(self.syntax("expected `,` or `]`")),
             }
         }
@@ -353,6 +341,13 @@ impl<'a> Reader<'a> {
     /// A string field of a struct being read.
     pub fn string_into(&mut self, slot: &mut Field<Cow<'a, str>>) -> Result<()> {
         self.field_into(slot, Kind::String, Self::string)
+    }
+
+    /// Past the closing bracket of the container [`Reader::enter`] opened.
+    fn leave(&mut self) -> Result<()> {
+        self.pos += 1;
+        self.depth -= 1;
+        Ok(())
     }
 
     fn enter(&mut self) -> Result<()> {
