@@ -196,15 +196,15 @@ pub struct ReadArgs {
     /// Namespace of the MachineSets (and of their user-data Secrets and Events).
     #[arg(long, env = "BOOTIMAGE_WEBHOOK_MACHINE_API_NAMESPACE", default_value = apis::MACHINE_API_NAMESPACE)]
     pub machine_api_namespace: String,
-    /// User-data Secrets whose stub Ignition spec is checked (watched by name: RBAC stays
-    /// narrowed to them). MachineSets naming other Secrets are not checked.
+    /// Deprecated and ignored: the stub Ignition of every user-data Secret a MachineSet
+    /// names is checked now.
     #[arg(
         long,
         env = "BOOTIMAGE_WEBHOOK_USER_DATA_SECRETS",
         value_delimiter = ',',
-        default_value = "worker-user-data,master-user-data"
+        hide = true
     )]
-    pub user_data_secrets: Vec<String>,
+    pub user_data_secrets: Option<Vec<String>>,
     /// Also wait for ClusterVersion history[0].state == Completed before images move.
     #[arg(long, env = "BOOTIMAGE_WEBHOOK_WAIT_FOR_UPGRADE_COMPLETE")]
     pub wait_for_upgrade_complete: bool,
@@ -217,11 +217,15 @@ pub struct ReadArgs {
 
 impl ReadArgs {
     pub fn watch_settings(&self) -> WatchSettings {
+        if self.user_data_secrets.is_some() {
+            tracing::warn!(
+                "--user-data-secrets (BOOTIMAGE_WEBHOOK_USER_DATA_SECRETS) is deprecated and ignored: every user-data Secret a MachineSet names is checked"
+            );
+        }
         WatchSettings {
             configmap_namespace: self.configmap_namespace.clone(),
             configmap_name: self.configmap_name.clone(),
             machine_api_namespace: self.machine_api_namespace.clone(),
-            user_data_secrets: self.user_data_secrets.clone(),
             wait_for_upgrade_complete: self.wait_for_upgrade_complete,
             control_plane_machine_sets: self.control_plane_machine_sets,
         }

@@ -12,7 +12,7 @@ use bootimage_webhook::core::decision::{self, BOOT_IMAGE_ANNOTATION, Decision, R
 use bootimage_webhook::core::platforms::aws::{self, AwsLearned, Described};
 use bootimage_webhook::core::snapshot::{
     Arch, BootImages, ClusterFacts, Enrollment, Gate, KEY_MCO_RELEASE_IMAGE_VERSION,
-    KEY_RELEASE_VERSION, KEY_STREAM, Learned, Snapshot,
+    KEY_RELEASE_VERSION, KEY_STREAM, Learned, Snapshot, Stub, Stubs,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use serde_json::{Value, json};
@@ -596,23 +596,15 @@ fn rule_9_derived_gcp_cases_replayed() {
 #[test]
 fn rule_10_stub_ignition_spec_2() {
     let ms = gcp_ms();
-    let spec2 = snap_with(|c| {
-        c.stub_ignition
-            .insert("worker-user-data".into(), "2.2.0".into());
-    });
+    let stub = |name: &str, stub: Stub| snap_with(|c| c.stubs = Stubs::learned([(name, stub)]));
+    let spec2 = stub("worker-user-data", Stub::Version("2.2.0".into()));
     let d = expect(&ms, &spec2, Reason::StubIgnitionSpec2);
     assert!(d.message.contains("worker-user-data"), "{}", d.message);
-    let spec3 = snap_with(|c| {
-        c.stub_ignition
-            .insert("worker-user-data".into(), "3.4.0".into());
-    });
-    expect(&ms, &spec3, Reason::Updated);
-    // Another Secret's stub does not matter; and nothing to do is nothing to do.
-    let other = snap_with(|c| {
-        c.stub_ignition
-            .insert("infra-user-data".into(), "2.2.0".into());
-    });
-    expect(&ms, &other, Reason::Updated);
+    expect(
+        &ms,
+        &stub("worker-user-data", Stub::Version("3.4.0".into())),
+        Reason::Updated,
+    );
     let mut current = gcp_ms();
     set(
         &mut current,
@@ -620,6 +612,59 @@ fn rule_10_stub_ignition_spec_2() {
         json!(CURRENT_X86),
     );
     expect(&current, &spec2, Reason::UpToDate);
+}
+
+#[test]
+fn rule_10_every_user_data_secret_is_checked() {
+    let mut ms = gcp_ms();
+    set(
+        &mut ms,
+        "/spec/template/spec/providerSpec/value/userDataSecret",
+        json!({"name": "custom-user-data"}),
+    );
+    let stub = |name: &str, stub: Stub| snap_with(|c| c.stubs = Stubs::learned([(name, stub)]));
+    // Another Secret's stub says nothing of this one's: not read yet, it waits.
+    let d = expect(
+        &ms,
+        &stub("worker-user-data", Stub::Version("3.4.0".into())),
+        Reason::StubIgnitionUnknown,
+    );
+    assert!(d.message.contains("custom-user-data"), "{}", d.message);
+    assert!(d.patch.0.is_empty());
+    let spec2 = stub("custom-user-data", Stub::Version("2.2.0".into()));
+    expect(&ms, &spec2, Reason::StubIgnitionSpec2);
+    expect(
+        &ms,
+        &stub("custom-user-data", Stub::Version("3.1.0".into())),
+        Reason::Updated,
+    );
+    let d = expect(
+        &ms,
+        &stub("custom-user-data", Stub::Missing),
+        Reason::UserDataSecretMissing,
+    );
+    assert!(
+        d.message.contains("custom-user-data does not exist"),
+        "{}",
+        d.message
+    );
+    let d = expect(
+        &ms,
+        &stub(
+            "custom-user-data",
+            Stub::Unreadable("its userData is not JSON (expected value)".into()),
+        ),
+        Reason::StubIgnitionUnreadable,
+    );
+    assert!(d.message.contains("not JSON"), "{}", d.message);
+    // A version that is not spec 3 at all cannot boot either.
+    expect(
+        &ms,
+        &stub("custom-user-data", Stub::Version("1.0.0".into())),
+        Reason::StubIgnitionSpec2,
+    );
+    // Offline nothing can be read, and nothing is checked.
+    expect(&ms, &offline_snapshot(), Reason::Updated);
 }
 
 #[test]
@@ -796,13 +841,17 @@ fn every_reason_code_is_reachable() {
         }),
         &snap,
     );
-    check(
-        gcp_ms(),
-        &snap_with(|c| {
-            c.stub_ignition
-                .insert("worker-user-data".into(), "2.2.0".into());
-        }),
-    );
+    for stub in [
+        Some(Stub::Version("2.2.0".into())),
+        Some(Stub::Missing),
+        Some(Stub::Unreadable("x".into())),
+        None,
+    ] {
+        check(
+            gcp_ms(),
+            &snap_with(|c| c.stubs = Stubs::learned(stub.map(|s| ("worker-user-data", s)))),
+        );
+    }
     check(gcp_ms(), &snap);
     check(
         with(&|m| {

@@ -268,7 +268,8 @@ fn preview_without_credentials_or_ec2_says_so_and_changes_nothing() {
 }
 
 /// The cluster the server follows: an AWS Infrastructure, the ConfigMap (stamped), a
-/// finished master pool, an amd64 master, and our webhook registered at `webhook`.
+/// finished master pool, an amd64 master, the MachineSets' spec-3 user-data Secret, and
+/// our webhook registered at `webhook`.
 fn aws_cluster(api: &ApiServer, webhook: SocketAddr, ca_pem: &str) {
     let stream = fixture("stream-coreos-rhel-9.installer.json");
     let objects = json!([
@@ -287,6 +288,9 @@ fn aws_cluster(api: &ApiServer, webhook: SocketAddr, ca_pem: &str) {
                   "nodeSelector": {"matchLabels": {"node-role.kubernetes.io/master": ""}}}},
         {"apiVersion": "v1", "kind": "Node",
          "metadata": {"name": "master-0", "labels": {"node-role.kubernetes.io/master": "", "kubernetes.io/arch": "amd64"}}},
+        {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+         "metadata": {"name": "worker-user-data", "namespace": "openshift-machine-api"},
+         "data": {"userData": base64(r#"{"ignition":{"version":"3.2.0"}}"#)}},
         {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingWebhookConfiguration",
          "metadata": {"name": "bootimage-webhook"},
          "webhooks": [{

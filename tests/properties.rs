@@ -24,7 +24,7 @@ use bootimage_webhook::core::decision::{self, BOOT_IMAGE_ANNOTATION, Decision};
 use bootimage_webhook::core::json::Reader;
 use bootimage_webhook::core::platforms::aws::{AwsLearned, Described};
 use bootimage_webhook::core::reason::Reason;
-use bootimage_webhook::core::snapshot::{Arch, Enrollment, Gate, Snapshot};
+use bootimage_webhook::core::snapshot::{Arch, Enrollment, Gate, Snapshot, Stub, Stubs};
 use bootimage_webhook::core::view::{Annotations as Slot, MachineSetView, ProviderSpecValue};
 use bootimage_webhook::serve::admission;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
@@ -449,7 +449,7 @@ prop_compose! {
             c.learned = c.learned.with(bootimage_webhook::core::platforms::aws::NAME, Arc::new(learned));
         }
         if let Some(v) = stub {
-            c.stub_ignition.insert("worker-user-data".into(), v.into());
+            c.stubs = Stubs::learned([("worker-user-data", Stub::Version(v.into()))]);
         }
         Snapshot::new(if ready { base.boot_images.clone() } else { None }, c)
     }

@@ -943,8 +943,15 @@ fn kubectl_create_is_patched_through_the_shipped_webhook_and_its_cel_conditions(
         &["delete", "machineset", "stale", "-n", NS],
         "delete resource \"machinesets\"",
     );
+    // Secrets are read in the MachineSets' namespace only.
     c.assert_refused(
-        &["get", "secret", "other", "-n", NS],
+        &[
+            "get",
+            "secret",
+            "other",
+            "-n",
+            "openshift-machine-config-operator",
+        ],
         "get resource \"secrets\"",
     );
 }
@@ -1041,6 +1048,110 @@ fn the_gate_opens_on_a_finished_master_and_the_lease_holder_touches_exactly_what
     a.passes(2);
     assert_eq!(touches(&c.audit()[mark..], None), Vec::<String>::new());
 
+    c.assert_nothing_refused(&[&a]);
+}
+
+/// A user-data Secret holding a stub Ignition of `version`.
+fn user_data_secret(name: &str, version: &str) -> Value {
+    let stub = json!({"ignition": {"version": version}}).to_string();
+    json!({"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+           "metadata": {"name": name, "namespace": NS},
+           "data": {"userData": base64::engine::general_purpose::STANDARD.encode(stub)}})
+}
+
+/// Issue 19, item 1: rule 10 checks whatever Secret a MachineSet names, learned in the
+/// background: a spec-2 stub keeps its image, a spec-3 one moves once read, and a Secret
+/// made after its MachineSet is waited for, then the MachineSet moves.
+#[test]
+fn every_user_data_secret_a_machineset_names_is_checked() {
+    let c = Cluster::start(true);
+    let a = c.replica("replica-a", "0s");
+    c.register_webhook(&a.url());
+    c.wait_holder("replica-a", Duration::from_secs(30));
+    c.create_all(&[
+        &user_data_secret("custom-spec2", "2.2.0"),
+        &user_data_secret("custom-spec3", "3.4.0"),
+    ]);
+    let naming = |name: &str, secret: &str| {
+        let mut m = machineset(name, OLD);
+        m.pointer_mut(PROVIDER).unwrap()["userDataSecret"] = json!({"name": secret});
+        m
+    };
+    for (name, secret) in [
+        ("ms-spec2", "custom-spec2"),
+        ("ms-spec3", "custom-spec3"),
+        ("ms-late", "custom-late"),
+    ] {
+        c.create(&naming(name, secret));
+    }
+    // Nobody named these Secrets before: each CREATE waits for its stub to be read.
+    let events = c.audit();
+    for name in ["ms-spec2", "ms-spec3", "ms-late"] {
+        assert_eq!(
+            webhook_call(creation(&events, name)),
+            answered("StubIgnitionUnknown", false),
+            "{name}"
+        );
+    }
+    // Read in the background, then the toucher moves the spec-3 one.
+    eventually(
+        "ms-spec3 to move once its stub is read",
+        Duration::from_secs(30),
+        || a.served.log_text(),
+        || (image(&c.get("ms-spec3")) == CURRENT_X86).then_some(()),
+    );
+    a.passes(2);
+    assert_eq!(image(&c.get("ms-spec2")), OLD);
+    assert_eq!(image(&c.get("ms-late")), OLD);
+    let report: Value = serde_json::from_str(&status(&c, "json")).unwrap();
+    let row = |name: &str| {
+        report["machineSets"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["name"] == name)
+            .unwrap_or_else(|| panic!("no row for {name}: {report:#}"))
+            .clone()
+    };
+    assert_eq!(row("ms-spec2")["reason"], "StubIgnitionSpec2", "{report:#}");
+    assert_eq!(
+        row("ms-late")["reason"],
+        "UserDataSecretMissing",
+        "{report:#}"
+    );
+    assert_eq!(row("ms-spec3")["reason"], "UpToDate", "{report:#}");
+    // An UPDATE of the spec-2 one is left as sent, and says why.
+    c.kubectl(&[
+        "label",
+        "machineset",
+        "ms-spec2",
+        "-n",
+        NS,
+        "touched-by=test",
+    ]);
+    assert_eq!(image(&c.get("ms-spec2")), OLD);
+
+    // The late Secret arrives: its MachineSet moves without any write of ours to it.
+    c.create_all(&[&user_data_secret("custom-late", "3.5.0")]);
+    eventually(
+        "ms-late to move once its Secret exists",
+        Duration::from_secs(30),
+        || a.served.log_text(),
+        || (image(&c.get("ms-late")) == CURRENT_X86).then_some(()),
+    );
+    // A stub upgraded in place (a new resourceVersion) is read again: the spec-2 one moves.
+    c.kubectl(&["delete", "secret", "custom-spec2", "-n", NS]);
+    c.create_all(&[&user_data_secret("custom-spec2", "3.2.0")]);
+    eventually(
+        "ms-spec2 to move once its stub is spec 3",
+        Duration::from_secs(30),
+        || a.served.log_text(),
+        || (image(&c.get("ms-spec2")) == CURRENT_X86).then_some(()),
+    );
+    // What is logged of a Secret is its name, never its data.
+    let user_data = base64::engine::general_purpose::STANDARD
+        .encode(json!({"ignition": {"version": "3.5.0"}}).to_string());
+    assert!(!a.served.log_text().contains(&user_data));
     c.assert_nothing_refused(&[&a]);
 }
 

@@ -40,7 +40,6 @@ impl Call {
 pub const MCO_NAMESPACE: &str = "openshift-machine-config-operator";
 pub const MACHINE_API_NAMESPACE: &str = "openshift-machine-api";
 pub const BOOTIMAGES_CONFIGMAP: &str = "coreos-bootimages";
-pub const USER_DATA_SECRETS: &[&str] = &["worker-user-data", "master-user-data"];
 pub const LEASE_NAME: &str = "bootimage-webhook";
 
 const LIST_WATCH: &[&str] = &["list", "watch"];
@@ -121,9 +120,9 @@ pub const USER_DATA_SECRET: Call = Call {
     kind: "Secret",
     plural: "secrets",
     scope: Scope::Namespace(MACHINE_API_NAMESPACE),
-    names: USER_DATA_SECRETS,
-    verbs: LIST_WATCH,
-    why: "watch::start: stub Ignition version of the user-data Secrets (field selector metadata.name)",
+    names: &[],
+    verbs: &["get", "list", "watch"],
+    why: "stubs::Learner: which Secrets exist (metadata-only watch), then a get of each one a MachineSet names, for its stub Ignition version",
 };
 pub const MACHINESET: Call = Call {
     group: "machine.openshift.io",
@@ -132,8 +131,8 @@ pub const MACHINESET: Call = Call {
     plural: "machinesets",
     scope: Scope::Namespace(MACHINE_API_NAMESPACE),
     names: &[],
-    verbs: &["list", "patch"],
-    why: "touch::Toucher::pass: list, then merge-patch the touch annotation",
+    verbs: &["list", "watch", "patch"],
+    why: "touch::Toucher::pass: list, then merge-patch the touch annotation; watch::start: the user-data Secrets they name",
 };
 pub const CONTROLPLANEMACHINESET: Call = Call {
     group: "machine.openshift.io",
@@ -142,8 +141,8 @@ pub const CONTROLPLANEMACHINESET: Call = Call {
     plural: "controlplanemachinesets",
     scope: Scope::Namespace(MACHINE_API_NAMESPACE),
     names: &[],
-    verbs: &["list", "patch"],
-    why: "touch::Toucher::pass, status: with --control-plane-machine-sets, list, then merge-patch the touch annotation",
+    verbs: &["list", "watch", "patch"],
+    why: "touch::Toucher::pass, status: with --control-plane-machine-sets, list, then merge-patch the touch annotation; watch::start: the user-data Secret it names",
 };
 pub const EVENT: Call = Call {
     group: "events.k8s.io",

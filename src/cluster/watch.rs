@@ -21,17 +21,19 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 use tokio::sync::{Notify, watch};
 
-use crate::cluster::apis;
 use crate::cluster::ec2::LearnedCell;
+use crate::cluster::{apis, stubs};
 use crate::core::facts::{self, GateInputs};
 use crate::core::snapshot::{
-    Arch, BootImages, ClusterFacts, Enrollment, Learned, SharedSnapshot, Snapshot,
+    Arch, BootImages, ClusterFacts, Enrollment, Learned, SharedSnapshot, Snapshot, Stubs,
 };
 use crate::health::Health;
 use crate::metrics::{Metrics, SharedMetrics};
 
 pub const MASTER_POOL: &str = "master";
 const CLUSTER: &str = "cluster";
+/// The learner's first round, in [`Listed`].
+const STUBS: &str = "user-data-stubs";
 const VERSION: &str = "version";
 const MASTER_LABELS: [&str; 2] = [
     "node-role.kubernetes.io/master",
@@ -43,8 +45,6 @@ pub struct WatchSettings {
     pub configmap_namespace: String,
     pub configmap_name: String,
     pub machine_api_namespace: String,
-    /// User-data Secrets whose stub Ignition version rule 10 checks (watched by name).
-    pub user_data_secrets: Vec<String>,
     pub wait_for_upgrade_complete: bool,
     /// `--control-plane-machine-sets`.
     pub control_plane_machine_sets: bool,
@@ -179,7 +179,7 @@ pub struct Stores {
     clusterversions: Store<DynamicObject>,
     nodes: Vec<Store<PartialObjectMeta<Node>>>,
     machineconfigurations: Store<DynamicObject>,
-    secrets: Vec<Store<Secret>>,
+    stubs: stubs::Learned,
 }
 
 fn named<K>(store: &Store<K>, name: &str) -> Option<Arc<K>>
@@ -313,16 +313,6 @@ impl Builder {
                     .cloned()
             })
             .collect();
-        let stub_ignition = s
-            .secrets
-            .iter()
-            .flat_map(|st| st.state())
-            .filter_map(|secret| {
-                let name = secret.metadata.name.clone()?;
-                let data = secret.data.as_ref()?.get("userData")?;
-                Some((name, facts::ignition_version(&data.0)))
-            })
-            .collect();
         let infra = named(&s.infrastructures, CLUSTER);
         Snapshot::new(
             self.last_good.clone(),
@@ -334,7 +324,7 @@ impl Builder {
                 enrollment,
                 control_plane_machine_sets: settings.control_plane_machine_sets,
                 cpms_enrollment,
-                stub_ignition,
+                stubs: Stubs::learned(s.stubs.load().iter().map(|(k, v)| (k.as_str(), v.clone()))),
                 learned,
             },
         )
@@ -357,6 +347,71 @@ where
     K: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
 {
     watcher(api, config)
+}
+
+/// The user-data Secrets' learner ([`stubs::Learner`]), fed by a metadata watch of the
+/// namespace's Secrets and a watch of the MachineSets (and ControlPlaneMachineSets) that
+/// name them. Readiness waits for its first round.
+fn start_stubs(client: &Client, settings: &WatchSettings, ctx: &Arc<Ctx>) -> stubs::Learned {
+    let wake = Arc::new(Notify::new());
+    let own = Arc::new(Ctx {
+        notify: wake.clone(),
+        sync: ctx.sync.clone(),
+        health: ctx.health.clone(),
+        metrics: ctx.metrics.clone(),
+    });
+    let ns = &settings.machine_api_namespace;
+    let (secrets, w) = typed::<PartialObjectMeta<Secret>>();
+    // Api<PartialObjectMeta<_>> asks for metadata only: the Secrets' data never comes.
+    let meta = Api::<PartialObjectMeta<Secret>>::namespaced(client.clone(), ns);
+    spawn_watch(
+        "secrets-metadata",
+        watch_typed(meta, watcher::Config::default()),
+        w,
+        &own,
+        false,
+    );
+    // (watcher name, what, whether the resource may be absent from the cluster)
+    let mut kinds = vec![("machinesets", apis::MACHINESET, false)];
+    if settings.control_plane_machine_sets {
+        kinds.push((
+            "controlplanemachinesets",
+            apis::CONTROLPLANEMACHINESET,
+            true,
+        ));
+    }
+    let mut machinesets = Vec::new();
+    for (name, call, absent_is_normal) in kinds {
+        let ar = call.api_resource();
+        let (store, w) = dynamic(ar.clone());
+        let api = Api::namespaced_with(client.clone(), ns, &ar);
+        spawn_watch(
+            name,
+            watcher(api, watcher::Config::default()),
+            w,
+            &own,
+            absent_is_normal,
+        );
+        machinesets.push(store);
+    }
+    let learned = stubs::Learned::default();
+    let learner = stubs::Learner {
+        api: Api::namespaced(client.clone(), ns),
+        secrets,
+        machinesets,
+        out: learned.clone(),
+        wake,
+        changed: ctx.notify.clone(),
+    };
+    let ctx = ctx.clone();
+    ctx.sync.expect(STUBS);
+    tokio::spawn(learner.run(move || {
+        if ctx.sync.done(STUBS) {
+            ctx.health.synced.store(true, Ordering::Release);
+        }
+        ctx.notify.notify_one();
+    }));
+    learned
 }
 
 /// Start every watcher and the builder. Returns a receiver of snapshot ids: it changes
@@ -451,20 +506,7 @@ pub fn start(
         true,
     );
 
-    let mut secrets = Vec::new();
-    for name in &settings.user_data_secrets {
-        let (store, w) = typed::<Secret>();
-        let api = Api::<Secret>::namespaced(client.clone(), &settings.machine_api_namespace);
-        spawn_watch(
-            format!("user-data-secret/{name}"),
-            watch_typed(api, by_name(name)),
-            w,
-            &ctx,
-            false,
-        );
-        secrets.push(store);
-    }
-
+    let stubs = start_stubs(&client, &settings, &ctx);
     let stores = Stores {
         configmap,
         pools,
@@ -473,7 +515,7 @@ pub fn start(
         clusterversions,
         nodes,
         machineconfigurations,
-        secrets,
+        stubs,
     };
     let (ids_tx, ids_rx) = watch::channel(snapshot.load().id.clone());
     tokio::spawn(async move {

@@ -13,7 +13,7 @@ use serde_json::{Map, Value};
 use super::arch::Arch;
 use super::platforms::{self, Context, Edit, Outcome, Platform, Target};
 pub use super::reason::Reason;
-use super::snapshot::{BootImages, ClusterFacts, Enrollment, Snapshot};
+use super::snapshot::{BootImages, ClusterFacts, Enrollment, Snapshot, Stub};
 use super::view::{Annotations, MachineSetView, ProviderSpecValue, SpecFields};
 
 /// Per-MachineSet opt-out: this label with the value `"false"`.
@@ -699,7 +699,8 @@ fn platform_rule(
     }
 }
 
-/// 10. A spec-2 stub Ignition cannot boot a new image.
+/// Rule 10: new images boot only with a spec-3 stub Ignition, so the user-data Secret
+/// the MachineSet names must be read, exist, and hold one.
 fn stub_ignition_can_boot(
     spec: &SpecFields<'_>,
     change: &Change,
@@ -708,17 +709,39 @@ fn stub_ignition_can_boot(
     let Some(secret) = spec.user_data_secret() else {
         return Ok(());
     };
-    match cluster.stub_ignition.get(secret.as_ref()) {
-        Some(version) if !version.starts_with('3') => Err(Decision::new(
+    if cluster.stubs.unchecked {
+        return Ok(());
+    }
+    let target = &change.target;
+    let (reason, message) = match cluster.stubs.by_name.get(secret.as_ref()) {
+        Some(Stub::Version(v)) if v.starts_with('3') => return Ok(()),
+        Some(Stub::Version(v)) => (
             Reason::StubIgnitionSpec2,
             format!(
-                "user-data Secret {secret} holds an Ignition spec {version} stub, which {} cannot boot: upgrade the stub first",
-                change.target
+                "user-data Secret {secret} holds an Ignition spec {v} stub, which {target} cannot boot: upgrade the stub first"
             ),
-        )
-        .with_images(Some(change.current.clone()), Some(change.target.clone()))),
-        _ => Ok(()),
-    }
+        ),
+        Some(Stub::Unreadable(why)) => (
+            Reason::StubIgnitionUnreadable,
+            format!(
+                "user-data Secret {secret} holds no readable stub Ignition: {why}; the boot image stays until it does"
+            ),
+        ),
+        Some(Stub::Missing) => (
+            Reason::UserDataSecretMissing,
+            format!(
+                "user-data Secret {secret} does not exist: no machine of this MachineSet can boot until it does; the boot image stays"
+            ),
+        ),
+        None => (
+            Reason::StubIgnitionUnknown,
+            format!(
+                "the stub Ignition of user-data Secret {secret} is not read yet; the boot image moves to {target} once it is, if it is spec 3"
+            ),
+        ),
+    };
+    Err(Decision::new(reason, message)
+        .with_images(Some(change.current.clone()), Some(target.clone())))
 }
 
 /// 12. The patch: the platform's edits and the annotation that records the image.

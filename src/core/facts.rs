@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use serde_json::Value;
 
-use crate::core::snapshot::{Arch, Enrollment, Gate, KEY_MCO_RELEASE_IMAGE_VERSION};
+use crate::core::snapshot::{Arch, Enrollment, Gate, KEY_MCO_RELEASE_IMAGE_VERSION, Stub};
 
 /// On the rendered MachineConfig: the release it was rendered for.
 pub const RELEASE_IMAGE_VERSION_ANNOTATION: &str =
@@ -213,18 +213,20 @@ pub fn control_plane_arch<'a>(
     }
 }
 
-/// `ignition.version` of a user-data Secret's `userData` (plain JSON, not base64 inside
-/// the data). Unreadable stubs are reported as such: the decision then waits, since a
-/// new image may not boot with them.
-pub fn ignition_version(user_data: &[u8]) -> String {
-    serde_json::from_slice::<Value>(user_data)
-        .ok()
-        .and_then(|v| {
-            v.pointer("/ignition/version")
-                .and_then(Value::as_str)
-                .map(str::to_owned)
-        })
-        .unwrap_or_else(|| "<unreadable>".to_owned())
+/// What a user-data Secret's `userData` says of its stub Ignition (plain JSON, not base64
+/// inside the data, as the installer and the MCO write it). Only the version is kept.
+pub fn stub(user_data: Option<&[u8]>) -> Stub {
+    let Some(bytes) = user_data else {
+        return Stub::Unreadable("it has no userData".into());
+    };
+    let config: Value = match serde_json::from_slice(bytes) {
+        Ok(v) => v,
+        Err(e) => return Stub::Unreadable(format!("its userData is not JSON ({e})")),
+    };
+    match config.pointer("/ignition/version") {
+        Some(Value::String(v)) => Stub::Version(v.clone()),
+        _ => Stub::Unreadable("its userData has no ignition.version string".into()),
+    }
 }
 
 #[cfg(test)]
@@ -569,14 +571,23 @@ mod tests {
         assert_eq!(control_plane_arch([Some("amd64"), None]), None);
         assert_eq!(control_plane_arch(std::iter::empty()), None);
         assert_eq!(
-            ignition_version(br#"{"ignition":{"version":"2.2.0"}}"#),
-            "2.2.0"
+            stub(Some(br#"{"ignition":{"version":"2.2.0"}}"#)),
+            Stub::Version("2.2.0".into())
         );
         assert_eq!(
-            ignition_version(br#"{"ignition":{"version":"3.4.0"},"storage":{}}"#),
-            "3.4.0"
+            stub(Some(br#"{"ignition":{"version":"3.4.0"},"storage":{}}"#)),
+            Stub::Version("3.4.0".into())
         );
-        assert_eq!(ignition_version(b"#cloud-config"), "<unreadable>");
-        assert_eq!(ignition_version(b"[]"), "<unreadable>");
+        let unreadable = |s: Stub| match s {
+            Stub::Unreadable(why) => why,
+            other => panic!("{other:?}"),
+        };
+        assert!(unreadable(stub(Some(b"#cloud-config"))).starts_with("its userData is not JSON"));
+        assert!(unreadable(stub(Some(b"[]"))).contains("no ignition.version"));
+        assert!(
+            unreadable(stub(Some(br#"{"ignition":{"version":3}}"#)))
+                .contains("no ignition.version")
+        );
+        assert_eq!(unreadable(stub(None)), "it has no userData");
     }
 }

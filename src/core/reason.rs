@@ -36,7 +36,15 @@ pub enum Reason {
     CustomImage,
     /// No disk is marked `boot: true`: there is no boot image to move.
     NoBootDisk,
+    /// The user-data Secret's stub Ignition is not spec 3: new images cannot boot with it.
     StubIgnitionSpec2,
+    /// The user-data Secret the MachineSet names has not been read yet; the MachineSet is
+    /// touched once it has.
+    StubIgnitionUnknown,
+    /// The user-data Secret holds no Ignition config whose version can be read.
+    StubIgnitionUnreadable,
+    /// The user-data Secret the MachineSet names does not exist.
+    UserDataSecretMissing,
     /// Another writer put the old boot image back more than [`REVERT_LIMIT`] times after it was
     /// set to this target: its writes are left as sent until the target changes.
     ///
@@ -50,7 +58,7 @@ pub enum Reason {
 }
 
 impl Reason {
-    pub const ALL: [Reason; 25] = [
+    pub const ALL: [Reason; 28] = [
         Reason::NotApplicable,
         Reason::OptedOut,
         Reason::OwnedByController,
@@ -72,6 +80,9 @@ impl Reason {
         Reason::CustomImage,
         Reason::NoBootDisk,
         Reason::StubIgnitionSpec2,
+        Reason::StubIgnitionUnknown,
+        Reason::StubIgnitionUnreadable,
+        Reason::UserDataSecretMissing,
         Reason::RevertLoop,
         Reason::Updated,
         Reason::UpToDate,
@@ -101,6 +112,9 @@ impl Reason {
             Reason::CustomImage => "CustomImage",
             Reason::NoBootDisk => "NoBootDisk",
             Reason::StubIgnitionSpec2 => "StubIgnitionSpec2",
+            Reason::StubIgnitionUnknown => "StubIgnitionUnknown",
+            Reason::StubIgnitionUnreadable => "StubIgnitionUnreadable",
+            Reason::UserDataSecretMissing => "UserDataSecretMissing",
             Reason::RevertLoop => "RevertLoop",
             Reason::Updated => "Updated",
             Reason::UpToDate => "UpToDate",

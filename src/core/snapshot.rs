@@ -246,8 +246,8 @@ pub struct ClusterFacts {
     pub control_plane_machine_sets: bool,
     /// MachineConfiguration `cluster`'s selection for `controlplanemachinesets`.
     pub cpms_enrollment: Enrollment,
-    /// user-data Secret name -> its Ignition `ignition.version`, for the Secrets we know.
-    pub stub_ignition: BTreeMap<String, String>,
+    /// The stub Ignition of the user-data Secrets the MachineSets name (rule 10).
+    pub stubs: Stubs,
     /// What the cluster side learned from clouds in the background.
     pub learned: Learned,
 }
@@ -287,9 +287,54 @@ impl Default for ClusterFacts {
             enrollment: Enrollment::All,
             control_plane_machine_sets: false,
             cpms_enrollment: Enrollment::All,
-            stub_ignition: BTreeMap::new(),
+            stubs: Stubs::default(),
             learned: Learned::default(),
         }
+    }
+}
+
+/// What a user-data Secret holds, as far as rule 10 cares: only the stub's Ignition
+/// version is kept, never the Secret's data.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Stub {
+    /// `ignition.version` of its `userData`.
+    Version(String),
+    /// The Secret exists, and its `userData` is no Ignition config we can read (why).
+    Unreadable(String),
+    /// No such Secret in the MachineSet's namespace.
+    Missing,
+}
+
+/// The stub Ignition of the user-data Secrets, by Secret name.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Stubs {
+    /// Offline (`--dev`, `--configmap-file`, `preview`) no Secret can be read: rule 10
+    /// does not check. Following a cluster, a Secret absent from `by_name` is not read yet.
+    pub unchecked: bool,
+    pub by_name: BTreeMap<String, Stub>,
+}
+
+impl Stubs {
+    /// Following a cluster, with these Secrets read.
+    pub fn learned<'a>(stubs: impl IntoIterator<Item = (&'a str, Stub)>) -> Stubs {
+        Stubs {
+            unchecked: false,
+            by_name: stubs.into_iter().map(|(k, v)| (k.to_owned(), v)).collect(),
+        }
+    }
+
+    fn digest_words(&self) -> String {
+        if self.unchecked {
+            return "unchecked".to_owned();
+        }
+        self.by_name
+            .iter()
+            .map(|(name, stub)| match stub {
+                Stub::Version(v) => format!("{name}={v};"),
+                Stub::Unreadable(why) => format!("{name}!{why};"),
+                Stub::Missing => format!("{name}-;"),
+            })
+            .collect()
     }
 }
 
@@ -319,11 +364,7 @@ impl Snapshot {
             cluster.control_plane_machine_sets,
             words(&cluster.cpms_enrollment)
         );
-        let stubs: String = cluster
-            .stub_ignition
-            .iter()
-            .map(|(k, v)| format!("{k}={v};"))
-            .collect();
+        let stubs = cluster.stubs.digest_words();
         // Everything a decision reads, so that a new id means "targets may have moved".
         let id = digest(&[
             stream_digest.as_bytes(),
@@ -382,7 +423,10 @@ impl Snapshot {
                 enrollment: Enrollment::All,
                 control_plane_machine_sets: true,
                 cpms_enrollment: Enrollment::All,
-                stub_ignition: BTreeMap::new(),
+                stubs: Stubs {
+                    unchecked: true,
+                    by_name: BTreeMap::new(),
+                },
                 learned: Learned::default().with(
                     platforms::aws::NAME,
                     Arc::new(platforms::aws::AwsLearned {
