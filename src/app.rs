@@ -305,7 +305,7 @@ async fn start_cluster_side(
         .await
         .context("building the Kubernetes client (in-cluster service account or KUBECONFIG)")?;
     let learned = Arc::new(crate::cluster::ec2::LearnedCell::default());
-    let ids = crate::cluster::watch::start(
+    let watching = crate::cluster::watch::start(
         client.clone(),
         args.read.watch_settings(),
         running.snapshot.clone(),
@@ -334,7 +334,7 @@ async fn start_cluster_side(
             health: running.health.clone(),
             resync: args.touch_resync,
         }
-        .run(ids.clone(), stop.clone()),
+        .run(watching.ids.clone(), stop.clone()),
     );
     let namespace = args
         .pod_namespace
@@ -361,6 +361,7 @@ async fn start_cluster_side(
             settle: args.touch_settle,
             backoff: args.touch_backoff,
             control_plane_machine_sets: args.read.control_plane_machine_sets,
+            upgrade_stub_ignition: args.upgrade_stub_ignition,
         },
         running.metrics.clone(),
         identity.clone(),
@@ -381,7 +382,7 @@ async fn start_cluster_side(
             running.metrics.clone(),
             stop.clone(),
         )),
-        tokio::spawn(toucher.run(leader_rx, ids, stop)),
+        tokio::spawn(toucher.run(leader_rx, watching, stop)),
         ec2,
         profile,
     ])

@@ -243,7 +243,7 @@ pub async fn report(args: &StatusArgs) -> anyhow::Result<Report> {
     let snapshot = snapshot::shared(Snapshot::empty());
     let health = Arc::new(Health::default());
     let learned = Arc::new(crate::cluster::ec2::LearnedCell::default());
-    let _ids = watch::start(
+    let _watching = watch::start(
         client.clone(),
         args.read.watch_settings(),
         snapshot.clone(),

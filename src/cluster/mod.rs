@@ -5,6 +5,7 @@
 
 pub mod apis;
 pub mod ec2;
+pub mod stub_upgrade;
 pub mod stubs;
 pub mod tls_profile;
 pub mod touch;

@@ -1,8 +1,9 @@
 //! The stub Ignition of every user-data Secret a MachineSet (or the ControlPlaneMachineSet)
 //! names, learned in the background for rule 10 (behaviour §4): a metadata-only watch of
 //! the machine-api namespace's Secrets says which exist and when they change, and each
-//! Secret a MachineSet names is read once per `resourceVersion`. Only the stub's Ignition
-//! version is kept; the Secret's data is dropped as soon as it is parsed.
+//! Secret a MachineSet names (and the installer's two) is read once per `resourceVersion`.
+//! Only the stub's Ignition version is kept; the Secret's data is dropped as soon as it is
+//! parsed.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -21,6 +22,9 @@ use crate::core::view::{MachineSetView, ProviderSpecValue};
 
 /// The data key of a user-data Secret, as the installer and the MCO write it.
 const USER_DATA_KEY: &str = "userData";
+/// The installer's user-data Secrets: always read, so that the first MachineSet naming one
+/// is decided at once (a new cluster's, a dry run).
+const INSTALLER_SECRETS: [&str; 2] = ["worker-user-data", "master-user-data"];
 const FIRST_RETRY: Duration = Duration::from_secs(2);
 const MAX_RETRY: Duration = Duration::from_secs(300);
 
@@ -82,6 +86,7 @@ impl Learner {
                 .machinesets
                 .iter()
                 .flat_map(|s| named_secrets(&s.state()))
+                .chain(INSTALLER_SECRETS.map(String::from))
                 .collect();
             let before = read.clone();
             read.retain(|name, _| named.contains(name));

@@ -21,15 +21,20 @@ use serde_json::{Value, json};
 use tokio::sync::watch;
 
 use crate::cluster::apis;
+use crate::cluster::stub_upgrade::{self, BACKUP_SUFFIX, Outcome as StubOutcome, Upgrader};
+use crate::cluster::watch::Watching;
 use crate::core::age;
 use crate::core::decision::{self, Reason, TOUCH_ANNOTATION};
 use crate::core::snapshot::{SharedSnapshot, Snapshot};
+use crate::core::stub::UPGRADED_VERSION;
 use crate::core::view::CPMS_KIND;
 use crate::health::{Health, until};
 use crate::metrics::{SharedMetrics, TouchOutcome};
 
 pub const FIELD_MANAGER: &str = "bootimage-webhook";
 pub const MAX_ATTEMPTS: u32 = 3;
+/// After a MachineSet change, let the rest of a burst of writes land before a pass.
+const MACHINESET_SETTLE: Duration = Duration::from_secs(1);
 
 /// A MachineSet the webhook would change now.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -175,6 +180,8 @@ pub struct TouchSettings {
     pub backoff: Duration,
     /// `--control-plane-machine-sets`: the ControlPlaneMachineSet is listed and touched too.
     pub control_plane_machine_sets: bool,
+    /// `--upgrade-stub-ignition`: spec-2 stubs in the way are upgraded first.
+    pub upgrade_stub_ignition: bool,
 }
 
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -248,6 +255,8 @@ pub struct Toucher {
     last_images: BTreeMap<String, String>,
     /// (MachineSet uid, target) moves already reported by a `BootImageUpdated` Event.
     moves_reported: HashSet<(String, String)>,
+    /// With `--upgrade-stub-ignition`.
+    stubs: Option<Upgrader>,
 }
 
 enum Attempt {
@@ -279,6 +288,9 @@ impl Toucher {
                 &apis::CONTROLPLANEMACHINESET.api_resource(),
             )
         });
+        let stubs = settings
+            .upgrade_stub_ignition
+            .then(|| Upgrader::new(Api::namespaced(client.clone(), &settings.namespace)));
         let reporter = Reporter {
             controller: FIELD_MANAGER.into(),
             instance: Some(instance),
@@ -300,6 +312,7 @@ impl Toucher {
             loops_reported: HashSet::new(),
             last_images: BTreeMap::new(),
             moves_reported: HashSet::new(),
+            stubs,
         }
     }
 
@@ -307,9 +320,13 @@ impl Toucher {
     pub async fn run(
         mut self,
         mut leader: watch::Receiver<bool>,
-        mut changes: watch::Receiver<String>,
+        watching: Watching,
         mut stop: watch::Receiver<bool>,
     ) {
+        let Watching {
+            ids: mut changes,
+            machinesets_changed,
+        } = watching;
         loop {
             // Followers serve the webhook and wait.
             tokio::select! {
@@ -326,6 +343,9 @@ impl Toucher {
             loop {
                 let settle = tokio::select! {
                     r = changes.changed() => { if r.is_err() { return } self.settings.settle }
+                    // A new MachineSet, a revert, a write the webhook missed: now, not at
+                    // the resync.
+                    _ = machinesets_changed.notified() => MACHINESET_SETTLE,
                     _ = resync.tick() => Duration::ZERO,
                     _ = until(&mut leader, false) => break,
                     _ = until(&mut stop, true) => return,
@@ -391,6 +411,10 @@ impl Toucher {
             .filter_map(|o| serde_json::to_value(o).ok())
             .collect();
         let snap = self.snapshot.load_full();
+        if let Some(mut upgrader) = self.stubs.take() {
+            self.upgrade_stubs(&mut upgrader, &objects, &snap).await;
+            self.stubs = Some(upgrader);
+        }
         let planned = plan(&objects, &snap);
         // Forget give-ups for targets that no longer apply, so A -> B -> A tries A again.
         let wanted: HashSet<(String, String)> = planned
@@ -557,6 +581,54 @@ impl Toucher {
         }
         self.moves_reported
             .retain(|(uid, _)| c.images.contains_key(uid));
+    }
+
+    /// `--upgrade-stub-ignition`: each spec-2 stub in the way, upgraded (or why not), told
+    /// on the MachineSets that wait for it.
+    async fn upgrade_stubs(&mut self, upgrader: &mut Upgrader, objects: &[Value], snap: &Snapshot) {
+        for c in stub_upgrade::candidates(objects, snap) {
+            let secret = &c.secret;
+            let (type_, reason, note) = match upgrader.upgrade(&c).await {
+                None => continue,
+                Some(StubOutcome::Upgraded) => {
+                    tracing::info!(%secret, backup = %format_args!("{secret}{BACKUP_SUFFIX}"), "ignition stub upgrade to {UPGRADED_VERSION} successful");
+                    let note = format!(
+                        "stub Ignition of user-data Secret {secret} upgraded to spec {UPGRADED_VERSION}; the original is in Secret {secret}{BACKUP_SUFFIX}"
+                    );
+                    (EventType::Normal, "StubIgnitionUpgraded", note)
+                }
+                Some(StubOutcome::Refused(why)) => {
+                    tracing::warn!(%secret, %why, "spec-2 stub Ignition not upgraded: the MachineSets naming it keep their boot images");
+                    let note = format!(
+                        "stub Ignition of user-data Secret {secret} not upgraded to spec 3: {why}"
+                    );
+                    (EventType::Warning, "StubIgnitionNotUpgraded", note)
+                }
+                Some(StubOutcome::Failed(why)) => {
+                    tracing::warn!(%secret, error = %why, "upgrading a spec-2 stub Ignition failed; trying again at the next pass");
+                    continue;
+                }
+            };
+            let event = Event {
+                type_,
+                reason: reason.into(),
+                note: Some(note),
+                action: "UpgradeStub".into(),
+                secondary: None,
+            };
+            for (kind, name, uid) in &c.waiting {
+                let p = Planned {
+                    kind: kind.clone(),
+                    name: name.clone(),
+                    uid: uid.clone(),
+                    current: String::new(),
+                    target: String::new(),
+                };
+                if let Err(e) = self.own_event(&event, &self.reference(&p)).await {
+                    tracing::warn!(machineset = %name, error = %e, "could not record the Event");
+                }
+            }
+        }
     }
 
     /// One Normal Event per MachineSet and target: its boot image moved.

@@ -76,6 +76,8 @@ impl Listed {
 
 struct Ctx {
     notify: Arc<Notify>,
+    /// Also rung on every change after the first list (the toucher, for MachineSets).
+    also: Option<Arc<Notify>>,
     sync: Arc<Listed>,
     health: Arc<Health>,
     metrics: SharedMetrics,
@@ -111,7 +113,12 @@ fn spawn_watch<K>(
                     }
                     ctx.notify.notify_one();
                 }
-                Ok(Event::Apply(_) | Event::Delete(_)) => ctx.notify.notify_one(),
+                Ok(Event::Apply(_) | Event::Delete(_)) => {
+                    ctx.notify.notify_one();
+                    if let Some(also) = &ctx.also {
+                        also.notify_one();
+                    }
+                }
                 Ok(Event::Init | Event::InitApply(_)) => {}
                 Err(e) => {
                     let absent = matches!(&e, watcher::Error::InitialListFailed(kube::Error::Api(s)) if s.code == 404);
@@ -352,14 +359,22 @@ where
 /// The user-data Secrets' learner ([`stubs::Learner`]), fed by a metadata watch of the
 /// namespace's Secrets and a watch of the MachineSets (and ControlPlaneMachineSets) that
 /// name them. Readiness waits for its first round.
-fn start_stubs(client: &Client, settings: &WatchSettings, ctx: &Arc<Ctx>) -> stubs::Learned {
+fn start_stubs(
+    client: &Client,
+    settings: &WatchSettings,
+    ctx: &Arc<Ctx>,
+    machinesets_changed: &Arc<Notify>,
+) -> stubs::Learned {
     let wake = Arc::new(Notify::new());
-    let own = Arc::new(Ctx {
-        notify: wake.clone(),
-        sync: ctx.sync.clone(),
-        health: ctx.health.clone(),
-        metrics: ctx.metrics.clone(),
-    });
+    let own = |also: Option<&Arc<Notify>>| {
+        Arc::new(Ctx {
+            notify: wake.clone(),
+            also: also.cloned(),
+            sync: ctx.sync.clone(),
+            health: ctx.health.clone(),
+            metrics: ctx.metrics.clone(),
+        })
+    };
     let ns = &settings.machine_api_namespace;
     let (secrets, w) = typed::<PartialObjectMeta<Secret>>();
     // Api<PartialObjectMeta<_>> asks for metadata only: the Secrets' data never comes.
@@ -368,7 +383,7 @@ fn start_stubs(client: &Client, settings: &WatchSettings, ctx: &Arc<Ctx>) -> stu
         "secrets-metadata",
         watch_typed(meta, watcher::Config::default()),
         w,
-        &own,
+        &own(None),
         false,
     );
     // (watcher name, what, whether the resource may be absent from the cluster)
@@ -389,7 +404,7 @@ fn start_stubs(client: &Client, settings: &WatchSettings, ctx: &Arc<Ctx>) -> stu
             name,
             watcher(api, watcher::Config::default()),
             w,
-            &own,
+            &own(Some(machinesets_changed)),
             absent_is_normal,
         );
         machinesets.push(store);
@@ -414,8 +429,15 @@ fn start_stubs(client: &Client, settings: &WatchSettings, ctx: &Arc<Ctx>) -> stu
     learned
 }
 
-/// Start every watcher and the builder. Returns a receiver of snapshot ids: it changes
-/// whenever something a decision reads has changed.
+/// What the watchers tell the rest of the cluster side.
+pub struct Watching {
+    /// Snapshot ids: a new one whenever something a decision reads has changed.
+    pub ids: watch::Receiver<String>,
+    /// Rung whenever a MachineSet (or ControlPlaneMachineSet) is added, changed or deleted.
+    pub machinesets_changed: Arc<Notify>,
+}
+
+/// Start every watcher and the builder.
 pub fn start(
     client: Client,
     settings: WatchSettings,
@@ -423,9 +445,10 @@ pub fn start(
     health: Arc<Health>,
     metrics: SharedMetrics,
     learned: Arc<LearnedCell>,
-) -> watch::Receiver<String> {
+) -> Watching {
     let ctx = Arc::new(Ctx {
         notify: Arc::new(Notify::new()),
+        also: None,
         sync: Arc::new(Listed::default()),
         health,
         metrics: metrics.clone(),
@@ -506,7 +529,8 @@ pub fn start(
         true,
     );
 
-    let stubs = start_stubs(&client, &settings, &ctx);
+    let machinesets_changed = Arc::new(Notify::new());
+    let stubs = start_stubs(&client, &settings, &ctx, &machinesets_changed);
     let stores = Stores {
         configmap,
         pools,
@@ -554,5 +578,8 @@ pub fn start(
             });
         }
     });
-    ids_rx
+    Watching {
+        ids: ids_rx,
+        machinesets_changed,
+    }
 }

@@ -718,7 +718,7 @@ fn stub_ignition_can_boot(
         Some(Stub::Version(v)) => (
             Reason::StubIgnitionSpec2,
             format!(
-                "user-data Secret {secret} holds an Ignition spec {v} stub, which {target} cannot boot: upgrade the stub first"
+                "user-data Secret {secret} holds an Ignition spec {v} stub, which {target} cannot boot: upgrade the stub to spec 3 first (--upgrade-stub-ignition does it, keeping a backup)"
             ),
         ),
         Some(Stub::Unreadable(why)) => (

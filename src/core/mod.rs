@@ -10,4 +10,5 @@ pub mod lenient;
 pub mod platforms;
 pub mod reason;
 pub mod snapshot;
+pub mod stub;
 pub mod view;

@@ -20,7 +20,6 @@ use super::platforms::{self, Target, Typed};
 pub const KEY_STREAM: &str = "stream";
 pub const KEY_RELEASE_VERSION: &str = "releaseVersion";
 pub const KEY_MCO_RELEASE_IMAGE_VERSION: &str = "MCOReleaseImageVersion";
-pub const KEY_MCO_VERSION_HASH: &str = "MCOVersionHash";
 
 /// The default ConfigMap that `--dev` and `preview` use when no file is given. Written by
 /// this project; the image names are the real RHCOS 9.8 (OCP 4.21) ones.
@@ -45,7 +44,6 @@ pub struct BootImages {
     pub stream_name: String,
     pub release_version: String,
     pub mco_release_image_version: Option<String>,
-    pub mco_version_hash: Option<String>,
     /// The architectures of the stream.
     pub architectures: BTreeSet<Arch>,
     /// Each platform's typed target per architecture, built once here (absent: the stream
@@ -111,7 +109,6 @@ impl BootImages {
             stream_name,
             release_version,
             mco_release_image_version: optional(KEY_MCO_RELEASE_IMAGE_VERSION),
-            mco_version_hash: optional(KEY_MCO_VERSION_HASH),
             architectures,
             targets,
             digest,

@@ -1,0 +1,216 @@
+//! `--upgrade-stub-ignition`, on the Lease holder: a spec-2 stub Ignition that keeps
+//! MachineSets off the new boot image is rewritten as spec 3 in place, as the MCO does, after
+//! its original is copied to `<name>-spec2-backup` (the MCO keeps none). The learner then
+//! reads the new stub and the toucher moves the MachineSets.
+//!
+//! A stub is upgraded only when every MachineSet naming it would move once it is spec 3 (or
+//! is on its target already): one that would keep an old image (opted out, a custom image)
+//! might not boot a spec-3 stub, and so blocks it.
+
+use std::collections::{BTreeMap, HashSet};
+
+use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, ObjectMeta, PostParams};
+use serde_json::Value;
+
+use crate::core::decision::{self, Reason};
+use crate::core::facts;
+use crate::core::snapshot::{Snapshot, Stub};
+use crate::core::stub::{self, UPGRADED_VERSION};
+use crate::core::view::{MachineSetView, ProviderSpecValue};
+
+const USER_DATA_KEY: &str = "userData";
+pub const UPGRADED_TO_ANNOTATION: &str =
+    "machineconfiguration.openshift.io/stub-ignition-upgraded-to";
+pub const UPGRADED_AT_ANNOTATION: &str =
+    "machineconfiguration.openshift.io/stub-ignition-upgraded-at";
+/// On a backup: the Secret it is the original of (a label when the name fits one).
+pub const BACKUP_OF: &str = "bootimages.machineconfiguration.openshift.io/backup-of";
+pub const BACKUP_SUFFIX: &str = "-spec2-backup";
+
+/// A MachineSet as an Event names it: (kind, name, uid).
+pub type Named = (String, String, String);
+
+/// A user-data Secret whose spec-2 stub keeps MachineSets off their target.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Candidate {
+    pub secret: String,
+    /// The MachineSets waiting for it (`StubIgnitionSpec2`).
+    pub waiting: Vec<Named>,
+    /// A MachineSet naming it that would not move, and why: the stub stays.
+    pub blocked_by: Option<(String, Reason)>,
+}
+
+/// Which stubs to upgrade, from the same decision as the webhook. Pure.
+pub fn candidates(machinesets: &[Value], snap: &Snapshot) -> Vec<Candidate> {
+    let mut by_secret: BTreeMap<String, Candidate> = BTreeMap::new();
+    let mut others: Vec<(String, String, Reason)> = Vec::new();
+    for ms in machinesets {
+        let Some(secret) = user_data_secret(ms) else {
+            continue;
+        };
+        let d = decision::decide_object(ms, snap);
+        let meta = |k: &str| ms["metadata"][k].as_str().unwrap_or_default().to_owned();
+        match d.reason {
+            Reason::StubIgnitionSpec2 => {
+                let kind = ms["kind"].as_str().unwrap_or("MachineSet").to_owned();
+                by_secret
+                    .entry(secret.clone())
+                    .or_insert_with(|| Candidate {
+                        secret,
+                        waiting: Vec::new(),
+                        blocked_by: None,
+                    })
+                    .waiting
+                    .push((kind, meta("name"), meta("uid")));
+            }
+            Reason::UpToDate => {}
+            other => others.push((secret, meta("name"), other)),
+        }
+    }
+    for (secret, name, reason) in others {
+        if let Some(c) = by_secret.get_mut(&secret) {
+            c.blocked_by.get_or_insert((name, reason));
+        }
+    }
+    by_secret.into_values().collect()
+}
+
+fn user_data_secret(ms: &Value) -> Option<String> {
+    let json = serde_json::to_vec(ms).ok()?;
+    let view = MachineSetView::parse(&json).ok()?;
+    match view.provider_spec() {
+        ProviderSpecValue::Object(spec) => spec.user_data_secret().map(|s| s.into_owned()),
+        _ => None,
+    }
+}
+
+/// What became of a candidate, for the log and an Event on each waiting MachineSet.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    Upgraded,
+    /// Not upgraded, and why (a Warning Event, once per Secret version).
+    Refused(String),
+    /// Tried and failed on the API (a conflict, a refusal): tried again next pass.
+    Failed(String),
+}
+
+#[derive(Debug, thiserror::Error)]
+enum UpgradeError {
+    #[error("{0}")]
+    Refused(String),
+    #[error(transparent)]
+    Api(#[from] kube::Error),
+}
+
+/// Upgrades stubs; remembers what it refused so that each refusal is told once.
+pub struct Upgrader {
+    api: Api<Secret>,
+    /// (Secret, resourceVersion) already refused.
+    refused: HashSet<(String, String)>,
+}
+
+impl Upgrader {
+    pub fn new(api: Api<Secret>) -> Self {
+        Upgrader {
+            api,
+            refused: HashSet::new(),
+        }
+    }
+
+    /// Upgrade `c`'s stub, if it may be; `None` when there is nothing new to say.
+    pub async fn upgrade(&mut self, c: &Candidate) -> Option<Outcome> {
+        let secret = match self.api.get_opt(&c.secret).await {
+            Ok(Some(s)) => s,
+            Ok(None) => return None,
+            Err(e) => return Some(Outcome::Failed(e.to_string())),
+        };
+        let version = secret.metadata.resource_version.clone().unwrap_or_default();
+        let key = (c.secret.clone(), version);
+        if self.refused.contains(&key) {
+            return None;
+        }
+        let result = match &c.blocked_by {
+            Some((name, reason)) => Err(UpgradeError::Refused(format!(
+                "MachineSet {name} names it too and would keep its boot image ({reason}); a spec-3 stub might not boot that image"
+            ))),
+            None => self.rewrite(secret).await,
+        };
+        match result {
+            Ok(true) => Some(Outcome::Upgraded),
+            // Spec 3 already (upgraded by an earlier pass the snapshot has not caught up with).
+            Ok(false) => None,
+            Err(UpgradeError::Refused(why)) => {
+                self.refused.insert(key);
+                Some(Outcome::Refused(why))
+            }
+            Err(UpgradeError::Api(e)) => Some(Outcome::Failed(e.to_string())),
+        }
+    }
+
+    /// Backup first, then the stub rewritten in place (optimistic: the version read).
+    /// `false`: the stub is spec 3 already, nothing written.
+    async fn rewrite(&self, mut secret: Secret) -> Result<bool, UpgradeError> {
+        let name = secret.metadata.name.clone().unwrap_or_default();
+        let original = secret
+            .data
+            .as_ref()
+            .and_then(|d| d.get(USER_DATA_KEY))
+            .map(|b| b.0.clone())
+            .ok_or_else(|| UpgradeError::Refused("it has no userData".into()))?;
+        if matches!(facts::stub(Some(&original)), Stub::Version(v) if v.starts_with('3')) {
+            return Ok(false);
+        }
+        let upgraded = stub::upgrade(&original)
+            .map_err(|e| UpgradeError::Refused(format!("its stub cannot be translated: {e}")))?;
+        self.back_up(&secret).await?;
+        secret
+            .data
+            .get_or_insert_with(Default::default)
+            .insert(USER_DATA_KEY.into(), ByteString(upgraded));
+        let annotations = secret
+            .metadata
+            .annotations
+            .get_or_insert_with(Default::default);
+        annotations.insert(UPGRADED_TO_ANNOTATION.into(), UPGRADED_VERSION.into());
+        annotations.insert(UPGRADED_AT_ANNOTATION.into(), Timestamp::now().to_string());
+        self.api
+            .replace(&name, &PostParams::default(), &secret)
+            .await?;
+        Ok(true)
+    }
+
+    /// `<name>-spec2-backup`: the whole Secret's data and type, owner-less, labelled with
+    /// its source. One already there must hold exactly this data (a pass that stopped
+    /// between the backup and the rewrite); any other is a person's, and the stub stays.
+    async fn back_up(&self, secret: &Secret) -> Result<(), UpgradeError> {
+        let name = secret.metadata.name.clone().unwrap_or_default();
+        let backup_name = format!("{name}{BACKUP_SUFFIX}");
+        if let Some(existing) = self.api.get_opt(&backup_name).await? {
+            return if existing.data == secret.data {
+                Ok(())
+            } else {
+                Err(UpgradeError::Refused(format!(
+                    "Secret {backup_name} exists and differs from it: not overwriting a backup"
+                )))
+            };
+        }
+        let fits_a_label = name.len() <= 63;
+        let backup = Secret {
+            metadata: ObjectMeta {
+                name: Some(backup_name),
+                namespace: secret.metadata.namespace.clone(),
+                labels: fits_a_label.then(|| [(BACKUP_OF.to_owned(), name.clone())].into()),
+                annotations: Some([(BACKUP_OF.to_owned(), name.clone())].into()),
+                ..Default::default()
+            },
+            type_: secret.type_.clone(),
+            data: secret.data.clone(),
+            ..Default::default()
+        };
+        self.api.create(&PostParams::default(), &backup).await?;
+        Ok(())
+    }
+}
