@@ -9,5 +9,6 @@ pub mod json;
 pub mod lenient;
 pub mod platforms;
 pub mod reason;
+pub mod skew;
 pub mod snapshot;
 pub mod view;
