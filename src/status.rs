@@ -20,6 +20,7 @@ use crate::cluster::watch;
 use crate::config::{StatusArgs, StatusOutput};
 use crate::core::age;
 use crate::core::decision::{self, Reason};
+use crate::core::skew::{self, Enforcement, Source, Upgrade};
 use crate::core::snapshot::{self, Gate, Snapshot};
 use crate::health::Health;
 use crate::metrics::Metrics;
@@ -53,7 +54,152 @@ pub struct Report {
     pub gate: GateState,
     pub release: Option<String>,
     pub stream: Option<String>,
+    pub skew: Skew,
     pub machine_sets: Vec<Row>,
+}
+
+/// Where the cluster stands against the MCO's boot image skew check: the oldest boot image
+/// of all MachineSets (managed or not), and what the MCO's check says of an upgrade.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Skew {
+    /// `None` when no MachineSet names a boot image of known version.
+    pub oldest: Option<OldestImage>,
+    /// `namespace/name` of the MachineSets whose boot image version is unknown.
+    pub unknown: Vec<String>,
+    pub machine_sets: usize,
+    /// MachineConfiguration `cluster`'s mode and recorded version, and the MCO's verdict.
+    pub enforcement: Enforcement,
+    pub floor: Floor,
+}
+
+/// The MCO's floor (`OCPVersionBootImageSkewLimit`, `RHCOSVersionBootImageSkewLimit`).
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Floor {
+    pub ocp_version: &'static str,
+    pub rhel_version: &'static str,
+}
+
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OldestImage {
+    pub namespace: String,
+    pub name: String,
+    pub image: String,
+    /// As RHCOS writes it; `None` when only the OpenShift release is known.
+    pub rhcos_version: Option<String>,
+    pub rhel_version: String,
+    /// `4.16`, or a range (`4.19-4.21`) when the RHCOS version names only its RHEL.
+    pub ocp_release: Option<String>,
+    pub source: Source,
+    /// Below the MCO's floor, were it the version the MCO recorded.
+    pub below_floor: bool,
+}
+
+/// The skew of `rows` (their images, read with `snap`'s stream and learned facts), and
+/// MachineConfiguration `cluster` as read (`Err`: why it could not be). Pure.
+pub fn skew(
+    rows: &[Row],
+    snap: &Snapshot,
+    machine_configuration: Result<Option<&Value>, String>,
+) -> Skew {
+    let survey = skew::survey(
+        rows.iter()
+            .map(|r| (format!("{}/{}", r.namespace, r.name), r.current.as_deref())),
+        snap.boot_images.as_deref(),
+        &snap.cluster.learned,
+    );
+    let oldest = survey.oldest.map(|(who, image, v)| {
+        let (namespace, name) = who.split_once('/').unwrap_or(("", &who));
+        OldestImage {
+            namespace: namespace.to_owned(),
+            name: name.to_owned(),
+            image,
+            rhcos_version: v.rhcos.clone(),
+            rhel_version: format!("{}.{}", v.rhel.0, v.rhel.1),
+            ocp_release: v.release.map(|r| r.to_string()),
+            source: v.source,
+            below_floor: v.below_floor(),
+        }
+    });
+    let enforcement = match machine_configuration {
+        Ok(mc) => skew::enforcement(mc),
+        Err(why) => Enforcement {
+            message: format!("MachineConfiguration cluster could not be read: {why}"),
+            ..skew::enforcement(None)
+        },
+    };
+    Skew {
+        oldest,
+        unknown: survey.unknown,
+        machine_sets: survey.count,
+        enforcement,
+        floor: Floor {
+            ocp_version: skew::OCP_FLOOR,
+            rhel_version: skew::RHEL_FLOOR,
+        },
+    }
+}
+
+/// The skew line of the table output.
+fn skew_line(s: &Skew, wide: bool) -> String {
+    let mut line = String::from("Skew: ");
+    match &s.oldest {
+        Some(o) => {
+            let image = if wide {
+                &o.image
+            } else {
+                o.image.rsplit('/').next().unwrap_or(&o.image)
+            };
+            line += &format!("oldest boot image {image} ({}/{}): ", o.namespace, o.name);
+            if let Some(v) = &o.rhcos_version {
+                line += &format!("RHCOS {v}, ");
+            }
+            line += &format!(
+                "RHEL {}, OpenShift {} (from {}){}",
+                o.rhel_version,
+                o.ocp_release.as_deref().unwrap_or("<unknown>"),
+                o.source,
+                if o.below_floor {
+                    ", below the MCO's floor"
+                } else {
+                    ""
+                },
+            );
+        }
+        None => line += "no boot image of known version",
+    }
+    if !s.unknown.is_empty() {
+        line += &format!(
+            "; {} of {} MachineSets with a boot image of unknown version",
+            s.unknown.len(),
+            s.machine_sets
+        );
+    }
+    let e = &s.enforcement;
+    line += "; MCO skew enforcement ";
+    line += e.mode.as_deref().unwrap_or("<unknown>");
+    let recorded: Vec<String> = [
+        ("OCP", &e.recorded_ocp_version),
+        ("RHCOS", &e.recorded_rhcos_version),
+    ]
+    .into_iter()
+    .filter_map(|(k, v)| v.as_ref().map(|v| format!("{k} {v}")))
+    .collect();
+    if !recorded.is_empty() {
+        line += &format!(" (recorded {})", recorded.join(", "));
+    }
+    line += &match e.upgrade {
+        Upgrade::Refused => format!(": an upgrade would be refused ({})", e.message),
+        Upgrade::Allowed => format!(": an upgrade would not be refused ({})", e.message),
+        Upgrade::NotEnforced => format!(": {}", e.message),
+        Upgrade::Unknown => format!(
+            ": whether an upgrade would be refused is unknown ({})",
+            e.message
+        ),
+    };
+    line + "\n"
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -194,11 +340,12 @@ pub fn render(report: &Report, output: StatusOutput) -> String {
         })
         .collect();
     let mut out = format!(
-        "Gate: {} ({})\nRelease: {}, stream {}\n\n",
+        "Gate: {} ({})\nRelease: {}, stream {}\n{}\n",
         if report.gate.open { "open" } else { "closed" },
         report.gate.reason,
         report.release.as_deref().unwrap_or("<unknown>"),
         report.stream.as_deref().unwrap_or("<unknown>"),
+        skew_line(&report.skew, wide),
     );
     for row in &table {
         let mut line = String::new();
@@ -235,6 +382,23 @@ async fn client(args: &StatusArgs) -> anyhow::Result<kube::Client> {
             .context("finding a kubeconfig (KUBECONFIG, ~/.kube/config, or in-cluster)")?,
     };
     Ok(kube::Client::try_from(config)?)
+}
+
+/// MachineConfiguration `cluster` (listed by name, as the watcher reads it: the
+/// webhook's RBAC allows no more); `None` when absent or not served.
+async fn machine_configuration(client: kube::Client) -> Result<Option<Value>, String> {
+    let api: Api<DynamicObject> = Api::all_with(client, &apis::MACHINECONFIGURATION.api_resource());
+    match api
+        .list(&ListParams::default().fields("metadata.name=cluster"))
+        .await
+    {
+        Ok(list) => Ok(list
+            .items
+            .first()
+            .and_then(|o| serde_json::to_value(o).ok())),
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(None),
+        Err(e) => Err(e.to_string()),
+    }
 }
 
 /// Reads the cluster as `serve` does and decides every MachineSet.
@@ -291,7 +455,7 @@ pub async fn report(args: &StatusArgs) -> anyhow::Result<Report> {
         .collect();
     // The toucher's give-ups, as its Events tell them (none readable: none shown).
     let events: Vec<Value> = Api::<k8s_openapi::api::events::v1::Event>::namespaced(
-        client,
+        client.clone(),
         &args.read.machine_api_namespace,
     )
     .list(&ListParams::default())
@@ -303,11 +467,21 @@ pub async fn report(args: &StatusArgs) -> anyhow::Result<Report> {
             .collect()
     })
     .unwrap_or_default();
+    let machine_configuration = machine_configuration(client.clone()).await;
     let snap = snapshot.load_full();
+    let machine_sets = rows(&objects, &events, &snap);
     Ok(Report {
         gate: (&snap.cluster.gate).into(),
         release: snap.boot_images.as_ref().map(|b| b.release_version.clone()),
         stream: snap.boot_images.as_ref().map(|b| b.stream_name.clone()),
-        machine_sets: rows(&objects, &events, &snap),
+        skew: skew(
+            &machine_sets,
+            &snap,
+            machine_configuration
+                .as_ref()
+                .map(Option::as_ref)
+                .map_err(Clone::clone),
+        ),
+        machine_sets,
     })
 }

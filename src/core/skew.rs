@@ -159,7 +159,7 @@ pub fn releases_of_rhel(rhel: Token) -> Option<Release> {
         .filter(|(_, r)| *r == rhel)
         .map(|(o, _)| *o);
     let first = of.next()?;
-    let last = of.last().unwrap_or(first);
+    let last = of.next_back().unwrap_or(first);
     Some(if first == last {
         Release::Exact(first)
     } else {
@@ -462,7 +462,7 @@ pub fn enforcement(machine_configuration: Option<&Value>) -> Enforcement {
     };
     let (ocp, rhcos) = (recorded(key, "ocpVersion"), recorded(key, "rhcosVersion"));
     if !enforced {
-        let message = "skew enforcement mode None: the MCO does not check boot images";
+        let message = "not enforced: the MCO does not check boot images, and never refuses an upgrade for them";
         return judged(mode, ocp, rhcos, Upgrade::NotEnforced, message.into());
     }
     if key == "automatic" {
