@@ -1905,7 +1905,7 @@ fn status_shows_the_boot_image_skew_for_each_enforcement_mode() {
             json!([]),
             "Manual",
             "Allowed",
-            "MCO skew enforcement Manual (recorded RHCOS 416.94.202405291527-0): an upgrade would not be refused",
+            "MCO skew enforcement Manual (recorded RHCOS 416.94.202405291527-0): an upgrade would not be refused (recorded RHCOS version 416.94.202405291527-0 (RHEL 9.4) is at or above the floor RHEL 9.2)",
         ),
         (
             automatic.clone(),

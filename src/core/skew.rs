@@ -234,7 +234,7 @@ pub fn from_name(image: &str) -> Option<Version> {
 fn from_marketplace_version(version: &str) -> Option<Version> {
     let mut parts = version.split('.');
     let (major, minor, stamp) = (parts.next()?, parts.next()?, parts.next()?);
-    if parts.next().is_some() || !stamp.bytes().all(|b| b.is_ascii_digit()) {
+    if parts.next().is_some() || stamp.is_empty() || !stamp.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }
     let built = age::build_date(version);
@@ -488,18 +488,27 @@ pub fn enforcement(machine_configuration: Option<&Value>) -> Enforcement {
         ),
         None => (
             Upgrade::Allowed,
-            match (&ocp, &rhcos) {
-                (Some(v), _) => {
-                    format!("recorded OCP version {v} is at or above the floor {OCP_FLOOR}")
-                }
-                (None, Some(v)) => format!(
-                    "recorded RHCOS version {v} is at or above the floor RHEL {RHEL_FLOOR}, or not readable"
-                ),
-                (None, None) => "no version recorded: the MCO does not refuse".to_owned(),
-            },
+            not_refused(ocp.as_deref(), rhcos.as_deref()),
         ),
     };
     judged(mode, ocp, rhcos, upgrade, message)
+}
+
+/// Why [`check`] did not refuse these recorded versions.
+fn not_refused(ocp: Option<&str>, rhcos: Option<&str>) -> String {
+    match (ocp, rhcos) {
+        (Some(v), _) if generic(v).is_none() => {
+            format!("recorded OCP version {v} is not readable: the MCO does not refuse")
+        }
+        (Some(v), _) => format!("recorded OCP version {v} is at or above the floor {OCP_FLOOR}"),
+        (None, Some(v)) => match rhel_of_rhcos(v) {
+            Some((a, b)) => format!(
+                "recorded RHCOS version {v} (RHEL {a}.{b}) is at or above the floor RHEL {RHEL_FLOOR}"
+            ),
+            None => format!("recorded RHCOS version {v} is not readable: the MCO does not refuse"),
+        },
+        (None, None) => "no version recorded: the MCO does not refuse".to_owned(),
+    }
 }
 
 fn judged(
@@ -675,6 +684,11 @@ mod tests {
                 None,
             ),
             ("rhcos-", None),
+            ("rhcos-é-ü-20250101-0-gcp", None),
+            ("rhcos-9-\u{1F600}-20250101-0", None),
+            ("a:b:c:ü.é.20250101", None),
+            ("a:b:c:4é.1.20250101", None),
+            ("a:b:c:4.18.", None),
             ("", None),
             (":::", None),
             ("rhcos-99999999999999999999-1-20250101-0", None),
@@ -919,8 +933,27 @@ mod tests {
         assert_eq!(judge(json!({})).0, Upgrade::Allowed);
         assert_eq!(enforcement(None).upgrade, Upgrade::Unknown);
         // Unreadable recorded versions do not refuse (the MCO logs them and goes on).
-        assert_eq!(judge(manual("ocpVersion", "four")).0, Upgrade::Allowed);
-        assert_eq!(judge(manual("rhcosVersion", "9.1")).0, Upgrade::Allowed);
+        let (u, m) = judge(manual("ocpVersion", "four"));
+        assert_eq!(
+            (u, m.as_str()),
+            (
+                Upgrade::Allowed,
+                "recorded OCP version four is not readable: the MCO does not refuse"
+            )
+        );
+        let (u, m) = judge(manual("rhcosVersion", "9.1"));
+        assert_eq!(
+            (u, m.as_str()),
+            (
+                Upgrade::Allowed,
+                "recorded RHCOS version 9.1 is not readable: the MCO does not refuse"
+            )
+        );
+        let (_, m) = judge(manual("rhcosVersion", "413.92.202305021736-0"));
+        assert_eq!(
+            m,
+            "recorded RHCOS version 413.92.202305021736-0 (RHEL 9.2) is at or above the floor RHEL 9.2"
+        );
     }
 
     #[test]
