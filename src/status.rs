@@ -142,6 +142,18 @@ pub fn skew(
     }
 }
 
+/// The lines above the table: the gate, the release and stream, the skew.
+fn heading(report: &Report, wide: bool) -> String {
+    format!(
+        "Gate: {} ({})\nRelease: {}, stream {}\n{}\n",
+        if report.gate.open { "open" } else { "closed" },
+        report.gate.reason,
+        report.release.as_deref().unwrap_or("<unknown>"),
+        report.stream.as_deref().unwrap_or("<unknown>"),
+        skew_line(&report.skew, wide),
+    )
+}
+
 /// The skew line of the table output.
 fn skew_line(s: &Skew, wide: bool) -> String {
     let mut line = String::from("Skew: ");
@@ -339,14 +351,7 @@ pub fn render(report: &Report, output: StatusOutput) -> String {
                 .unwrap_or(0)
         })
         .collect();
-    let mut out = format!(
-        "Gate: {} ({})\nRelease: {}, stream {}\n{}\n",
-        if report.gate.open { "open" } else { "closed" },
-        report.gate.reason,
-        report.release.as_deref().unwrap_or("<unknown>"),
-        report.stream.as_deref().unwrap_or("<unknown>"),
-        skew_line(&report.skew, wide),
-    );
+    let mut out = heading(report, wide);
     for row in &table {
         let mut line = String::new();
         for (c, cell) in row.iter().enumerate() {
@@ -382,6 +387,20 @@ async fn client(args: &StatusArgs) -> anyhow::Result<kube::Client> {
             .context("finding a kubeconfig (KUBECONFIG, ~/.kube/config, or in-cluster)")?,
     };
     Ok(kube::Client::try_from(config)?)
+}
+
+/// The Events of `namespace` as JSON (none when they cannot be listed).
+async fn events(client: kube::Client, namespace: &str) -> Vec<Value> {
+    Api::<k8s_openapi::api::events::v1::Event>::namespaced(client, namespace)
+        .list(&ListParams::default())
+        .await
+        .map(|l| {
+            l.items
+                .iter()
+                .filter_map(|e| serde_json::to_value(e).ok())
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// MachineConfiguration `cluster` (listed by name, as the watcher reads it: the
@@ -454,19 +473,7 @@ pub async fn report(args: &StatusArgs) -> anyhow::Result<Report> {
         .filter_map(|o| serde_json::to_value(o).ok())
         .collect();
     // The toucher's give-ups, as its Events tell them (none readable: none shown).
-    let events: Vec<Value> = Api::<k8s_openapi::api::events::v1::Event>::namespaced(
-        client.clone(),
-        &args.read.machine_api_namespace,
-    )
-    .list(&ListParams::default())
-    .await
-    .map(|l| {
-        l.items
-            .iter()
-            .filter_map(|e| serde_json::to_value(e).ok())
-            .collect()
-    })
-    .unwrap_or_default();
+    let events = events(client.clone(), &args.read.machine_api_namespace).await;
     let machine_configuration = machine_configuration(client.clone()).await;
     let snap = snapshot.load_full();
     let machine_sets = rows(&objects, &events, &snap);
@@ -484,4 +491,62 @@ pub async fn report(args: &StatusArgs) -> anyhow::Result<Report> {
         ),
         machine_sets,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn row(name: &str, current: Option<&str>) -> Row {
+        Row {
+            namespace: "openshift-machine-api".into(),
+            name: name.into(),
+            kind: "MachineSet".into(),
+            platform: Some("GCP"),
+            arch: Some("x86_64"),
+            current: current.map(str::to_owned),
+            target: None,
+            reason: Reason::UpToDate,
+            message: String::new(),
+            last_touch: None,
+            given_up: false,
+        }
+    }
+
+    #[test]
+    fn the_skew_line_without_a_known_image_or_a_readable_machine_configuration() {
+        let snap = Snapshot::empty();
+        let rows = [row("a", Some("ami-0123456789abcdef0")), row("b", None)];
+        let s = skew(&rows, &snap, Err("forbidden".into()));
+        assert!(s.oldest.is_none());
+        assert_eq!(
+            s.unknown,
+            ["openshift-machine-api/a", "openshift-machine-api/b"]
+        );
+        assert_eq!(s.enforcement.upgrade, Upgrade::Unknown);
+        assert_eq!(
+            skew_line(&s, false),
+            "Skew: no boot image of known version; 2 of 2 MachineSets with a boot image of unknown version; MCO skew enforcement <unknown>: whether an upgrade would be refused is unknown (MachineConfiguration cluster could not be read: forbidden)\n"
+        );
+    }
+
+    #[test]
+    fn the_skew_line_below_the_floor() {
+        let snap = Snapshot::empty();
+        let old = "projects/rhcos-cloud/global/images/rhcos-412-86-202301311551-0-gcp-x86-64";
+        let rows = [row("old", Some(old))];
+        let mc = json!({"status": {"bootImageSkewEnforcementStatus": {"mode": "Manual",
+            "manual": {"mode": "RHCOSVersion", "rhcosVersion": "412.86.202301311551-0"}}}});
+        let s = skew(&rows, &snap, Ok(Some(&mc)));
+        assert!(s.oldest.as_ref().unwrap().below_floor);
+        assert_eq!(s.enforcement.upgrade, Upgrade::Refused);
+        let wide = skew_line(&s, true);
+        assert!(wide.starts_with(&format!("Skew: oldest boot image {old} (openshift-machine-api/old): RHCOS 412.86.202301311551-0, RHEL 8.6, OpenShift 4.12 (from its name), below the MCO's floor; MCO skew enforcement Manual (recorded RHCOS 412.86.202301311551-0): an upgrade would be refused (Upgrades have been disabled because the cluster is using RHCOS boot image version 412.86.202301311551-0(RHEL version: 8.6)")), "{wide}");
+        assert!(
+            skew_line(&s, false)
+                .starts_with("Skew: oldest boot image rhcos-412-86-202301311551-0-gcp-x86-64 (")
+        );
+    }
 }
