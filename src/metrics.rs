@@ -322,12 +322,34 @@ struct ReasonLabels {
     reason: Reason,
 }
 
+/// The release of the oldest boot image (see `core::skew`); `unknown` for a part not known.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct OldestImageLabels {
+    pub rhcos_version: String,
+    pub rhel_version: String,
+    pub ocp_release: String,
+}
+
+impl From<&crate::core::skew::Version> for OldestImageLabels {
+    fn from(v: &crate::core::skew::Version) -> Self {
+        OldestImageLabels {
+            rhcos_version: v.rhcos.clone().unwrap_or_else(|| "unknown".into()),
+            rhel_version: format!("{}.{}", v.rhel.0, v.rhel.1),
+            ocp_release: v
+                .release
+                .map_or_else(|| "unknown".into(), |r| r.to_string()),
+        }
+    }
+}
+
 pub struct TouchMetrics {
     touches: Family<OutcomeLabels, Counter>,
     /// MachineSets by the reason of their decision, as the Lease holder last counted them.
     machinesets: Family<ReasonLabels, Gauge>,
     /// Age in days of the oldest boot image an enrolled MachineSet still names.
     pub oldest_boot_image_age_days: Gauge,
+    /// One series, 1, labelled with the oldest boot image's release (none: not known).
+    oldest_boot_image_info: Family<OldestImageLabels, Gauge>,
     /// Normal `BootImageUpdated` Events recorded.
     pub updated_events: Counter,
     pub given_up: Counter,
@@ -365,6 +387,12 @@ impl TouchMetrics {
             "Age in days (from its RHCOS build date) of the oldest boot image an enrolled MachineSet names, as the Lease holder saw it at its last pass (0: none known, or not the Lease holder)",
             oldest_boot_image_age_days.clone(),
         );
+        let oldest_boot_image_info = Family::<OldestImageLabels, Gauge>::default();
+        registry.register(
+            "oldest_boot_image_info",
+            "1, labelled with the RHCOS version, RHEL and OpenShift release of the oldest boot image any MachineSet names, managed or not (lowest RHEL, then release, then build), as the Lease holder saw it at its last pass (no series: none of known version, or not the Lease holder)",
+            oldest_boot_image_info.clone(),
+        );
         let updated_events = Counter::default();
         registry.register(
             "boot_image_updated_events",
@@ -387,6 +415,7 @@ impl TouchMetrics {
             touches,
             machinesets,
             oldest_boot_image_age_days,
+            oldest_boot_image_info,
             updated_events,
             given_up,
             revert_loops,
@@ -394,12 +423,23 @@ impl TouchMetrics {
         }
     }
 
-    /// The census of the Lease holder's pass (`None`: not the holder any more: all 0).
+    /// The census of the Lease holder's pass (`None`: not the holder any more: all 0, and
+    /// no oldest release).
     pub fn census(
         &self,
         by_reason: Option<&std::collections::BTreeMap<Reason, i64>>,
         oldest_days: i64,
+        oldest_release: Option<OldestImageLabels>,
     ) {
+        let current = oldest_release
+            .as_ref()
+            .is_some_and(|l| self.oldest_boot_image_info.get(l).is_some());
+        if !current {
+            self.oldest_boot_image_info.clear();
+            if let Some(labels) = oldest_release {
+                self.oldest_boot_image_info.get_or_create(&labels).set(1);
+            }
+        }
         for reason in Reason::ALL {
             let n = by_reason.and_then(|m| m.get(&reason)).copied().unwrap_or(0);
             self.machinesets
@@ -436,5 +476,42 @@ mod tests {
             assert!(text.contains(line), "{line} not in:\n{text}");
         }
         assert!(text.ends_with("# EOF\n"));
+    }
+
+    #[test]
+    fn the_oldest_boot_image_info_has_one_series_at_most() {
+        let m = Metrics::new(None);
+        let name = "bootimage_webhook_oldest_boot_image_info{";
+        let series = |m: &Metrics| -> Vec<String> {
+            m.render()
+                .lines()
+                .filter(|l| l.starts_with(name))
+                .map(str::to_owned)
+                .collect()
+        };
+        assert!(series(&m).is_empty());
+        let old = crate::core::skew::from_name("rhcos-416-94-202405291527-0-gcp-x86-64").unwrap();
+        m.touch.census(None, 0, Some((&old).into()));
+        assert_eq!(
+            series(&m),
+            [
+                r#"bootimage_webhook_oldest_boot_image_info{rhcos_version="416.94.202405291527-0",rhel_version="9.4",ocp_release="4.16"} 1"#
+            ]
+        );
+        m.touch.census(None, 0, Some((&old).into()));
+        assert_eq!(series(&m).len(), 1);
+        // A Red Hat marketplace offer names only its OpenShift release.
+        let newer =
+            crate::core::skew::from_name("redhat:rh-ocp-worker:rh-ocp-worker:4.18.2025031114")
+                .unwrap();
+        m.touch.census(None, 0, Some((&newer).into()));
+        assert_eq!(
+            series(&m),
+            [
+                r#"bootimage_webhook_oldest_boot_image_info{rhcos_version="unknown",rhel_version="9.4",ocp_release="4.18"} 1"#
+            ]
+        );
+        m.touch.census(None, 0, None);
+        assert!(series(&m).is_empty());
     }
 }

@@ -20,6 +20,7 @@ use crate::cluster::watch;
 use crate::config::{StatusArgs, StatusOutput};
 use crate::core::age;
 use crate::core::decision::{self, Reason};
+use crate::core::skew::{self, Enforcement, Source, Upgrade};
 use crate::core::snapshot::{self, Gate, Snapshot};
 use crate::health::Health;
 use crate::metrics::Metrics;
@@ -53,7 +54,164 @@ pub struct Report {
     pub gate: GateState,
     pub release: Option<String>,
     pub stream: Option<String>,
+    pub skew: Skew,
     pub machine_sets: Vec<Row>,
+}
+
+/// Where the cluster stands against the MCO's boot image skew check: the oldest boot image
+/// of all MachineSets (managed or not), and what the MCO's check says of an upgrade.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Skew {
+    /// `None` when no MachineSet names a boot image of known version.
+    pub oldest: Option<OldestImage>,
+    /// `namespace/name` of the MachineSets whose boot image version is unknown.
+    pub unknown: Vec<String>,
+    pub machine_sets: usize,
+    /// MachineConfiguration `cluster`'s mode and recorded version, and the MCO's verdict.
+    pub enforcement: Enforcement,
+    pub floor: Floor,
+}
+
+/// The MCO's floor (`OCPVersionBootImageSkewLimit`, `RHCOSVersionBootImageSkewLimit`).
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Floor {
+    pub ocp_version: &'static str,
+    pub rhel_version: &'static str,
+}
+
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OldestImage {
+    pub namespace: String,
+    pub name: String,
+    pub image: String,
+    /// As RHCOS writes it; `None` when only the OpenShift release is known.
+    pub rhcos_version: Option<String>,
+    pub rhel_version: String,
+    /// `4.16`, or a range (`4.19-4.21`) when the RHCOS version names only its RHEL.
+    pub ocp_release: Option<String>,
+    pub source: Source,
+    /// Below the MCO's floor, were it the version the MCO recorded.
+    pub below_floor: bool,
+}
+
+/// The skew of `rows` (their images, read with `snap`'s stream and learned facts), and
+/// MachineConfiguration `cluster` as read (`Err`: why it could not be). Pure.
+pub fn skew(
+    rows: &[Row],
+    snap: &Snapshot,
+    machine_configuration: Result<Option<&Value>, String>,
+) -> Skew {
+    let survey = skew::survey(
+        rows.iter()
+            .map(|r| (format!("{}/{}", r.namespace, r.name), r.current.as_deref())),
+        snap.boot_images.as_deref(),
+        &snap.cluster.learned,
+    );
+    let oldest = survey.oldest.map(|(who, image, v)| {
+        let (namespace, name) = who.split_once('/').unwrap_or(("", &who));
+        OldestImage {
+            namespace: namespace.to_owned(),
+            name: name.to_owned(),
+            image,
+            rhcos_version: v.rhcos.clone(),
+            rhel_version: format!("{}.{}", v.rhel.0, v.rhel.1),
+            ocp_release: v.release.map(|r| r.to_string()),
+            source: v.source,
+            below_floor: v.below_floor(),
+        }
+    });
+    let enforcement = match machine_configuration {
+        Ok(mc) => skew::enforcement(mc),
+        Err(why) => Enforcement {
+            message: format!("MachineConfiguration cluster could not be read: {why}"),
+            ..skew::enforcement(None)
+        },
+    };
+    Skew {
+        oldest,
+        unknown: survey.unknown,
+        machine_sets: survey.count,
+        enforcement,
+        floor: Floor {
+            ocp_version: skew::OCP_FLOOR,
+            rhel_version: skew::RHEL_FLOOR,
+        },
+    }
+}
+
+/// The lines above the table: the gate, the release and stream, the skew.
+fn heading(report: &Report, wide: bool) -> String {
+    format!(
+        "Gate: {} ({})\nRelease: {}, stream {}\n{}\n",
+        if report.gate.open { "open" } else { "closed" },
+        report.gate.reason,
+        report.release.as_deref().unwrap_or("<unknown>"),
+        report.stream.as_deref().unwrap_or("<unknown>"),
+        skew_line(&report.skew, wide),
+    )
+}
+
+/// The skew line of the table output.
+fn skew_line(s: &Skew, wide: bool) -> String {
+    let mut line = String::from("Skew: ");
+    match &s.oldest {
+        Some(o) => {
+            let image = if wide {
+                &o.image
+            } else {
+                o.image.rsplit('/').next().unwrap_or(&o.image)
+            };
+            line += &format!("oldest boot image {image} ({}/{}): ", o.namespace, o.name);
+            if let Some(v) = &o.rhcos_version {
+                line += &format!("RHCOS {v}, ");
+            }
+            line += &format!(
+                "RHEL {}, OpenShift {} (from {}){}",
+                o.rhel_version,
+                o.ocp_release.as_deref().unwrap_or("<unknown>"),
+                o.source,
+                if o.below_floor {
+                    ", below the MCO's floor"
+                } else {
+                    ""
+                },
+            );
+        }
+        None => line += "no boot image of known version",
+    }
+    if !s.unknown.is_empty() {
+        line += &format!(
+            "; {} of {} MachineSets with a boot image of unknown version",
+            s.unknown.len(),
+            s.machine_sets
+        );
+    }
+    let e = &s.enforcement;
+    line += "; MCO skew enforcement ";
+    line += e.mode.as_deref().unwrap_or("<unknown>");
+    let recorded: Vec<String> = [
+        ("OCP", &e.recorded_ocp_version),
+        ("RHCOS", &e.recorded_rhcos_version),
+    ]
+    .into_iter()
+    .filter_map(|(k, v)| v.as_ref().map(|v| format!("{k} {v}")))
+    .collect();
+    if !recorded.is_empty() {
+        line += &format!(" (recorded {})", recorded.join(", "));
+    }
+    line += &match e.upgrade {
+        Upgrade::Refused => format!(": an upgrade would be refused ({})", e.message),
+        Upgrade::Allowed => format!(": an upgrade would not be refused ({})", e.message),
+        Upgrade::NotEnforced => format!(": {}", e.message),
+        Upgrade::Unknown => format!(
+            ": whether an upgrade would be refused is unknown ({})",
+            e.message
+        ),
+    };
+    line + "\n"
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -193,13 +351,7 @@ pub fn render(report: &Report, output: StatusOutput) -> String {
                 .unwrap_or(0)
         })
         .collect();
-    let mut out = format!(
-        "Gate: {} ({})\nRelease: {}, stream {}\n\n",
-        if report.gate.open { "open" } else { "closed" },
-        report.gate.reason,
-        report.release.as_deref().unwrap_or("<unknown>"),
-        report.stream.as_deref().unwrap_or("<unknown>"),
-    );
+    let mut out = heading(report, wide);
     for row in &table {
         let mut line = String::new();
         for (c, cell) in row.iter().enumerate() {
@@ -235,6 +387,37 @@ async fn client(args: &StatusArgs) -> anyhow::Result<kube::Client> {
             .context("finding a kubeconfig (KUBECONFIG, ~/.kube/config, or in-cluster)")?,
     };
     Ok(kube::Client::try_from(config)?)
+}
+
+/// The Events of `namespace` as JSON (none when they cannot be listed).
+async fn events(client: kube::Client, namespace: &str) -> Vec<Value> {
+    Api::<k8s_openapi::api::events::v1::Event>::namespaced(client, namespace)
+        .list(&ListParams::default())
+        .await
+        .map(|l| {
+            l.items
+                .iter()
+                .filter_map(|e| serde_json::to_value(e).ok())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// MachineConfiguration `cluster` (listed by name, as the watcher reads it: the
+/// webhook's RBAC allows no more); `None` when absent or not served.
+async fn machine_configuration(client: kube::Client) -> Result<Option<Value>, String> {
+    let api: Api<DynamicObject> = Api::all_with(client, &apis::MACHINECONFIGURATION.api_resource());
+    match api
+        .list(&ListParams::default().fields("metadata.name=cluster"))
+        .await
+    {
+        Ok(list) => Ok(list
+            .items
+            .first()
+            .and_then(|o| serde_json::to_value(o).ok())),
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(None),
+        Err(e) => Err(e.to_string()),
+    }
 }
 
 /// Reads the cluster as `serve` does and decides every MachineSet.
@@ -290,24 +473,80 @@ pub async fn report(args: &StatusArgs) -> anyhow::Result<Report> {
         .filter_map(|o| serde_json::to_value(o).ok())
         .collect();
     // The toucher's give-ups, as its Events tell them (none readable: none shown).
-    let events: Vec<Value> = Api::<k8s_openapi::api::events::v1::Event>::namespaced(
-        client,
-        &args.read.machine_api_namespace,
-    )
-    .list(&ListParams::default())
-    .await
-    .map(|l| {
-        l.items
-            .iter()
-            .filter_map(|e| serde_json::to_value(e).ok())
-            .collect()
-    })
-    .unwrap_or_default();
+    let events = events(client.clone(), &args.read.machine_api_namespace).await;
+    let machine_configuration = machine_configuration(client.clone()).await;
     let snap = snapshot.load_full();
+    let machine_sets = rows(&objects, &events, &snap);
     Ok(Report {
         gate: (&snap.cluster.gate).into(),
         release: snap.boot_images.as_ref().map(|b| b.release_version.clone()),
         stream: snap.boot_images.as_ref().map(|b| b.stream_name.clone()),
-        machine_sets: rows(&objects, &events, &snap),
+        skew: skew(
+            &machine_sets,
+            &snap,
+            machine_configuration
+                .as_ref()
+                .map(Option::as_ref)
+                .map_err(Clone::clone),
+        ),
+        machine_sets,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn row(name: &str, current: Option<&str>) -> Row {
+        Row {
+            namespace: "openshift-machine-api".into(),
+            name: name.into(),
+            kind: "MachineSet".into(),
+            platform: Some("GCP"),
+            arch: Some("x86_64"),
+            current: current.map(str::to_owned),
+            target: None,
+            reason: Reason::UpToDate,
+            message: String::new(),
+            last_touch: None,
+            given_up: false,
+        }
+    }
+
+    #[test]
+    fn the_skew_line_without_a_known_image_or_a_readable_machine_configuration() {
+        let snap = Snapshot::empty();
+        let rows = [row("a", Some("ami-0123456789abcdef0")), row("b", None)];
+        let s = skew(&rows, &snap, Err("forbidden".into()));
+        assert!(s.oldest.is_none());
+        assert_eq!(
+            s.unknown,
+            ["openshift-machine-api/a", "openshift-machine-api/b"]
+        );
+        assert_eq!(s.enforcement.upgrade, Upgrade::Unknown);
+        assert_eq!(
+            skew_line(&s, false),
+            "Skew: no boot image of known version; 2 of 2 MachineSets with a boot image of unknown version; MCO skew enforcement <unknown>: whether an upgrade would be refused is unknown (MachineConfiguration cluster could not be read: forbidden)\n"
+        );
+    }
+
+    #[test]
+    fn the_skew_line_below_the_floor() {
+        let snap = Snapshot::empty();
+        let old = "projects/rhcos-cloud/global/images/rhcos-412-86-202301311551-0-gcp-x86-64";
+        let rows = [row("old", Some(old))];
+        let mc = json!({"status": {"bootImageSkewEnforcementStatus": {"mode": "Manual",
+            "manual": {"mode": "RHCOSVersion", "rhcosVersion": "412.86.202301311551-0"}}}});
+        let s = skew(&rows, &snap, Ok(Some(&mc)));
+        assert!(s.oldest.as_ref().unwrap().below_floor);
+        assert_eq!(s.enforcement.upgrade, Upgrade::Refused);
+        let wide = skew_line(&s, true);
+        assert!(wide.starts_with(&format!("Skew: oldest boot image {old} (openshift-machine-api/old): RHCOS 412.86.202301311551-0, RHEL 8.6, OpenShift 4.12 (from its name), below the MCO's floor; MCO skew enforcement Manual (recorded RHCOS 412.86.202301311551-0): an upgrade would be refused (Upgrades have been disabled because the cluster is using RHCOS boot image version 412.86.202301311551-0(RHEL version: 8.6)")), "{wide}");
+        assert!(
+            skew_line(&s, false)
+                .starts_with("Skew: oldest boot image rhcos-412-86-202301311551-0-gcp-x86-64 (")
+        );
+    }
 }

@@ -1915,6 +1915,151 @@ fn status_shows_every_machineset_with_its_reason_and_the_gate() {
     assert_eq!(writes, Vec::<&String>::new());
 }
 
+/// Issue 19, item 3: `status` tells where the cluster stands against the MCO's boot image
+/// skew check: the oldest boot image of all MachineSets (managed or not), its RHCOS version
+/// and OpenShift release, and, for each skew enforcement mode of MachineConfiguration
+/// `cluster` (and without one), whether the MCO would refuse an upgrade.
+#[test]
+fn status_shows_the_boot_image_skew_for_each_enforcement_mode() {
+    let c = Cluster::start(true);
+    // A real older image (the rhcos-4.16 stream's), on a MachineSet this webhook does not
+    // manage: the oldest all the same.
+    const LEGACY: &str =
+        "projects/rhcos-cloud/global/images/rhcos-416-94-202405291527-0-gcp-x86-64";
+    let mut old = machineset("ms-old", LEGACY);
+    old["metadata"]["labels"][OPT_OUT] = json!("false");
+    for ms in [
+        old,
+        machineset("ms-9-6", OLD),
+        machineset("ms-current", CURRENT_X86),
+        machineset("ms-custom", CUSTOM),
+    ] {
+        c.create(&ms);
+    }
+    let managed = json!({"machineManagers": [
+        {"resource": "machinesets", "apiGroup": "machine.openshift.io", "selection": {"mode": "All"}}]});
+    let t = "2026-12-01T00:00:00Z";
+    let conditions = |degraded: &str| {
+        json!([
+            {"type": "BootImageUpdateProgressing", "status": "False", "lastTransitionTime": t,
+             "reason": "MachineSetUpdated", "message": "Reconciled 4 of 4 MAPI MachineSets"},
+            {"type": "BootImageUpdateDegraded", "status": degraded, "lastTransitionTime": t,
+             "reason": "MachineSetUpdated", "message": "1 Degraded MAPI MachineSets"}])
+    };
+    let manual_ocp =
+        json!({"mode": "Manual", "manual": {"mode": "OCPVersion", "ocpVersion": "4.12.0"}});
+    let manual_rhcos = json!({"mode": "Manual",
+        "manual": {"mode": "RHCOSVersion", "rhcosVersion": "416.94.202405291527-0"}});
+    let automatic = json!({"mode": "Automatic", "automatic": {"ocpVersion": "4.21.0"}});
+    // (enforcement status, conditions, mode, upgrade, what the skew line says of it)
+    let cases = [
+        (
+            manual_ocp,
+            json!([]),
+            "Manual",
+            "Refused",
+            "MCO skew enforcement Manual (recorded OCP 4.12.0): an upgrade would be refused (Upgrades have been disabled because the cluster is using OCP boot image version 4.12.0, which is below the minimum required version 4.13.0)",
+        ),
+        (
+            manual_rhcos,
+            json!([]),
+            "Manual",
+            "Allowed",
+            "MCO skew enforcement Manual (recorded RHCOS 416.94.202405291527-0): an upgrade would not be refused (recorded RHCOS version 416.94.202405291527-0 (RHEL 9.4) is at or above the floor RHEL 9.2)",
+        ),
+        (
+            automatic.clone(),
+            conditions("False"),
+            "Automatic",
+            "Allowed",
+            "MCO skew enforcement Automatic (recorded OCP 4.21.0): an upgrade would not be refused (recorded OCP version 4.21.0 is at or above the floor 4.13.0)",
+        ),
+        (
+            automatic,
+            conditions("True"),
+            "Automatic",
+            "Refused",
+            "an upgrade would be refused (Upgrades have been disabled due to boot image update failures: boot image controller is degraded: 1 Degraded MAPI MachineSets)",
+        ),
+        (
+            json!({"mode": "None"}),
+            json!([]),
+            "None",
+            "NotEnforced",
+            "MCO skew enforcement None: not enforced: the MCO does not check boot images, and never refuses an upgrade for them",
+        ),
+    ];
+    let oldest_line = "Skew: oldest boot image rhcos-416-94-202405291527-0-gcp-x86-64 (openshift-machine-api/ms-old): RHCOS 416.94.202405291527-0, RHEL 9.4, OpenShift 4.16 (from its name); 1 of 4 MachineSets with a boot image of unknown version; ";
+    let skew_line = |table: &str| -> String {
+        table
+            .lines()
+            .find(|l| l.starts_with("Skew: "))
+            .unwrap_or_else(|| panic!("no skew line:\n{table}"))
+            .to_owned()
+    };
+    for (enforcement, conditions, mode, upgrade, says) in cases {
+        c.set_status(
+            "machineconfiguration",
+            "cluster",
+            json!({"managedBootImagesStatus": managed,
+                   "bootImageSkewEnforcementStatus": enforcement, "conditions": conditions}),
+        );
+        let report: Value = serde_json::from_str(&status(&c, "json")).unwrap();
+        let skew = &report["skew"];
+        assert_eq!(
+            skew["oldest"],
+            json!({"namespace": NS, "name": "ms-old", "image": LEGACY,
+                   "rhcosVersion": "416.94.202405291527-0", "rhelVersion": "9.4",
+                   "ocpRelease": "4.16", "source": "name", "belowFloor": false}),
+            "{report:#}"
+        );
+        assert_eq!(skew["unknown"], json!([format!("{NS}/ms-custom")]));
+        assert_eq!(skew["machineSets"], 4);
+        assert_eq!(
+            skew["floor"],
+            json!({"ocpVersion": "4.13.0", "rhelVersion": "9.2"})
+        );
+        assert_eq!(skew["enforcement"]["mode"], mode, "{report:#}");
+        assert_eq!(skew["enforcement"]["upgrade"], upgrade, "{report:#}");
+        let table = status(&c, "table");
+        println!("--- status, enforcement {mode} ({upgrade}):\n{table}");
+        let line = skew_line(&table);
+        assert!(line.starts_with(oldest_line), "{line}");
+        assert!(line.contains(says), "{line}\nshould say: {says}");
+    }
+
+    // The current image is the stream's: its release is the ConfigMap's.
+    let report: Value = serde_json::from_str(&status(&c, "json")).unwrap();
+    assert_eq!(report["skew"]["oldest"]["name"], "ms-old");
+    c.kubectl(&["delete", "machineset", "ms-old", "-n", NS]);
+    c.kubectl(&["delete", "machineset", "ms-9-6", "-n", NS]);
+    let report: Value = serde_json::from_str(&status(&c, "json")).unwrap();
+    assert_eq!(
+        report["skew"]["oldest"],
+        json!({"namespace": NS, "name": "ms-current", "image": CURRENT_X86,
+               "rhcosVersion": "9.8.20260428-0", "rhelVersion": "9.8",
+               "ocpRelease": "4.21", "source": "stream", "belowFloor": false}),
+        "{report:#}"
+    );
+
+    // No MachineConfiguration: whether an upgrade would be refused is unknown.
+    c.kubectl(&["delete", "machineconfiguration", "cluster"]);
+    let report: Value = serde_json::from_str(&status(&c, "json")).unwrap();
+    assert_eq!(
+        report["skew"]["enforcement"]["upgrade"], "Unknown",
+        "{report:#}"
+    );
+    assert_eq!(report["skew"]["enforcement"]["mode"], Value::Null);
+    let table = status(&c, "table");
+    println!("--- status, no MachineConfiguration:\n{table}");
+    assert!(
+        skew_line(&table).ends_with(
+            "MCO skew enforcement <unknown>: whether an upgrade would be refused is unknown (MachineConfiguration cluster not found: the MCO's skew enforcement cannot be read)"
+        ),
+        "{table}"
+    );
+}
+
 /// The value of the metric line starting with `name` (labels included) on `/metrics`.
 fn metric(r: &Replica, name: &str) -> Option<i64> {
     let text = block_on(admin_get(r.served.admin, "/metrics")).1;
@@ -1978,6 +2123,15 @@ fn moves_are_told_by_one_event_per_target_and_the_gauges_count_machinesets() {
     assert_eq!(
         metric(&a, "bootimage_webhook_oldest_boot_image_age_days"),
         Some(days)
+    );
+    // The oldest boot image's release counts every MachineSet, managed or not: the
+    // opted-out one's (RHCOS 9.6, which OpenShift 4.19 to 4.21 ship).
+    assert_eq!(
+        metric(
+            &a,
+            r#"bootimage_webhook_oldest_boot_image_info{rhcos_version="9.6.20250826-1",rhel_version="9.6",ocp_release="4.19-4.21"}"#
+        ),
+        Some(1)
     );
 
     // Someone else writes ms-custom back onto a stock image: the webhook moves it on that

@@ -25,6 +25,7 @@ use crate::cluster::stub_upgrade::{self, BACKUP_SUFFIX, Outcome as StubOutcome, 
 use crate::cluster::watch::Watching;
 use crate::core::age;
 use crate::core::decision::{self, Reason, TOUCH_ANNOTATION};
+use crate::core::skew;
 use crate::core::snapshot::{SharedSnapshot, Snapshot};
 use crate::core::stub::UPGRADED_VERSION;
 use crate::core::view::CPMS_KIND;
@@ -116,6 +117,9 @@ pub struct Census {
     pub oldest: Option<(i64, String, String)>,
     /// uid -> (kind, name, the image it boots now, the target when it is on it).
     pub images: BTreeMap<String, (String, String, String, Option<String>)>,
+    /// The version of the oldest boot image any MachineSet names, managed or not
+    /// ([`skew::survey`]).
+    pub oldest_release: Option<skew::Version>,
 }
 
 /// Reasons of MachineSets that are not ours to count in the boot image age: not enrolled,
@@ -133,6 +137,7 @@ const NOT_AGED: [Reason; 7] = [
 /// Counts `machinesets` under `snap` as of `today`. Pure.
 pub fn census(machinesets: &[Value], snap: &Snapshot, today: Date) -> Census {
     let mut c = Census::default();
+    let mut all = Vec::new();
     for ms in machinesets {
         let d = decision::decide_object(ms, snap);
         *c.by_reason.entry(d.reason).or_default() += 1;
@@ -147,6 +152,7 @@ pub fn census(machinesets: &[Value], snap: &Snapshot, today: Date) -> Census {
             .unwrap_or_default()
             .to_owned();
         let image = d.current.clone().or_else(|| age::referenced_image(ms));
+        all.push((name.clone(), image.clone()));
         if let Some(image) = &image {
             let on_target = (d.reason == Reason::UpToDate)
                 .then(|| d.target.clone())
@@ -164,6 +170,12 @@ pub fn census(machinesets: &[Value], snap: &Snapshot, today: Date) -> Census {
             }
         }
     }
+    let survey = skew::survey(
+        all.iter().map(|(n, i)| (n.clone(), i.as_deref())),
+        snap.boot_images.as_deref(),
+        &snap.cluster.learned,
+    );
+    c.oldest_release = survey.oldest.map(|(_, _, v)| v);
     c
 }
 
@@ -363,7 +375,7 @@ impl Toucher {
                     }
                 }
             }
-            self.metrics.touch.census(None, 0);
+            self.metrics.touch.census(None, 0, None);
             tracing::warn!("lost the touch Lease: touching stopped");
         }
     }
@@ -557,9 +569,11 @@ impl Toucher {
     async fn count(&mut self, objects: &[Value], snap: &Snapshot) {
         let today = Timestamp::now().to_zoned(TimeZone::UTC).date();
         let c = census(objects, snap, today);
-        self.metrics
-            .touch
-            .census(Some(&c.by_reason), c.oldest.as_ref().map_or(0, |o| o.0));
+        self.metrics.touch.census(
+            Some(&c.by_reason),
+            c.oldest.as_ref().map_or(0, |o| o.0),
+            c.oldest_release.as_ref().map(Into::into),
+        );
         if let Some((days, name, image)) = &c.oldest {
             tracing::debug!(machineset = %name, %image, days, "the oldest boot image an enrolled MachineSet names");
         }

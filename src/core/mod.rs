@@ -9,6 +9,7 @@ pub mod json;
 pub mod lenient;
 pub mod platforms;
 pub mod reason;
+pub mod skew;
 pub mod snapshot;
 pub mod stub;
 pub mod view;

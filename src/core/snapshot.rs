@@ -50,6 +50,8 @@ pub struct BootImages {
     /// has no image of that platform for that architecture; `Err`: its entry is unusable,
     /// and that platform alone skips).
     targets: BTreeMap<(Arch, &'static str), Result<Target, String>>,
+    /// Every GCP image and AWS AMI of the stream, with its RHCOS release.
+    releases: BTreeMap<String, String>,
     /// Content digest of the stream and release version (part of the snapshot id).
     pub digest: String,
 }
@@ -91,6 +93,7 @@ impl BootImages {
             entries.insert(arch, entry);
         }
         let architectures = entries.keys().copied().collect();
+        let releases = super::skew::stream_releases(&entries);
         let targets = platforms::ALL
             .iter()
             .flat_map(|p| {
@@ -111,6 +114,7 @@ impl BootImages {
             mco_release_image_version: optional(KEY_MCO_RELEASE_IMAGE_VERSION),
             architectures,
             targets,
+            releases,
             digest,
         })
     }
@@ -140,6 +144,11 @@ impl BootImages {
             .iter()
             .find(|((a, p), _)| *a == arch && *p == platform)
             .map(|(_, t)| t.as_ref().map_err(String::as_str))
+    }
+
+    /// The RHCOS release of an image the stream names (a GCP image, an AWS AMI).
+    pub fn rhcos_release_of(&self, image: &str) -> Option<&str> {
+        self.releases.get(image).map(String::as_str)
     }
 
     /// The unusable parts of the stream, each as `<platform> <arch>: <why>`, for the logs.
