@@ -1214,6 +1214,179 @@ fn every_user_data_secret_a_machineset_names_is_checked() {
     c.assert_nothing_refused(&[&a]);
 }
 
+/// Issue 19, item 2: with `--upgrade-stub-ignition` (and its component's RBAC) the Lease
+/// holder upgrades a spec-2 stub in place after backing it up byte for byte, and the
+/// MachineSet then moves; a second pass writes nothing; a stub that cannot be translated,
+/// or one that a MachineSet which would keep its old image also names, stays as it is with
+/// a Warning Event.
+#[test]
+fn a_spec_2_stub_is_upgraded_with_a_backup_when_asked() {
+    let c = Cluster::start(true).with_shipped_touch();
+    let component = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("manifests/components/upgrade-stub-ignition/rbac.yaml");
+    c.kubectl(&["create", "-f", component.to_str().unwrap()]);
+    // A 4.5-era installer stub (its CA shortened), as stored: the exact bytes matter.
+    let spec2 = r#"{"ignition":{"config":{"append":[{"source":"https://api-int.build02.example:22623/config/worker","verification":{}}]},"security":{"tls":{"certificateAuthorities":[{"source":"data:text/plain;charset=utf-8;base64,LS0tLS1CRUdJTg==","verification":{}}]}},"timeouts":{},"version":"2.2.0"},"networkd":{},"passwd":{},"storage":{},"systemd":{}}"#;
+    let with_files = r#"{"ignition":{"version":"2.2.0"},"storage":{"files":[{"filesystem":"root","path":"/etc/x","contents":{"source":"data:,x"}}]}}"#;
+    let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
+    let secret = |name: &str, user_data: &str| {
+        json!({"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+               "metadata": {"name": name, "namespace": NS},
+               "data": {"userData": b64(user_data), "disableTemplating": b64("true")}})
+    };
+    c.create_all(&[
+        &secret("old-user-data", spec2),
+        &secret("files-user-data", with_files),
+        &secret("shared-user-data", spec2),
+    ]);
+    let naming = |name: &str, secret: &str| {
+        let mut m = machineset(name, OLD);
+        m.pointer_mut(PROVIDER).unwrap()["userDataSecret"] = json!({"name": secret});
+        m
+    };
+    let mut opted = naming("ms-shared-opted-out", "shared-user-data");
+    opted["metadata"]["labels"][OPT_OUT] = json!("false");
+    for ms in [
+        naming("ms-old", "old-user-data"),
+        naming("ms-files", "files-user-data"),
+        naming("ms-shared", "shared-user-data"),
+        opted,
+    ] {
+        c.create(&ms);
+    }
+    let a = c.replica_with(
+        "replica-a",
+        "0s",
+        "127.0.0.1:0",
+        &["--upgrade-stub-ignition"],
+    );
+    c.register_webhook(&a.url());
+    c.wait_holder("replica-a", Duration::from_secs(30));
+    eventually(
+        "ms-old to move once its stub is upgraded",
+        Duration::from_secs(30),
+        || a.served.log_text(),
+        || (image(&c.get("ms-old")) == CURRENT_X86).then_some(()),
+    );
+    let stored = c.api.get_json(["secret", "old-user-data", "-n", NS]);
+    let upgraded: Value = serde_json::from_slice(
+        &base64::engine::general_purpose::STANDARD
+            .decode(stored["data"]["userData"].as_str().unwrap())
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(upgraded["ignition"]["version"], "3.5.0");
+    let original: Value = serde_json::from_str(spec2).unwrap();
+    assert_eq!(
+        upgraded["ignition"]["config"]["merge"],
+        original["ignition"]["config"]["append"]
+    );
+    assert_eq!(
+        upgraded["ignition"]["security"],
+        original["ignition"]["security"]
+    );
+    assert_eq!(
+        annotation(
+            &stored,
+            "machineconfiguration.openshift.io/stub-ignition-upgraded-to"
+        ),
+        Some("3.5.0")
+    );
+    assert!(
+        annotation(
+            &stored,
+            "machineconfiguration.openshift.io/stub-ignition-upgraded-at"
+        )
+        .is_some_and(|t| t.parse::<Timestamp>().is_ok()),
+        "{stored:#}"
+    );
+    // Other keys of the Secret are left as they were.
+    assert_eq!(stored["data"]["disableTemplating"], json!(b64("true")));
+    let backup = c
+        .api
+        .get_json(["secret", "old-user-data-spec2-backup", "-n", NS]);
+    assert_eq!(
+        backup["data"]["userData"],
+        json!(b64(spec2)),
+        "byte for byte"
+    );
+    assert_eq!(backup["data"]["disableTemplating"], json!(b64("true")));
+    assert_eq!(backup["type"], "Opaque");
+    assert_eq!(
+        backup["metadata"]["labels"]["bootimages.machineconfiguration.openshift.io/backup-of"],
+        "old-user-data"
+    );
+    assert!(
+        backup["metadata"].get("ownerReferences").is_none(),
+        "{backup:#}"
+    );
+    let told = events_of(&c, "StubIgnitionUpgraded", "ms-old");
+    assert_eq!(told.len(), 1, "{told:?}");
+
+    // The untranslatable stub and the shared one stay, each told once; nothing more is
+    // written on later passes.
+    eventually(
+        "the Warning Events of the stubs left alone",
+        Duration::from_secs(15),
+        || a.served.log_text(),
+        || {
+            (!events_of(&c, "StubIgnitionNotUpgraded", "ms-files").is_empty()
+                && !events_of(&c, "StubIgnitionNotUpgraded", "ms-shared").is_empty())
+            .then_some(())
+        },
+    );
+    c.passes(&a, 2);
+    let files = events_of(&c, "StubIgnitionNotUpgraded", "ms-files");
+    assert_eq!(files.len(), 1, "{files:?}");
+    assert_eq!(files[0]["type"], "Warning");
+    assert!(
+        files[0]["note"]
+            .as_str()
+            .unwrap()
+            .contains("storage is not empty"),
+        "{files:?}"
+    );
+    let shared = events_of(&c, "StubIgnitionNotUpgraded", "ms-shared");
+    assert_eq!(shared.len(), 1, "{shared:?}");
+    assert!(
+        shared[0]["note"]
+            .as_str()
+            .unwrap()
+            .contains("ms-shared-opted-out"),
+        "{shared:?}"
+    );
+    for (name, user_data) in [("files-user-data", with_files), ("shared-user-data", spec2)] {
+        let s = c.api.get_json(["secret", name, "-n", NS]);
+        assert_eq!(s["data"]["userData"], json!(b64(user_data)), "{name}");
+    }
+    for name in ["ms-files", "ms-shared", "ms-shared-opted-out"] {
+        assert_eq!(image(&c.get(name)), OLD, "{name}");
+    }
+    let secret_writes: Vec<String> = c
+        .audit()
+        .iter()
+        .filter(|e| {
+            is_ours(e)
+                && e["stage"] == "ResponseComplete"
+                && e["objectRef"]["resource"] == "secrets"
+                && ["create", "update", "patch", "delete"]
+                    .contains(&e["verb"].as_str().unwrap_or(""))
+        })
+        .map(|e| {
+            format!(
+                "{} {}",
+                e["verb"].as_str().unwrap(),
+                e["objectRef"]["name"].as_str().unwrap_or("")
+            )
+        })
+        .collect();
+    assert_eq!(
+        secret_writes,
+        ["create old-user-data-spec2-backup", "update old-user-data"]
+    );
+    c.assert_nothing_refused(&[&a]);
+}
+
 /// Scenario 4, the webhook's side: stopped (SIGTERM: readiness first, the Lease released),
 /// writes fail open; back, the toucher repairs; unreachable while the toucher runs, three
 /// touches and an Event; two replicas, one touches, the other takes over when it dies.
