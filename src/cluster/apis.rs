@@ -177,6 +177,26 @@ pub const APISERVER: Call = Call {
     why: "tls_profile::follow: the TLS security profile (get once, then watch by field selector metadata.name)",
 };
 
+/// With `--aws-machine-api-credentials` only: the machine API's AWS Secret, read by name
+/// when there are no AWS credentials of our own. Granted by the opt-in kustomize component
+/// `manifests/components/aws-machine-api-credentials`, not by the base RBAC.
+pub const MACHINE_API_AWS_SECRET: Call = Call {
+    group: "",
+    version: "v1",
+    kind: "Secret",
+    plural: "secrets",
+    scope: Scope::Namespace(MACHINE_API_NAMESPACE),
+    names: &[crate::cluster::aws_credentials::MACHINE_API_SECRET],
+    verbs: &["get"],
+    why: "aws_credentials::MachineApiSecret::read: with --aws-machine-api-credentials, get the machine API's AWS Secret by name",
+};
+
+/// The calls of opt-in kustomize components, by component directory under
+/// `manifests/components/`: granted only when the component is in the build.
+pub const COMPONENTS: &[(&str, &[Call])] =
+    &[("aws-machine-api-credentials", &[MACHINE_API_AWS_SECRET])];
+
+/// The calls the base RBAC grants.
 pub const ALL: &[Call] = &[
     CONFIGMAP,
     MACHINECONFIGPOOL,
