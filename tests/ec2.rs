@@ -430,3 +430,278 @@ fn the_server_classifies_in_the_background_and_touches_once_ec2_answers() {
         .count();
     assert_eq!(writes, 0);
 }
+
+/// The environment of a pod without credentials of its own: no AWS variables, no `~/.aws`,
+/// and `AWS_SHARED_CREDENTIALS_FILE` naming the optional mount of the CredentialsRequest's
+/// Secret, which is not there. EC2 (`endpoint`) and the region are all the SDK is told.
+fn no_own_credentials(cmd: &mut Command, endpoint: &str, home: &Path) {
+    for k in [
+        "AWS_ACCESS_KEY_ID",
+        "AWS_SECRET_ACCESS_KEY",
+        "AWS_SESSION_TOKEN",
+        "AWS_PROFILE",
+        "AWS_WEB_IDENTITY_TOKEN_FILE",
+        "AWS_ROLE_ARN",
+        "AWS_CONFIG_FILE",
+    ] {
+        cmd.env_remove(k);
+    }
+    cmd.env("HOME", home)
+        .env(
+            "AWS_SHARED_CREDENTIALS_FILE",
+            home.join("absent/credentials"),
+        )
+        .env("AWS_ENDPOINT_URL", endpoint)
+        .env("AWS_REGION", REGION)
+        .env("AWS_EC2_METADATA_DISABLED", "true");
+}
+
+const MACHINE_API_KEY_ID: &str = "AKIAMACHINEAPI000001";
+const MACHINE_API_SECRET_KEY: &str = "machine-api-secret-key-never-logged";
+const MACHINE_API_SOURCE: &str = "machine-api Secret openshift-machine-api/aws-cloud-credentials";
+
+/// The machine API's Secret as the cloud-credential-operator writes it in mint mode (moto
+/// takes any keys).
+fn machine_api_secret() -> Value {
+    let mut credentials = String::from("[default]\n");
+    credentials.push_str(&format!("aws_access_key_id = {MACHINE_API_KEY_ID}\n"));
+    credentials.push_str(&format!(
+        "aws_secret_access_key = {MACHINE_API_SECRET_KEY}\n"
+    ));
+    json!({
+        "apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": "aws-cloud-credentials", "namespace": "openshift-machine-api"},
+        "data": {
+            "aws_access_key_id": base64(MACHINE_API_KEY_ID),
+            "aws_secret_access_key": base64(MACHINE_API_SECRET_KEY),
+            "credentials": base64(&credentials),
+        }
+    })
+}
+
+/// `status -o json` against `api`, with `flags`, in the environment of `env`.
+fn status_json(api: &ApiServer, flags: &[&str], env: impl FnOnce(&mut Command)) -> Value {
+    let mut cmd = Command::new(binary::BIN);
+    cmd.args(["status", "-o", "json"])
+        .args(flags)
+        .env("KUBECONFIG", api.kubeconfig());
+    env(&mut cmd);
+    let out = cmd.output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "status failed: {err}");
+    assert!(
+        !String::from_utf8_lossy(&out.stdout).contains(MACHINE_API_SECRET_KEY)
+            && !err.contains(MACHINE_API_SECRET_KEY),
+        "status showed the secret key"
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+fn row<'a>(status: &'a Value, name: &str) -> &'a Value {
+    status["machineSets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["name"] == name)
+        .unwrap_or_else(|| panic!("no row {name}: {status}"))
+}
+
+/// The webhook's ServiceAccount with the base RBAC as shipped, and a token for it.
+fn service_account(api: &ApiServer) -> String {
+    api.kubectl_ok(["create", "namespace", OWN_NS]);
+    api.kubectl_ok([
+        "create",
+        "serviceaccount",
+        "bootimage-webhook",
+        "-n",
+        OWN_NS,
+    ]);
+    apply_rbac(api, "manifests/base/rbac.yaml");
+    api.kubectl_ok([
+        "create",
+        "token",
+        "bootimage-webhook",
+        "-n",
+        OWN_NS,
+        "--duration",
+        "1h",
+    ])
+    .trim()
+    .to_owned()
+}
+
+fn apply_rbac(api: &ApiServer, file: &str) {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(file);
+    api.kubectl_ok(["apply".as_ref(), "-f".as_ref(), path.as_os_str()]);
+}
+
+const OWN_NS: &str = "bootimage-webhook";
+const SA_USER: &str = "system:serviceaccount:bootimage-webhook:bootimage-webhook";
+
+/// With --aws-machine-api-credentials and no credentials of its own, running as the
+/// webhook's ServiceAccount: without the component's Role, and then without the machine
+/// API's Secret, nothing moves and one warning each says why; once both exist the server
+/// reads the Secret (a `get` by name, nothing else), says so in one line without the keys,
+/// and the MachineSet moves through the registered webhook. `status` asks EC2 the same way
+/// and says with which credentials; without the flag it does not ask.
+#[test]
+fn without_credentials_of_its_own_the_server_asks_ec2_with_the_machine_api_secret() {
+    support::install_provider();
+    let api = ApiServer::start();
+    let token = service_account(&api);
+    let moto = Moto::start(0);
+    let dir = tempfile::tempdir().unwrap();
+    let certs = support::dev_certs();
+    certs.write(dir.path()).unwrap();
+    let mut cmd = binary::serve_command();
+    cmd.args([
+        "--touch-settle",
+        "0s",
+        "--touch-resync",
+        "2s",
+        "--touch-backoff",
+        "200ms",
+    ])
+    .args(["--pod-name", "replica-0", "--pod-namespace", OWN_NS])
+    .arg("--aws-machine-api-credentials")
+    .arg("--tls-cert-file")
+    .arg(dir.path().join("tls.crt"))
+    .arg("--tls-private-key-file")
+    .arg(dir.path().join("tls.key"))
+    .env("KUBECONFIG", api.token_kubeconfig(&token, Some(OWN_NS)));
+    no_own_credentials(&mut cmd, &moto.url(), dir.path());
+    let served = Served::spawn(cmd);
+    aws_cluster(&api, served.webhook, &certs.ca_pem);
+    for (name, ami) in [("redhat", RED_HAT), ("foreign", FOREIGN)] {
+        let out = api.kubectl_stdin(["create", "-f", "-"], &machineset(name, ami).to_string());
+        api.expect_ok(&["create", "-f", "-"], out);
+    }
+    let log = || served.log_text();
+    let warning = |what: &str| {
+        let warned = served.wait_for_line(Duration::from_secs(60), |l| {
+            l.contains("cannot classify AMIs through EC2") && l.contains(what)
+        });
+        warned.unwrap_or_else(|| panic!("no warning with {what:?}. Log:\n{}", log()))
+    };
+
+    // The component's Role is not there: refused, and the warning names the component.
+    let refused = warning("not allowed to get");
+    assert!(refused.contains("aws-machine-api-credentials"), "{refused}");
+    apply_rbac(
+        &api,
+        "manifests/components/aws-machine-api-credentials/rbac.yaml",
+    );
+    // A write to a MachineSet whose AMI is unclassified asks the background to try now
+    // instead of after its backoff.
+    let nudge = |n: u32| {
+        api.kubectl_ok([
+            "annotate",
+            "machineset",
+            "-n",
+            "openshift-machine-api",
+            "foreign",
+            "--overwrite",
+            &format!("test/nudge={n}"),
+        ]);
+    };
+    nudge(1);
+
+    // Allowed now, but the Secret is absent: nothing is asked, nothing moves.
+    let absent = warning("does not exist");
+    assert!(
+        absent.contains("openshift-machine-api/aws-cloud-credentials"),
+        "{absent}"
+    );
+    assert_eq!(stored_ami(&api, "redhat"), json!({"id": RED_HAT}));
+
+    // The machine API's Secret appears: read at the next pass, EC2 answers, it moves.
+    let out = api.kubectl_stdin(["create", "-f", "-"], &machine_api_secret().to_string());
+    api.expect_ok(&["create", "-f", "-"], out);
+    nudge(2);
+    wait_until(
+        "the Red Hat AMI moved",
+        Duration::from_secs(60),
+        || stored_ami(&api, "redhat") == json!({"id": stream_ami()}),
+        log,
+    );
+    assert_eq!(stored_ami(&api, "foreign"), json!({"id": FOREIGN}));
+    let said: Vec<String> = served
+        .log()
+        .into_iter()
+        .filter(|l| l.contains("asking EC2 with these credentials"))
+        .collect();
+    assert_eq!(said.len(), 1, "one line. Log:\n{}", log());
+    assert!(said[0].contains(MACHINE_API_SOURCE), "{}", said[0]);
+    let text = log();
+    assert!(
+        !text.contains(MACHINE_API_SECRET_KEY) && !text.contains(MACHINE_API_KEY_ID),
+        "the keys were logged:\n{text}"
+    );
+    // The Secret was only ever read by name with a get (refused, absent, then read): no
+    // list, no watch.
+    let reads: Vec<(String, i64)> = api
+        .audit_events()
+        .into_iter()
+        .filter(|e| {
+            e["objectRef"]["resource"] == "secrets"
+                && e["objectRef"]["name"] == "aws-cloud-credentials"
+                && e["user"]["username"] == SA_USER
+        })
+        .map(|e| {
+            let verb = e["verb"].as_str().unwrap_or_default().to_owned();
+            (
+                verb,
+                e["responseStatus"]["code"].as_i64().unwrap_or_default(),
+            )
+        })
+        .collect();
+    assert!(reads.iter().all(|(v, _)| v == "get"), "{reads:?}");
+    for code in [403, 404, 200] {
+        assert!(
+            reads.iter().any(|(_, c)| *c == code),
+            "no {code}: {reads:?}"
+        );
+    }
+    // And no Secret was read other than by name (no list or watch of all Secrets).
+    let unnamed: Vec<String> = api
+        .audit_events()
+        .into_iter()
+        .filter(|e| {
+            e["objectRef"]["resource"] == "secrets"
+                && e["user"]["username"] == SA_USER
+                && e["objectRef"]["name"].is_null()
+                && !e["requestURI"]
+                    .as_str()
+                    .is_some_and(|u| u.contains("fieldSelector=metadata.name"))
+        })
+        .filter_map(|e| e["requestURI"].as_str().map(str::to_owned))
+        .collect();
+    assert!(unnamed.is_empty(), "{unnamed:?}");
+
+    // status, without credentials of its own either: with the flag it asks EC2 with the
+    // machine API's Secret (the foreign AMI is classified: CustomImage) and says so...
+    let status_home = tempfile::tempdir().unwrap();
+    let with = status_json(&api, &["--aws-machine-api-credentials"], |c| {
+        no_own_credentials(c, &moto.url(), status_home.path())
+    });
+    assert_eq!(with["ec2"]["credentials"], MACHINE_API_SOURCE, "{with}");
+    assert_eq!(with["ec2"]["error"], Value::Null, "{with}");
+    assert_eq!(row(&with, "foreign")["reason"], "CustomImage", "{with}");
+    assert_eq!(row(&with, "redhat")["reason"], "UpToDate", "{with}");
+    // ... and without the flag it does not ask: AMIUnclassified, as before.
+    let without = status_json(&api, &[], |c| {
+        no_own_credentials(c, &moto.url(), status_home.path())
+    });
+    assert_eq!(without["ec2"]["credentials"], Value::Null, "{without}");
+    assert!(
+        without["ec2"]["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("--aws-machine-api-credentials")),
+        "{without}"
+    );
+    assert_eq!(
+        row(&without, "foreign")["reason"],
+        "AMIUnclassified",
+        "{without}"
+    );
+}
