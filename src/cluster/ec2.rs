@@ -31,6 +31,12 @@ pub enum Ec2Error {
     NoCredentials(String),
     #[error("EC2 DescribeImages in {region}: {message}")]
     Call { region: String, message: String },
+    /// A client could not be made with these credentials (named, never shown).
+    #[error("with the {credentials}: {error}")]
+    With {
+        credentials: Source,
+        error: Box<Ec2Error>,
+    },
 }
 
 /// The AWS SDK client (the default `ec2` feature; without it, as in the fuzz build, EC2
@@ -351,14 +357,23 @@ impl Ec2Access {
                 (Source::Own, file.unwrap_or_default(), None)
             }
         };
-        let key = (source, version);
-        if self.made_from.as_ref() != Some(&key) {
+        if self
+            .made_from
+            .as_ref()
+            .is_none_or(|(s, v)| (s, v) != (&source, &version))
+        {
             self.ec2 = None;
         }
         let ec2 = match self.ec2.take() {
             Some(ec2) => ec2,
-            None => Ec2::connect(given.as_ref(), region).await?,
+            None => Ec2::connect(given.as_ref(), region)
+                .await
+                .map_err(|e| Ec2Error::With {
+                    credentials: source.clone(),
+                    error: Box::new(e),
+                })?,
         };
+        let key = (source, version);
         self.made_from = Some(key);
         Ok(self.ec2.insert(ec2))
     }
