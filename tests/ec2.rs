@@ -3,7 +3,10 @@
 //! AMI that is not in the stream moves to the stream's AMI, a marketplace AMI moves to the
 //! product's newest image at or below the stream's version, a foreign AMI stays; without
 //! credentials or with EC2 unreachable nothing moves, nothing is denied, one clear line is
-//! logged, and once EC2 answers the MachineSets move.
+//! logged, and once EC2 answers the MachineSets move. Without credentials of its own, with
+//! --aws-machine-api-credentials, the server (as the webhook's ServiceAccount, with the
+//! component's RBAC) asks EC2 with the machine API's Secret, static keys or STS web
+//! identity (moto's STS), and `status` says which credentials it used.
 
 mod support;
 
@@ -538,115 +541,106 @@ fn apply_rbac(api: &ApiServer, file: &str) {
 const OWN_NS: &str = "bootimage-webhook";
 const SA_USER: &str = "system:serviceaccount:bootimage-webhook:bootimage-webhook";
 
-/// With --aws-machine-api-credentials and no credentials of its own, running as the
-/// webhook's ServiceAccount: without the component's Role, and then without the machine
-/// API's Secret, nothing moves and one warning each says why; once both exist the server
-/// reads the Secret (a `get` by name, nothing else), says so in one line without the keys,
-/// and the MachineSet moves through the registered webhook. `status` asks EC2 the same way
-/// and says with which credentials; without the flag it does not ask.
-#[test]
-fn without_credentials_of_its_own_the_server_asks_ec2_with_the_machine_api_secret() {
-    support::install_provider();
-    let api = ApiServer::start();
-    let token = service_account(&api);
-    let moto = Moto::start(0);
-    let dir = tempfile::tempdir().unwrap();
-    let certs = support::dev_certs();
-    certs.write(dir.path()).unwrap();
-    let mut cmd = binary::serve_command();
-    cmd.args([
-        "--touch-settle",
-        "0s",
-        "--touch-resync",
-        "2s",
-        "--touch-backoff",
-        "200ms",
-    ])
-    .args(["--pod-name", "replica-0", "--pod-namespace", OWN_NS])
-    .arg("--aws-machine-api-credentials")
-    .arg("--tls-cert-file")
-    .arg(dir.path().join("tls.crt"))
-    .arg("--tls-private-key-file")
-    .arg(dir.path().join("tls.key"))
-    .env("KUBECONFIG", api.token_kubeconfig(&token, Some(OWN_NS)));
-    no_own_credentials(&mut cmd, &moto.url(), dir.path());
-    let served = Served::spawn(cmd);
-    aws_cluster(&api, served.webhook, &certs.ca_pem);
-    for (name, ami) in [("redhat", RED_HAT), ("foreign", FOREIGN)] {
-        let out = api.kubectl_stdin(["create", "-f", "-"], &machineset(name, ami).to_string());
-        api.expect_ok(&["create", "-f", "-"], out);
-    }
-    let log = || served.log_text();
-    let warning = |what: &str| {
-        let warned = served.wait_for_line(Duration::from_secs(60), |l| {
-            l.contains("cannot classify AMIs through EC2") && l.contains(what)
-        });
-        warned.unwrap_or_else(|| panic!("no warning with {what:?}. Log:\n{}", log()))
-    };
+/// `serve --aws-machine-api-credentials` as the webhook's ServiceAccount (base RBAC, and
+/// the component's Role if `component`), without credentials of its own, EC2 on moto, on
+/// an AWS cluster with our webhook registered.
+struct NoOwnCredentials {
+    api: ApiServer,
+    moto: Moto,
+    served: Served,
+    dir: tempfile::TempDir,
+}
 
-    // The component's Role is not there: refused, and the warning names the component.
-    let refused = warning("not allowed to get");
-    assert!(refused.contains("aws-machine-api-credentials"), "{refused}");
-    apply_rbac(
-        &api,
-        "manifests/components/aws-machine-api-credentials/rbac.yaml",
-    );
-    // A write to a MachineSet whose AMI is unclassified asks the background to try now
-    // instead of after its backoff.
-    let nudge = |n: u32| {
-        api.kubectl_ok([
+impl NoOwnCredentials {
+    fn start(component: bool) -> NoOwnCredentials {
+        support::install_provider();
+        let api = ApiServer::start();
+        let token = service_account(&api);
+        if component {
+            apply_rbac(&api, COMPONENT_RBAC);
+        }
+        let moto = Moto::start(0);
+        let dir = tempfile::tempdir().unwrap();
+        let certs = support::dev_certs();
+        certs.write(dir.path()).unwrap();
+        let mut cmd = binary::serve_command();
+        cmd.args(["--touch-settle", "0s", "--touch-resync", "2s"])
+            .args(["--pod-name", "replica-0", "--pod-namespace", OWN_NS])
+            .arg("--aws-machine-api-credentials")
+            .arg("--tls-cert-file")
+            .arg(dir.path().join("tls.crt"))
+            .arg("--tls-private-key-file")
+            .arg(dir.path().join("tls.key"))
+            .env("KUBECONFIG", api.token_kubeconfig(&token, Some(OWN_NS)));
+        no_own_credentials(&mut cmd, &moto.url(), dir.path());
+        let served = Served::spawn(cmd);
+        aws_cluster(&api, served.webhook, &certs.ca_pem);
+        NoOwnCredentials {
+            api,
+            moto,
+            served,
+            dir,
+        }
+    }
+
+    fn create(&self, object: &Value) {
+        let out = self
+            .api
+            .kubectl_stdin(["create", "-f", "-"], &object.to_string());
+        self.api.expect_ok(&["create", "-f", "-"], out);
+    }
+
+    /// A write to a MachineSet whose AMI is unclassified asks the background to try now
+    /// instead of after its backoff.
+    fn nudge(&self, name: &str, n: u32) {
+        self.api.kubectl_ok([
             "annotate",
             "machineset",
             "-n",
             "openshift-machine-api",
-            "foreign",
+            name,
             "--overwrite",
             &format!("test/nudge={n}"),
         ]);
-    };
-    nudge(1);
+    }
 
-    // Allowed now, but the Secret is absent: nothing is asked, nothing moves.
-    let absent = warning("does not exist");
-    assert!(
-        absent.contains("openshift-machine-api/aws-cloud-credentials"),
-        "{absent}"
-    );
-    assert_eq!(stored_ami(&api, "redhat"), json!({"id": RED_HAT}));
+    /// The EC2 warning that contains `what`.
+    fn warning(&self, what: &str) -> String {
+        let warned = self.served.wait_for_line(Duration::from_secs(60), |l| {
+            l.contains("cannot classify AMIs through EC2") && l.contains(what)
+        });
+        warned.unwrap_or_else(|| panic!("no warning with {what:?}. Log:\n{}", self.log()))
+    }
 
-    // The machine API's Secret appears: read at the next pass, EC2 answers, it moves.
-    let out = api.kubectl_stdin(["create", "-f", "-"], &machine_api_secret().to_string());
-    api.expect_ok(&["create", "-f", "-"], out);
-    nudge(2);
-    wait_until(
-        "the Red Hat AMI moved",
-        Duration::from_secs(60),
-        || stored_ami(&api, "redhat") == json!({"id": stream_ami()}),
-        log,
-    );
-    assert_eq!(stored_ami(&api, "foreign"), json!({"id": FOREIGN}));
-    let said: Vec<String> = served
-        .log()
-        .into_iter()
-        .filter(|l| l.contains("asking EC2 with these credentials"))
-        .collect();
-    assert_eq!(said.len(), 1, "one line. Log:\n{}", log());
-    assert!(said[0].contains(MACHINE_API_SOURCE), "{}", said[0]);
-    let text = log();
-    assert!(
-        !text.contains(MACHINE_API_SECRET_KEY) && !text.contains(MACHINE_API_KEY_ID),
-        "the keys were logged:\n{text}"
-    );
-    // The Secret was only ever read by name with a get (refused, absent, then read): no
-    // list, no watch.
-    let reads: Vec<(String, i64)> = api
-        .audit_events()
-        .into_iter()
-        .filter(|e| {
-            e["objectRef"]["resource"] == "secrets"
-                && e["objectRef"]["name"] == "aws-cloud-credentials"
-                && e["user"]["username"] == SA_USER
-        })
+    fn log(&self) -> String {
+        self.served.log_text()
+    }
+
+    /// The one line naming the credentials in use.
+    fn credentials_line(&self) -> String {
+        let said: Vec<String> = self
+            .served
+            .log()
+            .into_iter()
+            .filter(|l| l.contains("asking EC2 with these credentials"))
+            .collect();
+        assert_eq!(said.len(), 1, "one line. Log:\n{}", self.log());
+        said[0].clone()
+    }
+}
+
+const COMPONENT_RBAC: &str = "manifests/components/aws-machine-api-credentials/rbac.yaml";
+
+/// The webhook read the machine API's Secret only by name with a `get`, answered with
+/// each of `codes`; it never listed or watched Secrets other than by name.
+fn secret_read_by_name_only(api: &ApiServer, codes: &[i64]) {
+    let events = api.audit_events();
+    let ours =
+        |e: &&Value| e["objectRef"]["resource"] == "secrets" && e["user"]["username"] == SA_USER;
+    let reads: Vec<(String, i64)> = events
+        .iter()
+        .filter(ours)
+        .filter(|e| e["objectRef"]["name"] == "aws-cloud-credentials")
         .map(|e| {
             let verb = e["verb"].as_str().unwrap_or_default().to_owned();
             (
@@ -656,52 +650,123 @@ fn without_credentials_of_its_own_the_server_asks_ec2_with_the_machine_api_secre
         })
         .collect();
     assert!(reads.iter().all(|(v, _)| v == "get"), "{reads:?}");
-    for code in [403, 404, 200] {
-        assert!(
-            reads.iter().any(|(_, c)| *c == code),
-            "no {code}: {reads:?}"
-        );
+    for code in codes {
+        assert!(reads.iter().any(|(_, c)| c == code), "no {code}: {reads:?}");
     }
-    // And no Secret was read other than by name (no list or watch of all Secrets).
-    let unnamed: Vec<String> = api
-        .audit_events()
-        .into_iter()
-        .filter(|e| {
-            e["objectRef"]["resource"] == "secrets"
-                && e["user"]["username"] == SA_USER
-                && e["objectRef"]["name"].is_null()
-                && !e["requestURI"]
-                    .as_str()
-                    .is_some_and(|u| u.contains("fieldSelector=metadata.name"))
-        })
-        .filter_map(|e| e["requestURI"].as_str().map(str::to_owned))
+    let unnamed: Vec<&str> = events
+        .iter()
+        .filter(ours)
+        .filter(|e| e["objectRef"]["name"].is_null())
+        .filter_map(|e| e["requestURI"].as_str())
+        .filter(|u| !u.contains("fieldSelector=metadata.name"))
         .collect();
     assert!(unnamed.is_empty(), "{unnamed:?}");
+}
+
+/// With --aws-machine-api-credentials and no credentials of its own, running as the
+/// webhook's ServiceAccount: without the component's Role, and then without the machine
+/// API's Secret, nothing moves and one warning each says why; once both exist the server
+/// reads the Secret's static keys (a `get` by name, nothing else), says so in one line
+/// without the keys, and the MachineSet moves through the registered webhook. `status`
+/// asks EC2 the same way and says with which credentials; without the flag it does not.
+#[test]
+fn without_credentials_of_its_own_the_server_asks_ec2_with_the_machine_api_secret() {
+    let t = NoOwnCredentials::start(false);
+    let api = &t.api;
+    t.create(&machineset("redhat", RED_HAT));
+    t.create(&machineset("foreign", FOREIGN));
+
+    // The component's Role is not there: refused, and the warning names the component.
+    let refused = t.warning("not allowed to get");
+    assert!(refused.contains("aws-machine-api-credentials"), "{refused}");
+    apply_rbac(api, COMPONENT_RBAC);
+    t.nudge("foreign", 1);
+    // Allowed now, but the Secret is absent: nothing is asked, nothing moves.
+    let absent = t.warning("does not exist");
+    assert!(
+        absent.contains("openshift-machine-api/aws-cloud-credentials"),
+        "{absent}"
+    );
+    assert_eq!(stored_ami(api, "redhat"), json!({"id": RED_HAT}));
+
+    // The machine API's Secret appears: read at the next pass, EC2 answers, it moves.
+    t.create(&machine_api_secret());
+    t.nudge("foreign", 2);
+    wait_until(
+        "the Red Hat AMI moved",
+        Duration::from_secs(60),
+        || stored_ami(api, "redhat") == json!({"id": stream_ami()}),
+        || t.log(),
+    );
+    assert_eq!(stored_ami(api, "foreign"), json!({"id": FOREIGN}));
+    let said = t.credentials_line();
+    assert!(said.contains(MACHINE_API_SOURCE), "{said}");
+    let text = t.log();
+    assert!(
+        !text.contains(MACHINE_API_SECRET_KEY) && !text.contains(MACHINE_API_KEY_ID),
+        "the keys were logged:\n{text}"
+    );
+    secret_read_by_name_only(api, &[403, 404, 200]);
 
     // status, without credentials of its own either: with the flag it asks EC2 with the
     // machine API's Secret (the foreign AMI is classified: CustomImage) and says so...
-    let status_home = tempfile::tempdir().unwrap();
-    let with = status_json(&api, &["--aws-machine-api-credentials"], |c| {
-        no_own_credentials(c, &moto.url(), status_home.path())
-    });
+    let home = tempfile::tempdir().unwrap();
+    let env = |c: &mut Command| no_own_credentials(c, &t.moto.url(), home.path());
+    let with = status_json(api, &["--aws-machine-api-credentials"], env);
     assert_eq!(with["ec2"]["credentials"], MACHINE_API_SOURCE, "{with}");
     assert_eq!(with["ec2"]["error"], Value::Null, "{with}");
     assert_eq!(row(&with, "foreign")["reason"], "CustomImage", "{with}");
     assert_eq!(row(&with, "redhat")["reason"], "UpToDate", "{with}");
     // ... and without the flag it does not ask: AMIUnclassified, as before.
-    let without = status_json(&api, &[], |c| {
-        no_own_credentials(c, &moto.url(), status_home.path())
-    });
+    let without = status_json(api, &[], env);
     assert_eq!(without["ec2"]["credentials"], Value::Null, "{without}");
-    assert!(
-        without["ec2"]["error"]
-            .as_str()
-            .is_some_and(|e| e.contains("--aws-machine-api-credentials")),
-        "{without}"
-    );
+    let why = without["ec2"]["error"].as_str().unwrap_or_default();
+    assert!(why.contains("--aws-machine-api-credentials"), "{without}");
     assert_eq!(
         row(&without, "foreign")["reason"],
         "AMIUnclassified",
         "{without}"
     );
+}
+
+/// The machine API's Secret in its STS form: only a `credentials` file with a role and a
+/// web identity token file (the pod's projected token). While the token file is missing,
+/// no credentials (one warning); once it exists, STS (moto's) gives credentials for the
+/// role, and the marketplace AMI moves to the product's image.
+#[test]
+fn the_machine_api_secret_in_its_sts_form_goes_through_web_identity() {
+    let t = NoOwnCredentials::start(true);
+    let api = &t.api;
+    let token = t.dir.path().join("token");
+    let file = format!(
+        "[default]\nrole_arn = arn:aws:iam::123456789012:role/machine-api\nweb_identity_token_file = {}\n",
+        token.display()
+    );
+    t.create(&json!({
+        "apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": "aws-cloud-credentials", "namespace": "openshift-machine-api"},
+        "data": {"credentials": base64(&file)}
+    }));
+    t.create(&machineset("market", MARKET_OLD));
+    // The token file is missing: the web identity provider cannot read it.
+    let warned =
+        t.warning("with the machine-api Secret openshift-machine-api/aws-cloud-credentials");
+    assert!(warned.contains("No such file"), "{warned}");
+    assert_eq!(stored_ami(api, "market"), json!({"id": MARKET_OLD}));
+
+    std::fs::write(
+        &token,
+        "eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJib290aW1hZ2Utd2ViaG9vayJ9.c2ln",
+    )
+    .unwrap();
+    t.nudge("market", 1);
+    wait_until(
+        "the marketplace AMI moved",
+        Duration::from_secs(60),
+        || stored_ami(api, "market") == json!({"id": MARKET_NEW}),
+        || t.log(),
+    );
+    let said = t.credentials_line();
+    assert!(said.contains(MACHINE_API_SOURCE), "{said}");
+    secret_read_by_name_only(api, &[200]);
 }
