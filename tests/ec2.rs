@@ -484,8 +484,13 @@ fn machine_api_secret() -> Value {
 
 /// `status -o json` against `api`, with `flags`, in the environment of `env`.
 fn status_json(api: &ApiServer, flags: &[&str], env: impl FnOnce(&mut Command)) -> Value {
+    serde_json::from_str(&status(api, "json", flags, env)).unwrap()
+}
+
+/// `status -o <output>` against `api`: its standard output.
+fn status(api: &ApiServer, output: &str, flags: &[&str], env: impl FnOnce(&mut Command)) -> String {
     let mut cmd = Command::new(binary::BIN);
-    cmd.args(["status", "-o", "json"])
+    cmd.args(["status", "-o", output])
         .args(flags)
         .env("KUBECONFIG", api.kubeconfig());
     env(&mut cmd);
@@ -497,7 +502,7 @@ fn status_json(api: &ApiServer, flags: &[&str], env: impl FnOnce(&mut Command)) 
             && !err.contains(MACHINE_API_SECRET_KEY),
         "status showed the secret key"
     );
-    serde_json::from_slice(&out.stdout).unwrap()
+    String::from_utf8(out.stdout).unwrap()
 }
 
 fn row<'a>(status: &'a Value, name: &str) -> &'a Value {
@@ -717,6 +722,9 @@ fn without_credentials_of_its_own_the_server_asks_ec2_with_the_machine_api_secre
     assert_eq!(with["ec2"]["error"], Value::Null, "{with}");
     assert_eq!(row(&with, "foreign")["reason"], "CustomImage", "{with}");
     assert_eq!(row(&with, "redhat")["reason"], "UpToDate", "{with}");
+    let table = status(api, "table", &["--aws-machine-api-credentials"], env);
+    let line = format!("EC2: asked with {MACHINE_API_SOURCE}\n");
+    assert!(table.contains(&line), "{table}");
     // ... and without the flag it does not ask: AMIUnclassified, as before.
     let without = status_json(api, &[], env);
     assert_eq!(without["ec2"]["credentials"], Value::Null, "{without}");
