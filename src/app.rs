@@ -333,6 +333,7 @@ async fn start_cluster_side(
             learned,
             health: running.health.clone(),
             resync: args.touch_resync,
+            machine_api: args.read.machine_api_secret(&client),
         }
         .run(watching.ids.clone(), stop.clone()),
     );

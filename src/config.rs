@@ -213,9 +213,28 @@ pub struct ReadArgs {
     /// follows.
     #[arg(long, env = "BOOTIMAGE_WEBHOOK_CONTROL_PLANE_MACHINE_SETS")]
     pub control_plane_machine_sets: bool,
+    /// AWS: when this process has no AWS credentials of its own (environment, the Secret of
+    /// the project's CredentialsRequest), ask EC2 with the machine API's, from the Secret
+    /// aws-cloud-credentials in the MachineSets' namespace (a `get` by name; the kustomize
+    /// component aws-machine-api-credentials grants it and sets this).
+    #[arg(long, env = "BOOTIMAGE_WEBHOOK_AWS_MACHINE_API_CREDENTIALS")]
+    pub aws_machine_api_credentials: bool,
 }
 
 impl ReadArgs {
+    /// The machine API's AWS Secret, with --aws-machine-api-credentials.
+    pub fn machine_api_secret(
+        &self,
+        client: &kube::Client,
+    ) -> Option<crate::cluster::aws_credentials::MachineApiSecret> {
+        self.aws_machine_api_credentials.then(|| {
+            crate::cluster::aws_credentials::MachineApiSecret::new(
+                client.clone(),
+                &self.machine_api_namespace,
+            )
+        })
+    }
+
     pub fn watch_settings(&self) -> WatchSettings {
         if self.user_data_secrets.is_some() {
             tracing::warn!(

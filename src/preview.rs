@@ -2,13 +2,12 @@
 
 use std::io::Read;
 use std::path::Path;
-use std::sync::Arc;
 
 use serde_json::{Value, json};
 
-use crate::cluster::ec2;
+use crate::cluster::{aws_credentials, ec2};
 use crate::core::decision::{self, Decision};
-use crate::core::platforms::aws::{self, AwsLearned, Query};
+use crate::core::platforms::aws::AwsLearned;
 use crate::core::snapshot::{self, Snapshot};
 use crate::offline::{Offline, OfflineError};
 
@@ -176,69 +175,42 @@ fn ask_ec2(machinesets: &[Value], snap: Snapshot) -> Snapshot {
         .iter()
         .filter_map(|m| serde_json::to_vec(m).ok())
         .collect();
-    let queries: Vec<Query> = ec2::queries_for(json.iter().map(Vec::as_slice), &snap)
-        .into_iter()
-        .collect();
-    if queries.is_empty() {
+    if ec2::queries_for(json.iter().map(Vec::as_slice), &snap).is_empty() {
         return snap;
     }
-    let mut learned = AwsLearned::default();
-    if !aws_configured() {
-        learned.unavailable = Some(
-            "no AWS credentials in the environment (AWS_ACCESS_KEY_ID, AWS_PROFILE, AWS_WEB_IDENTITY_TOKEN_FILE or ~/.aws)".into(),
-        );
-    } else {
-        let asked = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .map_err(|e| e.to_string())
-            .and_then(|rt| {
-                rt.block_on(async {
-                    let client = ec2::Ec2::from_env().await.map_err(|e| e.to_string())?;
-                    let failed = client.answer(&queries, &mut learned).await;
-                    // A marketplace AMI needs a second question: its product's images.
-                    let next: Vec<Query> = {
-                        let with = with_aws(&snap, learned.clone());
-                        ec2::queries_for(json.iter().map(Vec::as_slice), &with)
-                            .into_iter()
-                            .collect()
-                    };
-                    let failed_next = client.answer(&next, &mut learned).await;
-                    match failed.into_iter().chain(failed_next).next() {
-                        Some((_, e)) => Err(e.to_string()),
-                        None => Ok(()),
-                    }
-                })
-            });
-        if let Err(why) = asked {
-            eprintln!("preview: EC2: {why}");
-            learned.unavailable = Some(why);
-        }
+    if !aws_credentials::own_configured() {
+        let learned = AwsLearned {
+            unavailable: Some(
+                "no AWS credentials in the environment (AWS_ACCESS_KEY_ID, AWS_PROFILE, AWS_WEB_IDENTITY_TOKEN_FILE or ~/.aws)".into(),
+            ),
+            ..AwsLearned::default()
+        };
+        return ec2::with_learned(&snap, learned);
     }
-    with_aws(&snap, learned)
-}
-
-fn with_aws(snap: &Snapshot, learned: AwsLearned) -> Snapshot {
-    let mut cluster = snap.cluster.clone();
-    cluster.learned = cluster.learned.with(aws::NAME, Arc::new(learned));
-    Snapshot::new(snap.boot_images.clone(), cluster)
-}
-
-/// Whether the SDK's standard environment names credentials at all: without this, the
-/// SDK would also probe the instance metadata service, seconds of waiting on a laptop.
-fn aws_configured() -> bool {
-    let env = |k: &str| std::env::var_os(k).is_some_and(|v| !v.is_empty());
-    let home = std::env::var_os("HOME").map(std::path::PathBuf::from);
-    [
-        "AWS_ACCESS_KEY_ID",
-        "AWS_PROFILE",
-        "AWS_WEB_IDENTITY_TOKEN_FILE",
-        "AWS_SHARED_CREDENTIALS_FILE",
-        "AWS_CONFIG_FILE",
-    ]
-    .into_iter()
-    .any(env)
-        || home.is_some_and(|h| {
-            h.join(".aws/credentials").is_file() || h.join(".aws/config").is_file()
-        })
+    let asked = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())
+        .and_then(|rt| {
+            rt.block_on(async {
+                let client = ec2::Ec2::from_env().await.map_err(|e| e.to_string())?;
+                Ok(ec2::classify(&client, &json, &snap).await)
+            })
+        });
+    let learned = match asked {
+        Ok((learned, None)) => learned,
+        Ok((mut learned, Some(e))) => {
+            eprintln!("preview: EC2: {e}");
+            learned.unavailable = Some(e.to_string());
+            learned
+        }
+        Err(why) => {
+            eprintln!("preview: EC2: {why}");
+            AwsLearned {
+                unavailable: Some(why),
+                ..AwsLearned::default()
+            }
+        }
+    };
+    ec2::with_learned(&snap, learned)
 }

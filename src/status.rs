@@ -14,12 +14,13 @@ use kube::core::DynamicObject;
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::cluster::apis;
 use crate::cluster::touch::FIELD_MANAGER;
 use crate::cluster::watch;
+use crate::cluster::{apis, aws_credentials, ec2};
 use crate::config::{StatusArgs, StatusOutput};
 use crate::core::age;
 use crate::core::decision::{self, Reason};
+use crate::core::platforms::aws::AwsLearned;
 use crate::core::skew::{self, Enforcement, Source, Upgrade};
 use crate::core::snapshot::{self, Gate, Snapshot};
 use crate::health::Health;
@@ -55,7 +56,18 @@ pub struct Report {
     pub release: Option<String>,
     pub stream: Option<String>,
     pub skew: Skew,
+    /// Whether EC2 was asked, and with which credentials (only when an AWS MachineSet's AMI
+    /// is not in the stream: otherwise `None`).
+    pub ec2: Option<Ec2State>,
     pub machine_sets: Vec<Row>,
+}
+
+/// EC2, as `status` asked it: the source of the credentials (`None`: none could be had)
+/// and what went wrong, if anything.
+#[derive(Debug, Clone, Serialize)]
+pub struct Ec2State {
+    pub credentials: Option<String>,
+    pub error: Option<String>,
 }
 
 /// Where the cluster stands against the MCO's boot image skew check: the oldest boot image
@@ -142,10 +154,11 @@ pub fn skew(
     }
 }
 
-/// The lines above the table: the gate, the release and stream, the skew.
+/// The lines above the table: the gate, the release and stream, the skew (EC2's line and a
+/// blank line follow).
 fn heading(report: &Report, wide: bool) -> String {
     format!(
-        "Gate: {} ({})\nRelease: {}, stream {}\n{}\n",
+        "Gate: {} ({})\nRelease: {}, stream {}\n{}",
         if report.gate.open { "open" } else { "closed" },
         report.gate.reason,
         report.release.as_deref().unwrap_or("<unknown>"),
@@ -352,6 +365,17 @@ pub fn render(report: &Report, output: StatusOutput) -> String {
         })
         .collect();
     let mut out = heading(report, wide);
+    if let Some(ec2) = &report.ec2 {
+        let asked = match &ec2.credentials {
+            Some(c) => format!("asked with {c}"),
+            None => "not asked".into(),
+        };
+        match &ec2.error {
+            Some(e) => out.push_str(&format!("EC2: {asked} ({e})\n")),
+            None => out.push_str(&format!("EC2: {asked}\n")),
+        }
+    }
+    out.push('\n');
     for row in &table {
         let mut line = String::new();
         for (c, cell) in row.iter().enumerate() {
@@ -476,6 +500,7 @@ pub async fn report(args: &StatusArgs) -> anyhow::Result<Report> {
     let events = events(client.clone(), &args.read.machine_api_namespace).await;
     let machine_configuration = machine_configuration(client.clone()).await;
     let snap = snapshot.load_full();
+    let (snap, ec2) = ask_ec2(&client, args, &objects, &snap).await;
     let machine_sets = rows(&objects, &events, &snap);
     Ok(Report {
         gate: (&snap.cluster.gate).into(),
@@ -489,8 +514,65 @@ pub async fn report(args: &StatusArgs) -> anyhow::Result<Report> {
                 .map(Option::as_ref)
                 .map_err(Clone::clone),
         ),
+        ec2,
         machine_sets,
     })
+}
+
+/// AWS MachineSets whose AMI is not in the stream are decided as `serve` decides them: EC2
+/// is asked with the same credentials, in the same order (this process's own, else with
+/// --aws-machine-api-credentials the machine API's Secret, through the kubeconfig).
+async fn ask_ec2(
+    client: &kube::Client,
+    args: &StatusArgs,
+    objects: &[Value],
+    snap: &Snapshot,
+) -> (Snapshot, Option<Ec2State>) {
+    let json: Vec<Vec<u8>> = objects
+        .iter()
+        .filter_map(|o| serde_json::to_vec(o).ok())
+        .collect();
+    let queries: Vec<_> = ec2::queries_for(json.iter().map(Vec::as_slice), snap)
+        .into_iter()
+        .collect();
+    if queries.is_empty() {
+        return (snap.clone(), None);
+    }
+    let machine_api = args.read.machine_api_secret(client);
+    if machine_api.is_none() && !aws_credentials::own_configured() {
+        let why =
+            "no AWS credentials in the environment, and --aws-machine-api-credentials not given";
+        let learned = AwsLearned {
+            unavailable: Some(why.into()),
+            ..AwsLearned::default()
+        };
+        let state = Ec2State {
+            credentials: None,
+            error: Some(why.into()),
+        };
+        return (ec2::with_learned(snap, learned), Some(state));
+    }
+    let mut access = ec2::Ec2Access::new(machine_api);
+    let (learned, error) = match access.client(ec2::first_region(&queries)).await {
+        Ok(c) => {
+            let (mut learned, error) = ec2::classify(c, &json, snap).await;
+            let error = error.map(|e| e.to_string());
+            learned.unavailable.clone_from(&error);
+            (learned, error)
+        }
+        Err(e) => (
+            AwsLearned {
+                unavailable: Some(e.to_string()),
+                ..AwsLearned::default()
+            },
+            Some(e.to_string()),
+        ),
+    };
+    let state = Ec2State {
+        credentials: access.source().map(ToString::to_string),
+        error,
+    };
+    (ec2::with_learned(snap, learned), Some(state))
 }
 
 #[cfg(test)]

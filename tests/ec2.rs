@@ -3,7 +3,10 @@
 //! AMI that is not in the stream moves to the stream's AMI, a marketplace AMI moves to the
 //! product's newest image at or below the stream's version, a foreign AMI stays; without
 //! credentials or with EC2 unreachable nothing moves, nothing is denied, one clear line is
-//! logged, and once EC2 answers the MachineSets move.
+//! logged, and once EC2 answers the MachineSets move. Without credentials of its own, with
+//! --aws-machine-api-credentials, the server (as the webhook's ServiceAccount, with the
+//! component's RBAC) asks EC2 with the machine API's Secret, static keys or STS web
+//! identity (moto's STS), and `status` says which credentials it used.
 
 mod support;
 
@@ -433,4 +436,341 @@ fn the_server_classifies_in_the_background_and_touches_once_ec2_answers() {
         .filter(|e| e["objectRef"]["name"] == "foreign" && e["verb"] != "create")
         .count();
     assert_eq!(writes, 0);
+}
+
+/// The environment of a pod without credentials of its own: no AWS variables, no `~/.aws`,
+/// and `AWS_SHARED_CREDENTIALS_FILE` naming the optional mount of the CredentialsRequest's
+/// Secret, which is not there. EC2 (`endpoint`) and the region are all the SDK is told.
+fn no_own_credentials(cmd: &mut Command, endpoint: &str, home: &Path) {
+    for k in [
+        "AWS_ACCESS_KEY_ID",
+        "AWS_SECRET_ACCESS_KEY",
+        "AWS_SESSION_TOKEN",
+        "AWS_PROFILE",
+        "AWS_WEB_IDENTITY_TOKEN_FILE",
+        "AWS_ROLE_ARN",
+        "AWS_CONFIG_FILE",
+    ] {
+        cmd.env_remove(k);
+    }
+    cmd.env("HOME", home)
+        .env(
+            "AWS_SHARED_CREDENTIALS_FILE",
+            home.join("absent/credentials"),
+        )
+        .env("AWS_ENDPOINT_URL", endpoint)
+        .env("AWS_REGION", REGION)
+        .env("AWS_EC2_METADATA_DISABLED", "true");
+}
+
+const MACHINE_API_KEY_ID: &str = "AKIAMACHINEAPI000001";
+const MACHINE_API_SECRET_KEY: &str = "machine-api-secret-key-never-logged";
+const MACHINE_API_SOURCE: &str = "machine-api Secret openshift-machine-api/aws-cloud-credentials";
+
+/// The machine API's Secret as the cloud-credential-operator writes it in mint mode (moto
+/// takes any keys).
+fn machine_api_secret() -> Value {
+    let mut credentials = String::from("[default]\n");
+    credentials.push_str(&format!("aws_access_key_id = {MACHINE_API_KEY_ID}\n"));
+    credentials.push_str(&format!(
+        "aws_secret_access_key = {MACHINE_API_SECRET_KEY}\n"
+    ));
+    json!({
+        "apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": "aws-cloud-credentials", "namespace": "openshift-machine-api"},
+        "data": {
+            "aws_access_key_id": base64(MACHINE_API_KEY_ID),
+            "aws_secret_access_key": base64(MACHINE_API_SECRET_KEY),
+            "credentials": base64(&credentials),
+        }
+    })
+}
+
+/// `status -o json` against `api`, with `flags`, in the environment of `env`.
+fn status_json(api: &ApiServer, flags: &[&str], env: impl FnOnce(&mut Command)) -> Value {
+    serde_json::from_str(&status(api, "json", flags, env)).unwrap()
+}
+
+/// `status -o <output>` against `api`: its standard output.
+fn status(api: &ApiServer, output: &str, flags: &[&str], env: impl FnOnce(&mut Command)) -> String {
+    let mut cmd = Command::new(binary::BIN);
+    cmd.args(["status", "-o", output])
+        .args(flags)
+        .env("KUBECONFIG", api.kubeconfig());
+    env(&mut cmd);
+    let out = cmd.output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "status failed: {err}");
+    assert!(
+        !String::from_utf8_lossy(&out.stdout).contains(MACHINE_API_SECRET_KEY)
+            && !err.contains(MACHINE_API_SECRET_KEY),
+        "status showed the secret key"
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+fn row<'a>(status: &'a Value, name: &str) -> &'a Value {
+    status["machineSets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["name"] == name)
+        .unwrap_or_else(|| panic!("no row {name}: {status}"))
+}
+
+/// The webhook's ServiceAccount with the base RBAC as shipped, and a token for it.
+fn service_account(api: &ApiServer) -> String {
+    api.kubectl_ok(["create", "namespace", OWN_NS]);
+    api.kubectl_ok([
+        "create",
+        "serviceaccount",
+        "bootimage-webhook",
+        "-n",
+        OWN_NS,
+    ]);
+    apply_rbac(api, "manifests/base/rbac.yaml");
+    api.kubectl_ok([
+        "create",
+        "token",
+        "bootimage-webhook",
+        "-n",
+        OWN_NS,
+        "--duration",
+        "1h",
+    ])
+    .trim()
+    .to_owned()
+}
+
+fn apply_rbac(api: &ApiServer, file: &str) {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(file);
+    api.kubectl_ok(["apply".as_ref(), "-f".as_ref(), path.as_os_str()]);
+}
+
+const OWN_NS: &str = "bootimage-webhook";
+const SA_USER: &str = "system:serviceaccount:bootimage-webhook:bootimage-webhook";
+
+/// `serve --aws-machine-api-credentials` as the webhook's ServiceAccount (the base RBAC,
+/// which lets it get the Secrets of openshift-machine-api), without credentials of its own,
+/// EC2 on moto, on an AWS cluster with our webhook registered.
+struct NoOwnCredentials {
+    api: ApiServer,
+    moto: Moto,
+    served: Served,
+    dir: tempfile::TempDir,
+}
+
+impl NoOwnCredentials {
+    fn start() -> NoOwnCredentials {
+        support::install_provider();
+        let api = ApiServer::start();
+        let token = service_account(&api);
+        let moto = Moto::start(0);
+        let dir = tempfile::tempdir().unwrap();
+        let certs = support::dev_certs();
+        certs.write(dir.path()).unwrap();
+        let mut cmd = binary::serve_command();
+        cmd.args(["--touch-settle", "0s", "--touch-resync", "2s"])
+            .args(["--pod-name", "replica-0", "--pod-namespace", OWN_NS])
+            .arg("--aws-machine-api-credentials")
+            .arg("--tls-cert-file")
+            .arg(dir.path().join("tls.crt"))
+            .arg("--tls-private-key-file")
+            .arg(dir.path().join("tls.key"))
+            .env("KUBECONFIG", api.token_kubeconfig(&token, Some(OWN_NS)));
+        no_own_credentials(&mut cmd, &moto.url(), dir.path());
+        let served = Served::spawn(cmd);
+        aws_cluster(&api, served.webhook, &certs.ca_pem);
+        NoOwnCredentials {
+            api,
+            moto,
+            served,
+            dir,
+        }
+    }
+
+    fn create(&self, object: &Value) {
+        let out = self
+            .api
+            .kubectl_stdin(["create", "-f", "-"], &object.to_string());
+        self.api.expect_ok(&["create", "-f", "-"], out);
+    }
+
+    /// A write to a MachineSet whose AMI is unclassified asks the background to try now
+    /// instead of after its backoff.
+    fn nudge(&self, name: &str, n: u32) {
+        self.api.kubectl_ok([
+            "annotate",
+            "machineset",
+            "-n",
+            "openshift-machine-api",
+            name,
+            "--overwrite",
+            &format!("test/nudge={n}"),
+        ]);
+    }
+
+    /// The EC2 warning that contains `what`.
+    fn warning(&self, what: &str) -> String {
+        let warned = self.served.wait_for_line(Duration::from_secs(60), |l| {
+            l.contains("cannot classify AMIs through EC2") && l.contains(what)
+        });
+        warned.unwrap_or_else(|| panic!("no warning with {what:?}. Log:\n{}", self.log()))
+    }
+
+    fn log(&self) -> String {
+        self.served.log_text()
+    }
+
+    /// The one line naming the credentials in use.
+    fn credentials_line(&self) -> String {
+        let said: Vec<String> = self
+            .served
+            .log()
+            .into_iter()
+            .filter(|l| l.contains("asking EC2 with these credentials"))
+            .collect();
+        assert_eq!(said.len(), 1, "one line. Log:\n{}", self.log());
+        said[0].clone()
+    }
+}
+
+/// The webhook read the machine API's Secret only by name with a `get`, answered with
+/// each of `codes`; the only other Secret requests not by name are the list and watch of
+/// the stub learner's metadata-only watch.
+fn secret_read_by_name_only(api: &ApiServer, codes: &[i64]) {
+    let events = api.audit_events();
+    let ours =
+        |e: &&Value| e["objectRef"]["resource"] == "secrets" && e["user"]["username"] == SA_USER;
+    let reads: Vec<(String, i64)> = events
+        .iter()
+        .filter(ours)
+        .filter(|e| e["objectRef"]["name"] == "aws-cloud-credentials")
+        .map(|e| {
+            let verb = e["verb"].as_str().unwrap_or_default().to_owned();
+            (
+                verb,
+                e["responseStatus"]["code"].as_i64().unwrap_or_default(),
+            )
+        })
+        .collect();
+    assert!(reads.iter().all(|(v, _)| v == "get"), "{reads:?}");
+    for code in codes {
+        assert!(reads.iter().any(|(_, c)| c == code), "no {code}: {reads:?}");
+    }
+    let unnamed: Vec<&str> = events
+        .iter()
+        .filter(ours)
+        .filter(|e| e["objectRef"]["name"].is_null())
+        .filter(|e| e["verb"] != "list" && e["verb"] != "watch")
+        .filter_map(|e| e["requestURI"].as_str())
+        .filter(|u| !u.contains("fieldSelector=metadata.name"))
+        .collect();
+    assert!(unnamed.is_empty(), "{unnamed:?}");
+}
+
+/// With --aws-machine-api-credentials and no credentials of its own, running as the
+/// webhook's ServiceAccount: without the machine API's Secret, nothing moves and one
+/// warning says why; once it exists the server
+/// reads the Secret's static keys (a `get` by name, nothing else), says so in one line
+/// without the keys, and the MachineSet moves through the registered webhook. `status`
+/// asks EC2 the same way and says with which credentials; without the flag it does not.
+#[test]
+fn without_credentials_of_its_own_the_server_asks_ec2_with_the_machine_api_secret() {
+    let t = NoOwnCredentials::start();
+    let api = &t.api;
+    t.create(&machineset("redhat", RED_HAT));
+    t.create(&machineset("foreign", FOREIGN));
+
+    // The Secret is absent: nothing is asked, nothing moves, and the warning says so.
+    let absent = t.warning("does not exist");
+    assert!(
+        absent.contains("openshift-machine-api/aws-cloud-credentials"),
+        "{absent}"
+    );
+    assert_eq!(stored_ami(api, "redhat"), json!({"id": RED_HAT}));
+
+    // The machine API's Secret appears: read at the next pass, EC2 answers, it moves.
+    t.create(&machine_api_secret());
+    t.nudge("foreign", 2);
+    wait_until(
+        "the Red Hat AMI moved",
+        Duration::from_secs(60),
+        || stored_ami(api, "redhat") == json!({"id": stream_ami()}),
+        || t.log(),
+    );
+    assert_eq!(stored_ami(api, "foreign"), json!({"id": FOREIGN}));
+    let said = t.credentials_line();
+    assert!(said.contains(MACHINE_API_SOURCE), "{said}");
+    let text = t.log();
+    assert!(
+        !text.contains(MACHINE_API_SECRET_KEY) && !text.contains(MACHINE_API_KEY_ID),
+        "the keys were logged:\n{text}"
+    );
+    secret_read_by_name_only(api, &[404, 200]);
+
+    // status, without credentials of its own either: with the flag it asks EC2 with the
+    // machine API's Secret (the foreign AMI is classified: CustomImage) and says so...
+    let home = tempfile::tempdir().unwrap();
+    let env = |c: &mut Command| no_own_credentials(c, &t.moto.url(), home.path());
+    let with = status_json(api, &["--aws-machine-api-credentials"], env);
+    assert_eq!(with["ec2"]["credentials"], MACHINE_API_SOURCE, "{with}");
+    assert_eq!(with["ec2"]["error"], Value::Null, "{with}");
+    assert_eq!(row(&with, "foreign")["reason"], "CustomImage", "{with}");
+    assert_eq!(row(&with, "redhat")["reason"], "UpToDate", "{with}");
+    let table = status(api, "table", &["--aws-machine-api-credentials"], env);
+    let line = format!("EC2: asked with {MACHINE_API_SOURCE}\n");
+    assert!(table.contains(&line), "{table}");
+    // ... and without the flag it does not ask: AMIUnclassified, as before.
+    let without = status_json(api, &[], env);
+    assert_eq!(without["ec2"]["credentials"], Value::Null, "{without}");
+    let why = without["ec2"]["error"].as_str().unwrap_or_default();
+    assert!(why.contains("--aws-machine-api-credentials"), "{without}");
+    assert_eq!(
+        row(&without, "foreign")["reason"],
+        "AMIUnclassified",
+        "{without}"
+    );
+}
+
+/// The machine API's Secret in its STS form: only a `credentials` file with a role and a
+/// web identity token file (the pod's projected token). While the token file is missing,
+/// no credentials (one warning); once it exists, STS (moto's) gives credentials for the
+/// role, and the marketplace AMI moves to the product's image.
+#[test]
+fn the_machine_api_secret_in_its_sts_form_goes_through_web_identity() {
+    let t = NoOwnCredentials::start();
+    let api = &t.api;
+    let token = t.dir.path().join("token");
+    let file = format!(
+        "[default]\nrole_arn = arn:aws:iam::123456789012:role/machine-api\nweb_identity_token_file = {}\n",
+        token.display()
+    );
+    t.create(&json!({
+        "apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": "aws-cloud-credentials", "namespace": "openshift-machine-api"},
+        "data": {"credentials": base64(&file)}
+    }));
+    t.create(&machineset("market", MARKET_OLD));
+    // The token file is missing: the web identity provider cannot read it.
+    let warned =
+        t.warning("with the machine-api Secret openshift-machine-api/aws-cloud-credentials");
+    assert!(warned.contains("No such file"), "{warned}");
+    assert_eq!(stored_ami(api, "market"), json!({"id": MARKET_OLD}));
+
+    std::fs::write(
+        &token,
+        "eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJib290aW1hZ2Utd2ViaG9vayJ9.c2ln",
+    )
+    .unwrap();
+    t.nudge("market", 1);
+    wait_until(
+        "the marketplace AMI moved",
+        Duration::from_secs(60),
+        || stored_ami(api, "market") == json!({"id": MARKET_NEW}),
+        || t.log(),
+    );
+    let said = t.credentials_line();
+    assert!(said.contains(MACHINE_API_SOURCE), "{said}");
+    secret_read_by_name_only(api, &[200]);
 }

@@ -28,10 +28,48 @@ fn kubectl() -> PathBuf {
 }
 
 fn render(dir: &str) -> Vec<Value> {
+    render_at(Path::new(env!("CARGO_MANIFEST_DIR")), dir)
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), target).unwrap();
+        }
+    }
+}
+
+/// The OpenShift build with the opt-in `component` enabled as the manifests' README says:
+/// its commented-out entry in manifests/kustomization.yaml uncommented.
+fn render_with_component(component: &str) -> Vec<Value> {
+    let dir = tempfile::tempdir().unwrap();
+    let copy = dir.path().join("manifests");
+    copy_dir(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("manifests"),
+        &copy,
+    );
+    let kustomization = copy.join("kustomization.yaml");
+    let text = std::fs::read_to_string(&kustomization).unwrap();
+    let commented = format!("  # - components/{component}\n");
+    assert!(
+        text.contains(&commented),
+        "manifests/kustomization.yaml has no commented-out entry for {component}"
+    );
+    let enabled = text.replace(&commented, &format!("  - components/{component}\n"));
+    std::fs::write(&kustomization, enabled).unwrap();
+    render_at(dir.path(), "manifests")
+}
+
+fn render_at(root: &Path, dir: &str) -> Vec<Value> {
     let home = tempfile::tempdir().unwrap();
     let out = Command::new(kubectl())
         .args(["kustomize", dir])
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .current_dir(root)
         .env_remove("KUBECONFIG")
         .env("HOME", home.path())
         .output()
@@ -194,9 +232,9 @@ fn granted(docs: &[Value]) -> BTreeSet<Grant> {
     out
 }
 
-fn needed() -> BTreeSet<Grant> {
+fn needed<'a>(calls: impl IntoIterator<Item = &'a apis::Call>) -> BTreeSet<Grant> {
     let mut out = BTreeSet::new();
-    for call in apis::ALL {
+    for call in calls {
         let ns = match call.scope {
             Scope::Cluster => String::new(),
             Scope::Namespace(n) => n.to_owned(),
@@ -226,25 +264,77 @@ fn needed() -> BTreeSet<Grant> {
 #[test]
 fn rbac_is_exactly_the_calls_the_code_makes() {
     for build in ["manifests", "manifests/overlays/cert-manager"] {
-        let docs = render(build);
-        let granted = granted(&docs);
-        let needed = needed();
-        let missing: Vec<_> = needed.difference(&granted).collect();
-        let extra: Vec<_> = granted.difference(&needed).collect();
-        let callers: Vec<&str> = apis::ALL
-            .iter()
-            .filter(|c| missing.iter().any(|m| m.2 == c.plural && m.1 == c.group))
-            .map(|c| c.why)
-            .collect();
-        assert!(
-            missing.is_empty(),
-            "{build}: the code calls these without RBAC: {missing:#?} (from {callers:?})"
-        );
-        assert!(
-            extra.is_empty(),
-            "{build}: RBAC grants more than the code calls: {extra:#?}"
-        );
+        rbac_matches(build, &render(build), apis::ALL.iter());
     }
+    // Each opt-in component adds exactly its own calls.
+    for (component, calls) in apis::COMPONENTS {
+        let build = format!("manifests + components/{component}");
+        let docs = render_with_component(component);
+        rbac_matches(&build, &docs, apis::ALL.iter().chain(calls.iter()));
+    }
+}
+
+fn rbac_matches<'a>(build: &str, docs: &[Value], calls: impl Iterator<Item = &'a apis::Call>) {
+    let calls: Vec<&apis::Call> = calls.collect();
+    let granted = granted(docs);
+    let needed = needed(calls.iter().copied());
+    let missing: Vec<_> = needed.difference(&granted).collect();
+    let extra: Vec<_> = granted.difference(&needed).collect();
+    let callers: Vec<&str> = calls
+        .iter()
+        .filter(|c| missing.iter().any(|m| m.2 == c.plural && m.1 == c.group))
+        .map(|c| c.why)
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "{build}: the code calls these without RBAC: {missing:#?} (from {callers:?})"
+    );
+    assert!(
+        extra.is_empty(),
+        "{build}: RBAC grants more than the code calls: {extra:#?}"
+    );
+}
+
+/// Each component turns on the flag the code reads, and adds nothing else to the
+/// Deployment: the default build never has it.
+#[test]
+fn each_component_sets_its_flag() {
+    for (component, flag) in [
+        (
+            "aws-machine-api-credentials",
+            "BOOTIMAGE_WEBHOOK_AWS_MACHINE_API_CREDENTIALS",
+        ),
+        (
+            "upgrade-stub-ignition",
+            "BOOTIMAGE_WEBHOOK_UPGRADE_STUB_IGNITION",
+        ),
+    ] {
+        component_sets_its_flag(component, flag);
+    }
+}
+
+fn component_sets_its_flag(component: &str, flag: &str) {
+    let env_of = |docs: &[Value]| -> Vec<Value> {
+        let deploy = find(docs, "Deployment", "bootimage-webhook");
+        deploy["spec"]["template"]["spec"]["containers"][0]["env"]
+            .as_array()
+            .unwrap()
+            .clone()
+    };
+    let plain = env_of(&render("manifests"));
+    assert!(!plain.iter().any(|e| e["name"] == flag));
+    let with = env_of(&render_with_component(component));
+    let added: Vec<&Value> = with.iter().filter(|e| !plain.contains(e)).collect();
+    assert_eq!(added, [&serde_json::json!({"name": flag, "value": "true"})]);
+    // A variable no flag reads would be ignored without a word: the flag reads this one.
+    let cli = <bootimage_webhook::config::Cli as clap::CommandFactory>::command();
+    let serve = cli.find_subcommand("serve").unwrap();
+    assert!(
+        serve
+            .get_arguments()
+            .any(|a| a.get_env().is_some_and(|e| e == flag)),
+        "no serve flag reads {flag}"
+    );
 }
 
 #[test]

@@ -122,7 +122,7 @@ pub const USER_DATA_SECRET: Call = Call {
     scope: Scope::Namespace(MACHINE_API_NAMESPACE),
     names: &[],
     verbs: &["get", "list", "watch"],
-    why: "stubs::Learner: which Secrets exist (metadata-only watch), then a get of each one a MachineSet names, for its stub Ignition version",
+    why: "stubs::Learner: which Secrets exist (metadata-only watch), then a get of each one a MachineSet names, for its stub Ignition version; aws_credentials::MachineApiSecret::read: with --aws-machine-api-credentials, a get of aws-cloud-credentials",
 };
 pub const MACHINESET: Call = Call {
     group: "machine.openshift.io",
@@ -176,6 +176,28 @@ pub const APISERVER: Call = Call {
     why: "tls_profile::follow: the TLS security profile (get once, then watch by field selector metadata.name)",
 };
 
+/// With `--upgrade-stub-ignition` only: granted by the opt-in kustomize component
+/// `manifests/components/upgrade-stub-ignition`, not by the base RBAC.
+pub const USER_DATA_SECRET_WRITE: Call = Call {
+    group: "",
+    version: "v1",
+    kind: "Secret",
+    plural: "secrets",
+    scope: Scope::Namespace(MACHINE_API_NAMESPACE),
+    names: &[],
+    verbs: &["create", "update"],
+    why: "stub_upgrade::Upgrader: with --upgrade-stub-ignition, create the <name>-spec2-backup copy, then update the stub in place",
+};
+
+/// The calls of opt-in kustomize components, by component directory under
+/// `manifests/components/`: granted only when the component is in the build.
+pub const COMPONENTS: &[(&str, &[Call])] = &[
+    // Its get of the machine API's AWS Secret is the base's USER_DATA_SECRET grant.
+    ("aws-machine-api-credentials", &[]),
+    ("upgrade-stub-ignition", &[USER_DATA_SECRET_WRITE]),
+];
+
+/// The calls the base RBAC grants.
 pub const ALL: &[Call] = &[
     CONFIGMAP,
     MACHINECONFIGPOOL,

@@ -18,6 +18,7 @@ use kube::core::DynamicObject;
 use tokio::sync::{Notify, watch};
 
 use crate::cluster::apis;
+use crate::cluster::aws_credentials::{self, MachineApiSecret, SecretCredentials, Source};
 use crate::core::arch::Arch;
 use crate::core::platforms::aws::{self, AwsLearned, Query};
 use crate::core::snapshot::{Learned, SharedSnapshot, Snapshot};
@@ -30,6 +31,12 @@ pub enum Ec2Error {
     NoCredentials(String),
     #[error("EC2 DescribeImages in {region}: {message}")]
     Call { region: String, message: String },
+    /// A client could not be made with these credentials (named, never shown).
+    #[error("with the {credentials}: {error}")]
+    With {
+        credentials: Source,
+        error: Box<Ec2Error>,
+    },
 }
 
 /// The AWS SDK client (the default `ec2` feature; without it, as in the fuzz build, EC2
@@ -38,13 +45,60 @@ pub enum Ec2Error {
 mod sdk {
     use super::*;
     use crate::core::platforms::aws::{Described, MarketImage};
+    use aws_config::environment::region::EnvironmentVariableRegionProvider;
+    use aws_config::meta::region::ProvideRegion;
+    use aws_config::profile::ProfileFileCredentialsProvider;
+    use aws_config::provider_config::ProviderConfig;
     use aws_config::{BehaviorVersion, Region, SdkConfig};
+    use aws_runtime::env_config::file::{EnvConfigFileKind, EnvConfigFiles};
     use aws_sdk_ec2::Client;
+    use aws_sdk_ec2::config::SharedHttpClient;
+    use aws_sdk_ec2::config::{Credentials, SharedCredentialsProvider};
+    use aws_sdk_ec2::error::DisplayErrorContext;
     use aws_sdk_ec2::error::ProvideErrorMetadata;
     use aws_sdk_ec2::types::Filter;
     use aws_smithy_http_client::tls::{self, rustls_provider::CryptoMode};
     use std::collections::HashMap;
     use std::sync::Mutex;
+
+    /// The SDK provider for credentials read from the machine API's Secret: static keys as
+    /// they are; a shared-credentials file through the SDK's own profile provider (STS web
+    /// identity included), from memory, never written to disk. aws-config is built without
+    /// its `credentials-process` and `sso` features: a Secret cannot make this process run
+    /// a program.
+    fn secret_provider(
+        given: &SecretCredentials,
+        https: SharedHttpClient,
+        region: Option<Region>,
+    ) -> SharedCredentialsProvider {
+        match given {
+            SecretCredentials::Static {
+                access_key_id,
+                secret_access_key,
+            } => SharedCredentialsProvider::new(Credentials::new(
+                access_key_id,
+                secret_access_key,
+                None,
+                None,
+                "machine-api-secret",
+            )),
+            SecretCredentials::File(contents) => {
+                let files = EnvConfigFiles::builder()
+                    .with_contents(EnvConfigFileKind::Credentials, contents.clone())
+                    .build();
+                let conf = ProviderConfig::default()
+                    .with_http_client(https)
+                    .with_region(region);
+                SharedCredentialsProvider::new(
+                    ProfileFileCredentialsProvider::builder()
+                        .configure(&conf)
+                        .profile_files(files)
+                        .profile_name("default")
+                        .build(),
+                )
+            }
+        }
+    }
 
     /// An EC2 client per region, from one SDK configuration.
     pub struct Ec2 {
@@ -56,18 +110,37 @@ mod sdk {
         /// From the SDK's standard environment; fails when no credentials can be had, so that
         /// callers can say so once instead of failing every call.
         pub async fn from_env() -> Result<Ec2, Ec2Error> {
+            Ec2::connect(None, None).await
+        }
+
+        /// With `given` credentials (the machine API's Secret) instead of the SDK's chain, or
+        /// the chain when `None`. `region` (a MachineSet's, else the environment's) is where
+        /// STS is asked for a web identity's credentials; EC2 itself is asked in each
+        /// MachineSet's region.
+        pub async fn connect(
+            given: Option<&SecretCredentials>,
+            region: Option<&str>,
+        ) -> Result<Ec2, Ec2Error> {
             let https = aws_smithy_http_client::Builder::new()
                 .tls_provider(tls::Provider::Rustls(CryptoMode::Ring))
                 .build_https();
-            let config = aws_config::defaults(BehaviorVersion::latest())
-                .http_client(https)
+            let mut loader = aws_config::defaults(BehaviorVersion::latest())
+                .http_client(https.clone())
                 .timeout_config(
                     aws_config::timeout::TimeoutConfig::builder()
                         .operation_timeout(Duration::from_secs(20))
                         .build(),
-                )
-                .load()
-                .await;
+                );
+            if let Some(given) = given {
+                // The environment's region only (not the SDK's whole region chain, which
+                // would ask the instance metadata service).
+                let region = match region {
+                    Some(r) => Some(Region::new(r.to_owned())),
+                    None => EnvironmentVariableRegionProvider::new().region().await,
+                };
+                loader = loader.credentials_provider(secret_provider(given, https, region));
+            }
+            let config = loader.load().await;
             let provider = config.credentials_provider().ok_or_else(|| {
                 Ec2Error::NoCredentials("no credentials provider configured".into())
             })?;
@@ -75,7 +148,7 @@ mod sdk {
             provider
                 .provide_credentials()
                 .await
-                .map_err(|e| Ec2Error::NoCredentials(e.to_string()))?;
+                .map_err(|e| Ec2Error::NoCredentials(DisplayErrorContext(e).to_string()))?;
             Ok(Ec2 {
                 config,
                 clients: Mutex::new(HashMap::new()),
@@ -211,6 +284,13 @@ pub struct Ec2;
 #[cfg(not(feature = "ec2"))]
 impl Ec2 {
     pub async fn from_env() -> Result<Ec2, Ec2Error> {
+        Ec2::connect(None, None).await
+    }
+
+    pub async fn connect(
+        _given: Option<&SecretCredentials>,
+        _region: Option<&str>,
+    ) -> Result<Ec2, Ec2Error> {
         Err(Ec2Error::NoCredentials(
             "this build has no EC2 client (built without the ec2 feature)".into(),
         ))
@@ -231,6 +311,110 @@ impl Ec2 {
             })
             .collect()
     }
+}
+
+/// The EC2 client, made again when its credentials change: the project's own first (the
+/// SDK's chain; a changed credentials file is a rotation), else, when given, the machine
+/// API's Secret, read by name on every [`Ec2Access::client`] call (a new `resourceVersion`
+/// is a rotation).
+pub struct Ec2Access {
+    machine_api: Option<MachineApiSecret>,
+    ec2: Option<Ec2>,
+    /// What the client was made from: the source and its version.
+    made_from: Option<(Source, Vec<u8>)>,
+}
+
+impl Ec2Access {
+    pub fn new(machine_api: Option<MachineApiSecret>) -> Ec2Access {
+        Ec2Access {
+            machine_api,
+            ec2: None,
+            made_from: None,
+        }
+    }
+
+    /// Where the credentials of the current client come from (none made yet: `None`).
+    pub fn source(&self) -> Option<&Source> {
+        self.ec2
+            .as_ref()
+            .and(self.made_from.as_ref())
+            .map(|(s, _)| s)
+    }
+
+    /// The client for the credentials there are now. `region`: where STS is asked, for a
+    /// web identity from the machine API's Secret.
+    pub async fn client(&mut self, region: Option<&str>) -> Result<&Ec2, Ec2Error> {
+        let (source, version, given) = match &self.machine_api {
+            Some(secret) if !aws_credentials::own_configured() => {
+                let (creds, version) = secret
+                    .read()
+                    .await
+                    .map_err(|e| Ec2Error::NoCredentials(e.to_string()))?;
+                (secret.source(), version.into_bytes(), Some(creds))
+            }
+            _ => {
+                let file = credentials_file().and_then(|f| std::fs::read(f).ok());
+                (Source::Own, file.unwrap_or_default(), None)
+            }
+        };
+        if self
+            .made_from
+            .as_ref()
+            .is_none_or(|(s, v)| (s, v) != (&source, &version))
+        {
+            self.ec2 = None;
+        }
+        let ec2 = match self.ec2.take() {
+            Some(ec2) => ec2,
+            None => Ec2::connect(given.as_ref(), region)
+                .await
+                .map_err(|e| Ec2Error::With {
+                    credentials: source.clone(),
+                    error: Box::new(e),
+                })?,
+        };
+        let key = (source, version);
+        self.made_from = Some(key);
+        Ok(self.ec2.insert(ec2))
+    }
+}
+
+/// The region of the first query: where STS is asked, for a web identity.
+pub fn first_region(queries: &[Query]) -> Option<&str> {
+    queries.first().map(|q| match q {
+        Query::Describe { region, .. } | Query::Marketplace { region, .. } => region.as_str(),
+    })
+}
+
+/// Everything `machinesets` (JSON objects) need from EC2 under `snap`, asked in two rounds
+/// (a marketplace AMI's product is known once its owner is): what was learned, and the
+/// first failure.
+pub async fn classify(
+    client: &Ec2,
+    machinesets: &[Vec<u8>],
+    snap: &Snapshot,
+) -> (AwsLearned, Option<Ec2Error>) {
+    let mut learned = AwsLearned::default();
+    let first: Vec<Query> = queries_for(machinesets.iter().map(Vec::as_slice), snap)
+        .into_iter()
+        .collect();
+    let failed = client.answer(&first, &mut learned).await;
+    let next: Vec<Query> = {
+        let with = with_learned(snap, learned.clone());
+        queries_for(machinesets.iter().map(Vec::as_slice), &with)
+            .into_iter()
+            .collect()
+    };
+    let failed_next = client.answer(&next, &mut learned).await;
+    let error = failed.into_iter().chain(failed_next).next().map(|(_, e)| e);
+    (learned, error)
+}
+
+/// `snap` with these EC2 answers.
+pub fn with_learned(snap: &Snapshot, learned: AwsLearned) -> Snapshot {
+    let mut cluster = snap.cluster.clone();
+    cluster.learned = cluster.learned.with(aws::NAME, Arc::new(learned));
+    Snapshot::new(snap.boot_images.clone(), cluster)
 }
 
 /// The queries the AWS rule needs answered for these MachineSets (JSON objects).
@@ -298,6 +482,9 @@ pub struct Background {
     pub health: Arc<Health>,
     /// Look again at least this often.
     pub resync: Duration,
+    /// The machine API's Secret, for when there are no credentials of our own
+    /// (`--aws-machine-api-credentials`).
+    pub machine_api: Option<MachineApiSecret>,
 }
 
 impl Background {
@@ -309,11 +496,12 @@ impl Background {
             learned: cell,
             health,
             resync,
+            machine_api,
         } = self;
         let api: Api<DynamicObject> =
             Api::namespaced_with(client, &namespace, &apis::MACHINESET.api_resource());
-        let mut ec2: Option<Ec2> = None;
-        let mut credentials_seen: Option<Vec<u8>> = None;
+        let mut ec2 = Ec2Access::new(machine_api);
+        let mut announced: Option<Source> = None;
         let mut learned = AwsLearned::default();
         let mut listed_at: BTreeMap<(String, String), Instant> = BTreeMap::new();
         let mut backoff = Duration::from_secs(5);
@@ -323,14 +511,15 @@ impl Background {
             let on_aws = snap.cluster.platform.as_deref() == Some(aws::NAME);
             let mut wait = resync;
             if on_aws {
-                // A rotated credentials file (the CCO's Secret) means a new client.
-                let file = credentials_file();
-                let now = file.as_ref().and_then(|f| std::fs::read(f).ok());
-                if now != credentials_seen {
-                    credentials_seen = now;
-                    ec2 = None;
+                let result = pass(&api, &snap, &mut ec2, &mut learned, &mut listed_at).await;
+                // One line when the credentials in use are first known, or change source.
+                if let Some(source) = ec2.source()
+                    && announced.as_ref() != Some(source)
+                {
+                    tracing::info!(credentials = %source, "asking EC2 with these credentials");
+                    announced = Some(source.clone());
                 }
-                match pass(&api, &snap, &mut ec2, &mut learned, &mut listed_at).await {
+                match result {
                     Ok(Pass::Done { changed }) => {
                         if reported.take().is_some() {
                             tracing::info!("EC2 answers again: classifying AMIs");
@@ -393,7 +582,7 @@ fn credentials_file() -> Option<PathBuf> {
 async fn pass(
     api: &Api<DynamicObject>,
     snap: &Snapshot,
-    ec2: &mut Option<Ec2>,
+    ec2: &mut Ec2Access,
     learned: &mut AwsLearned,
     listed_at: &mut BTreeMap<(String, String), Instant>,
 ) -> Result<Pass, Trouble> {
@@ -419,17 +608,11 @@ async fn pass(
     if queries.is_empty() {
         return Ok(Pass::Nothing);
     }
-    if ec2.is_none() {
-        *ec2 = Some(
-            Ec2::from_env()
-                .await
-                .map_err(|e| Trouble::Ec2(e.to_string()))?,
-        );
-    }
-    let Some(client) = ec2.as_ref() else {
-        return Ok(Pass::Nothing);
-    };
     let queries: Vec<Query> = queries.into_iter().collect();
+    let client = ec2
+        .client(first_region(&queries))
+        .await
+        .map_err(|e| Trouble::Ec2(e.to_string()))?;
     let failed = client.answer(&queries, learned).await;
     for q in &queries {
         if let Query::Marketplace { region, product } = q

@@ -4,6 +4,7 @@
 //! profile ([`tls_profile`]), and the one list of API calls the code makes ([`apis`]).
 
 pub mod apis;
+pub mod aws_credentials;
 pub mod ec2;
 pub mod stub_upgrade;
 pub mod stubs;
