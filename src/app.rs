@@ -10,10 +10,11 @@ use anyhow::{Context, bail};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use crate::cluster::touch::{LeaseCheck, TouchSettings, Toucher};
+use crate::cluster::lease::{LeaseCheck, lead};
+use crate::cluster::touch::{TouchSettings, Toucher};
 use crate::config::ServeArgs;
 use crate::core::snapshot::{self, SharedSnapshot, Snapshot};
-use crate::health::{Health, until};
+use crate::health::Health;
 use crate::metrics::{Metrics, SharedMetrics};
 use crate::serve::profile::{Overrides, Profile};
 use crate::serve::server::{self, AppState, ConnLimits, WEBHOOK_PATH};
@@ -218,80 +219,6 @@ impl Signals {
             _ = self.term.recv() => "SIGTERM",
             _ = self.int.recv() => "SIGINT",
         }
-    }
-}
-
-/// How often `lead` checks that the Lease still exists.
-const LEASE_EXISTS_CHECK: Duration = Duration::from_secs(5);
-
-/// Elect the toucher: hold the Lease with kube-lease-manager, publish leadership on
-/// `leader` (false at once when it is lost), release it on stop.
-async fn lead(
-    client: kube::Client,
-    lease: String,
-    namespace: String,
-    identity: String,
-    leader: watch::Sender<bool>,
-    metrics: SharedMetrics,
-    mut stop: watch::Receiver<bool>,
-) {
-    let mut backoff = Duration::from_secs(1);
-    loop {
-        let built = kube_lease_manager::LeaseManagerBuilder::new(client.clone(), &lease)
-            .with_namespace(&namespace)
-            .with_identity(&identity)
-            .build()
-            .await;
-        let manager = match built {
-            Ok(m) => m,
-            Err(e) => {
-                tracing::warn!(lease = %format_args!("{namespace}/{lease}"), error = %e, "cannot set up the Lease; retrying");
-                tokio::select! {
-                    _ = tokio::time::sleep(backoff) => {}
-                    _ = until(&mut stop, true) => return,
-                }
-                backoff = (backoff * 2).min(Duration::from_secs(30));
-                continue;
-            }
-        };
-        backoff = Duration::from_secs(1);
-        let (mut held, task) = manager.watch().await;
-        // kube-lease-manager never recreates a Lease deleted under it: it logs errors
-        // forever and nobody leads again. Building a manager creates the Lease, so when it
-        // is gone, start over.
-        let leases: kube::Api<k8s_openapi::api::coordination::v1::Lease> =
-            kube::Api::namespaced(client.clone(), &namespace);
-        let mut exists = tokio::time::interval(LEASE_EXISTS_CHECK);
-        exists.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        exists.tick().await;
-        loop {
-            let now = *held.borrow_and_update();
-            leader.send_replace(now);
-            metrics.touch.leader.set(i64::from(now));
-            tokio::select! {
-                changed = held.changed() => if changed.is_err() { break },
-                _ = exists.tick() => {
-                    if let Ok(None) = leases.get_opt(&lease).await {
-                        tracing::warn!(lease = %format_args!("{namespace}/{lease}"), "the Lease was deleted; setting it up again");
-                        break;
-                    }
-                }
-                _ = until(&mut stop, true) => {
-                    leader.send_replace(false);
-                    metrics.touch.leader.set(0);
-                    // Dropping the receiver makes the manager release the Lease.
-                    drop(held);
-                    let _ = tokio::time::timeout(Duration::from_secs(5), task).await;
-                    return;
-                }
-            }
-        }
-        leader.send_replace(false);
-        metrics.touch.leader.set(0);
-        // The old manager ends (releasing what it holds) before a new one starts.
-        drop(held);
-        let _ = tokio::time::timeout(Duration::from_secs(5), task).await;
-        tracing::warn!("the Lease manager stopped; starting it again");
     }
 }
 

@@ -1,11 +1,13 @@
 //! The cluster side: watchers that keep the snapshot ([`watch`]), the Lease-elected
-//! toucher ([`touch`]), EC2 asked in the background ([`ec2`]), the user-data Secrets' stub
-//! Ignition read in the background ([`stubs`]), the cluster's TLS security
-//! profile ([`tls_profile`]), and the one list of API calls the code makes ([`apis`]).
+//! toucher ([`touch`]) and its Lease ([`lease`]), what is learned in the background (EC2:
+//! [`ec2`]; the user-data Secrets' stub Ignition: [`stubs`], upgraded by
+//! [`stub_upgrade`]), the cluster's TLS security profile ([`tls_profile`]), and the one
+//! list of API calls the code makes ([`apis`]).
 
 pub mod apis;
 pub mod aws_credentials;
 pub mod ec2;
+pub mod lease;
 pub mod stub_upgrade;
 pub mod stubs;
 pub mod tls_profile;

@@ -9,7 +9,6 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::jiff::Timestamp;
 use k8s_openapi::jiff::civil::Date;
@@ -21,6 +20,7 @@ use serde_json::{Value, json};
 use tokio::sync::watch;
 
 use crate::cluster::apis;
+use crate::cluster::lease::LeaseCheck;
 use crate::cluster::stub_upgrade::{self, BACKUP_SUFFIX, Outcome as StubOutcome, Upgrader};
 use crate::cluster::watch::Watching;
 use crate::core::age;
@@ -203,42 +203,6 @@ pub struct PassStats {
     pub moved: usize,
     pub given_up: usize,
     pub writes: usize,
-}
-
-/// The Lease as the API server has it. kube-lease-manager can go on reporting leadership
-/// after the Lease is gone (it never recreates it), so each pass checks for itself.
-pub struct LeaseCheck {
-    pub api: Api<Lease>,
-    pub name: String,
-    pub identity: String,
-}
-
-impl LeaseCheck {
-    /// Until when the API server says the Lease is ours (`None`: it is not).
-    async fn held_until(&self) -> Result<Option<Timestamp>, kube::Error> {
-        let Some(spec) = self.api.get_opt(&self.name).await?.and_then(|l| l.spec) else {
-            return Ok(None);
-        };
-        if spec.holder_identity.as_deref() != Some(self.identity.as_str()) {
-            return Ok(None);
-        }
-        let (Some(renewed), Some(secs)) = (spec.renew_time, spec.lease_duration_seconds) else {
-            return Ok(None);
-        };
-        let duration = std::time::Duration::from_secs(u64::try_from(secs).unwrap_or(0));
-        // A renewTime near the end of time must not panic us.
-        let expires = renewed
-            .0
-            .checked_add(duration)
-            .ok()
-            .filter(|t| *t > Timestamp::now());
-        // Trust a confirmation for a second at most: cheap, and a Lease taken away (or
-        // deleted) stops the writes within that second.
-        let recheck = Timestamp::now()
-            .checked_add(std::time::Duration::from_secs(1))
-            .ok();
-        Ok(expires.map(|e| recheck.map_or(e, |r| e.min(r))))
-    }
 }
 
 pub struct Toucher {
