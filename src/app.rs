@@ -46,6 +46,8 @@ pub struct Running {
     pub health: Arc<Health>,
     pub metrics: SharedMetrics,
     pub snapshot: SharedSnapshot,
+    /// Rung by the webhook for the background (EC2) when a decision waits on it.
+    pub wanted: Arc<tokio::sync::Notify>,
     /// The TLS configuration new handshakes take; the cluster's profile changes it.
     pub tls: Arc<Serving>,
     stop_webhook: watch::Sender<bool>,
@@ -77,7 +79,6 @@ pub async fn start(
     }
     tracing::info!("TLS configuration: {}", policy.summary());
     let health = Arc::new(Health::default());
-    health.tls_loaded.store(true, Ordering::Release);
     health.synced.store(synced, Ordering::Release);
     let metrics = Metrics::new(Some(snapshot.clone()));
     let first = snapshot.load();
@@ -93,10 +94,12 @@ pub async fn start(
     let (stop_webhook, stop_webhook_rx) = watch::channel(false);
     let (stop_admin, stop_admin_rx) = watch::channel(false);
     let refusals: Arc<server::RefusalLog> = Arc::default();
+    let wanted = Arc::new(tokio::sync::Notify::new());
     let state = AppState {
         snapshot: snapshot.clone(),
         metrics: metrics.clone(),
         health: health.clone(),
+        wanted: wanted.clone(),
         body_timeout: settings.body_timeout,
         refusals: refusals.clone(),
     };
@@ -131,6 +134,7 @@ pub async fn start(
         health,
         metrics,
         snapshot,
+        wanted,
         tls: serving,
         stop_webhook,
         stop_admin,
@@ -258,7 +262,7 @@ async fn start_cluster_side(
             namespace: args.read.machine_api_namespace.clone(),
             snapshot: running.snapshot.clone(),
             learned,
-            health: running.health.clone(),
+            wanted: running.wanted.clone(),
             resync: args.touch_resync,
             machine_api: args.read.machine_api_secret(&client),
         }

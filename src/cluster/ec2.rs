@@ -23,7 +23,7 @@ use crate::core::arch::Arch;
 use crate::core::platforms::aws::{self, AwsLearned, Query};
 use crate::core::snapshot::{Learned, SharedSnapshot, Snapshot};
 use crate::core::view::{MachineSetView, ProviderSpecValue};
-use crate::health::{Health, until};
+use crate::health::until;
 
 #[derive(Debug, thiserror::Error)]
 pub enum Ec2Error {
@@ -479,7 +479,8 @@ pub struct Background {
     pub namespace: String,
     pub snapshot: SharedSnapshot,
     pub learned: Arc<LearnedCell>,
-    pub health: Arc<Health>,
+    /// Rung by the webhook when a decision waits on EC2 (a new AMI nobody asked about).
+    pub wanted: Arc<Notify>,
     /// Look again at least this often.
     pub resync: Duration,
     /// The machine API's Secret, for when there are no credentials of our own
@@ -494,7 +495,7 @@ impl Background {
             namespace,
             snapshot,
             learned: cell,
-            health,
+            wanted,
             resync,
             machine_api,
         } = self;
@@ -554,7 +555,7 @@ impl Background {
                 _ = tokio::time::sleep(wait) => {}
                 r = changes.changed() => if r.is_err() { return },
                 // A new MachineSet on an AMI nobody asked about yet: now, not at the resync.
-                _ = health.wanted.notified() => {}
+                _ = wanted.notified() => {}
                 _ = until(&mut stop, true) => return,
             }
         }

@@ -18,7 +18,7 @@ use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
 use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{oneshot, watch};
+use tokio::sync::{Notify, oneshot, watch};
 
 use super::admission;
 use super::deadline::{Deadline, Phase, Timeouts};
@@ -40,6 +40,9 @@ pub struct AppState {
     pub snapshot: SharedSnapshot,
     pub metrics: SharedMetrics,
     pub health: Arc<Health>,
+    /// Rung when a decision waits on something the background learns (an AMI EC2 has not
+    /// classified yet), so that it need not wait for the next resync.
+    pub wanted: Arc<Notify>,
     /// Time allowed for the body to arrive once the headers are in.
     pub body_timeout: Duration,
     pub refusals: Arc<RefusalLog>,
@@ -292,7 +295,7 @@ async fn mutate(State(st): St, req: Request) -> Response {
             log_decision(&r, &snapshot.id);
             if r.decision.reason == Reason::AMIUnclassified {
                 // Not an await: a flag the EC2 task picks up.
-                st.health.wanted.notify_one();
+                st.wanted.notify_one();
             }
             let reason = RequestReason::Decided(r.decision.reason);
             respond(&st, start, StatusCode::OK, reason, r.body)
