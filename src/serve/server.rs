@@ -14,11 +14,11 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use http_body_util::{BodyExt, LengthLimitError, Limited};
 use hyper_util::rt::TokioIo;
-use hyper_util::server::graceful::GracefulShutdown;
+use hyper_util::server::graceful::{GracefulShutdown, Watcher};
 use hyper_util::service::TowerToHyperService;
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{Notify, oneshot, watch};
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, oneshot, watch};
 
 use super::admission;
 use super::deadline::{Deadline, Phase, Timeouts};
@@ -390,6 +390,28 @@ pub enum Transport {
     Plain,
 }
 
+/// What every connection of a port shares.
+struct Port {
+    transport: Transport,
+    router: Router,
+    limits: ConnLimits,
+    timeouts: Timeouts,
+    permits: Arc<Semaphore>,
+    /// Connections that have not sent a request head yet, oldest first.
+    unproven: Arc<Unproven>,
+}
+
+/// A connection's place among the [`MAX_CONNECTIONS`]: a permit now, or one to wait for
+/// while the connection told to give way closes.
+enum Slot {
+    Now(OwnedSemaphorePermit),
+    AfterGiveWay(Arc<Semaphore>),
+}
+
+/// A connection's byte stream, TLS or plain.
+trait Io: AsyncRead + AsyncWrite + Send + Unpin {}
+impl<T: AsyncRead + AsyncWrite + Send + Unpin> Io for T {}
+
 /// Serve until `stop` turns true, then drain: in-flight requests finish (up to
 /// `drain_timeout`, after which what is left is cut), idle keep-alive connections close.
 pub async fn serve(
@@ -400,15 +422,20 @@ pub async fn serve(
     mut stop: watch::Receiver<bool>,
     drain_timeout: Duration,
 ) {
+    let port = Arc::new(Port {
+        transport,
+        router,
+        limits,
+        timeouts: Timeouts {
+            header: limits.header_read_timeout,
+            idle: limits.idle_timeout,
+        },
+        permits: Arc::new(Semaphore::new(MAX_CONNECTIONS)),
+        unproven: Arc::new(Unproven::default()),
+    });
     let graceful = GracefulShutdown::new();
-    let permits = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
-    let unproven = Arc::new(Unproven::default());
     // "Too many connections" is logged like refusals: a burst, then a count.
     let full = RefusalLog::default();
-    let timeouts = Timeouts {
-        header: limits.header_read_timeout,
-        idle: limits.idle_timeout,
-    };
     let mut conns = tokio::task::JoinSet::new();
     loop {
         let accepted = tokio::select! {
@@ -424,119 +451,15 @@ pub async fn serve(
                 continue;
             }
         };
-        // Full: the oldest connection that has not sent a request head yet gives way, and
-        // this one takes its slot once it is free (waiting in its own task, so that the
-        // accept loop goes on).
-        let permit = match permits.clone().try_acquire_owned() {
-            Ok(p) => Ok(p),
-            Err(_) if unproven.evict_oldest() => Err(permits.clone()),
-            Err(_) => {
-                if let Some(suppressed) = full.admit() {
-                    tracing::warn!(%peer, limit = MAX_CONNECTIONS, suppressed, "too many connections, all with requests under way; closing this one");
-                }
-                continue;
-            }
+        let Some(slot) = port.slot(peer, &full) else {
+            continue;
         };
         // Reap finished connection tasks so the set does not grow.
         while conns.try_join_next().is_some() {}
-        let transport = transport.clone();
-        let (id, give_way) = unproven.enter();
-        let phase = Arc::new(Phase::default());
-        let service = tower::ServiceExt::map_request(router.clone(), {
-            let (unproven, phase) = (unproven.clone(), phase.clone());
-            move |mut req: Request<hyper::body::Incoming>| {
-                // A whole request head: this connection no longer gives way. (The set's
-                // lock only on the first.)
-                if phase.request() {
-                    unproven.leave(id);
-                }
-                req.extensions_mut().insert(Peer(peer));
-                req
-            }
-        });
-        let service = TowerToHyperService::new(tower::ServiceExt::map_response(service, {
-            let phase = phase.clone();
-            move |res| {
-                phase.answered();
-                res
-            }
-        }));
+        // Unproven from now on: a later connection may ask this one to give way.
+        let entered = port.unproven.enter();
         let watcher = graceful.watcher();
-        let unproven = unproven.clone();
-        let had_requests = phase.clone();
-        conns.spawn(async move {
-            let _permit = match permit {
-                Ok(p) => p,
-                Err(permits) => {
-                    match tokio::time::timeout(GIVE_WAY, permits.acquire_owned()).await {
-                        Ok(Ok(p)) => p,
-                        _ => return,
-                    }
-                }
-            };
-            let _leave = Leave(&unproven, id);
-            let mut give_way = give_way;
-            let connection = async move {
-                let mut http = hyper::server::conn::http1::Builder::new();
-                // Heads and idle connections are timed by `Deadline`, not by hyper.
-                http.header_read_timeout(None).keep_alive(true);
-                let result = match transport {
-                    Transport::Plain => {
-                        let io = Deadline::new(tcp, phase, timeouts);
-                        watcher
-                            .watch(http.serve_connection(TokioIo::new(io), service))
-                            .await
-                    }
-                    Transport::Tls(serving, refusals) => {
-                        let Some(tcp) =
-                            plain_http_guard(tcp, peer, &refusals, limits.handshake_timeout).await
-                        else {
-                            return;
-                        };
-                        // The configuration of the moment the handshake starts.
-                        let acceptor = serving.acceptor();
-                        let tls =
-                            match tokio::time::timeout(limits.handshake_timeout, acceptor.accept(tcp))
-                                .await
-                            {
-                                Ok(Ok(s)) => s,
-                                Ok(Err(e)) => {
-                                    tracing::debug!(%peer, error = %e, "TLS handshake failed");
-                                    return;
-                                }
-                                Err(_) => {
-                                    tracing::debug!(%peer, "TLS handshake timed out");
-                                    return;
-                                }
-                            };
-                        let io = Deadline::new(tls, phase, timeouts);
-                        watcher
-                            .watch(http.serve_connection(TokioIo::new(io), service))
-                            .await
-                    }
-                };
-                if let Err(e) = result {
-                    tracing::debug!(%peer, error = %e, "connection ended with an error");
-                }
-            };
-            tokio::pin!(connection);
-            let mut told = false;
-            loop {
-                tokio::select! {
-                    _ = &mut connection => break,
-                    Ok(()) = &mut give_way, if !told => {
-                        told = true;
-                        // Its first request head may have come in as it was told: then it
-                        // stays (and the new connection waits for another slot, or closes).
-                        if had_requests.had_requests() {
-                            continue;
-                        }
-                        tracing::debug!(%peer, "no request head yet; closed to make room for a new connection");
-                        break;
-                    }
-                }
-            }
-        });
+        conns.spawn(connection(port.clone(), watcher, tcp, peer, slot, entered));
     }
     drop(listener);
     tokio::select! {
@@ -546,6 +469,116 @@ pub async fn serve(
         }
     }
     conns.abort_all();
+}
+
+impl Port {
+    /// Full: the oldest connection that has not sent a request head yet gives way, and
+    /// this one takes its slot once it is free (waiting in its own task, so that the
+    /// accept loop goes on); none to give way: this one is closed.
+    fn slot(&self, peer: SocketAddr, full: &RefusalLog) -> Option<Slot> {
+        match self.permits.clone().try_acquire_owned() {
+            Ok(p) => Some(Slot::Now(p)),
+            Err(_) if self.unproven.evict_oldest() => {
+                Some(Slot::AfterGiveWay(self.permits.clone()))
+            }
+            Err(_) => {
+                if let Some(suppressed) = full.admit() {
+                    tracing::warn!(%peer, limit = MAX_CONNECTIONS, suppressed, "too many connections, all with requests under way; closing this one");
+                }
+                None
+            }
+        }
+    }
+
+    /// The connection's byte stream: the TCP stream, or TLS after a handshake with the
+    /// configuration of the moment it starts (`None`: plain HTTP refused, or no handshake).
+    async fn open(&self, tcp: TcpStream, peer: SocketAddr) -> Option<Box<dyn Io>> {
+        let (serving, refusals) = match &self.transport {
+            Transport::Plain => return Some(Box::new(tcp)),
+            Transport::Tls(serving, refusals) => (serving, refusals),
+        };
+        let wait = self.limits.handshake_timeout;
+        let tcp = plain_http_guard(tcp, peer, refusals, wait).await?;
+        match tokio::time::timeout(wait, serving.acceptor().accept(tcp)).await {
+            Ok(Ok(tls)) => Some(Box::new(tls)),
+            Ok(Err(e)) => {
+                tracing::debug!(%peer, error = %e, "TLS handshake failed");
+                None
+            }
+            Err(_) => {
+                tracing::debug!(%peer, "TLS handshake timed out");
+                None
+            }
+        }
+    }
+}
+
+/// One connection, from its slot to its end, or until it is told to give way before its
+/// first request head.
+async fn connection(
+    port: Arc<Port>,
+    watcher: Watcher,
+    tcp: TcpStream,
+    peer: SocketAddr,
+    slot: Slot,
+    (id, mut give_way): (u64, oneshot::Receiver<()>),
+) {
+    let _permit = match slot {
+        Slot::Now(p) => p,
+        Slot::AfterGiveWay(permits) => {
+            match tokio::time::timeout(GIVE_WAY, permits.acquire_owned()).await {
+                Ok(Ok(p)) => p,
+                _ => return,
+            }
+        }
+    };
+    let _leave = Leave(&port.unproven, id);
+    let phase = Arc::new(Phase::default());
+    let service = tower::ServiceExt::map_request(port.router.clone(), {
+        let (unproven, phase) = (port.unproven.clone(), phase.clone());
+        move |mut req: Request<hyper::body::Incoming>| {
+            // A whole request head: this connection no longer gives way. (The set's
+            // lock only on the first.)
+            if phase.request() {
+                unproven.leave(id);
+            }
+            req.extensions_mut().insert(Peer(peer));
+            req
+        }
+    });
+    let service = TowerToHyperService::new(tower::ServiceExt::map_response(service, {
+        let phase = phase.clone();
+        move |res| {
+            phase.answered();
+            res
+        }
+    }));
+    let serving = async {
+        let Some(io) = port.open(tcp, peer).await else {
+            return;
+        };
+        let mut http = hyper::server::conn::http1::Builder::new();
+        // Heads and idle connections are timed by `Deadline`, not by hyper.
+        http.header_read_timeout(None).keep_alive(true);
+        let io = Deadline::new(io, phase.clone(), port.timeouts);
+        let served = watcher.watch(http.serve_connection(TokioIo::new(io), service));
+        if let Err(e) = served.await {
+            tracing::debug!(%peer, error = %e, "connection ended with an error");
+        }
+    };
+    tokio::pin!(serving);
+    tokio::select! {
+        _ = &mut serving => {}
+        Ok(()) = &mut give_way => {
+            // Its first request head may have come in as it was told: then it stays
+            // (and the new connection waits for another slot, or closes).
+            if phase.had_requests() {
+                serving.await;
+            } else {
+                tracing::debug!(%peer, "no request head yet; closed to make room for a new connection");
+            }
+        }
+    }
 }
 
 /// How long a new connection waits for the slot of one that was told to give way.
