@@ -9,7 +9,6 @@
 mod support;
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
 use bootimage_webhook::core::decision::{
     self, ARCH_ANNOTATION, BOOT_IMAGE_ANNOTATION, Decision, Reason,
@@ -50,7 +49,7 @@ fn snapshot(stream: &Value, learned: Option<AwsLearned>) -> Snapshot {
     );
     let mut cluster = base.cluster.clone();
     if let Some(l) = learned {
-        cluster.learned = Learned::default().with(aws::NAME, Arc::new(l));
+        cluster.learned = Learned::default().with_aws(l);
     }
     Snapshot::new(base.boot_images.clone(), cluster)
 }

@@ -6,7 +6,6 @@
 mod support;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Arc;
 
 use bootimage_webhook::core::decision::{self, BOOT_IMAGE_ANNOTATION, Decision, Reason};
 use bootimage_webhook::core::platforms::aws::{self, AwsLearned, Described};
@@ -820,7 +819,7 @@ fn every_reason_code_is_reachable() {
         .insert(("us-east-1".into(), product.into()), Vec::new());
     check(
         aws,
-        &snap_with(|c| c.learned = Learned::default().with(aws::NAME, Arc::new(learned))),
+        &snap_with(|c| c.learned = Learned::default().with_aws(learned)),
     );
     for (case, reason) in cloud_cases() {
         let d = decision::decide_object(&case, &snap);

@@ -31,7 +31,6 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError};
 use serde_json::{Value, json};
-use std::sync::Arc;
 
 const PROVIDER: &str = "/spec/template/spec/providerSpec/value";
 const FOREIGN_AMI: &str = "ami-0123456789abcdef0";
@@ -446,7 +445,7 @@ prop_compose! {
                     Described::Found { owner: owner.to_owned(), name: "rhcos-417.94.202410090854-0-x86_64-hvm".to_owned() },
                 );
             }
-            c.learned = c.learned.with(bootimage_webhook::core::platforms::aws::NAME, Arc::new(learned));
+            c.learned = c.learned.with_aws(learned);
         }
         if let Some(v) = stub {
             c.stubs = Stubs::learned([("worker-user-data", Stub::Version(v.into()))]);

@@ -99,7 +99,7 @@ pub fn configmap(data: &[u8]) {
     if let Ok(b) = BootImages::from_document(text) {
         let _ = b.problems().count();
         for arch in Arch::ALL {
-            for platform in ["GCP", "AWS", "Azure"] {
+            for platform in bootimage_webhook::core::platforms::Platform::ALL {
                 let _ = b.target(arch, platform);
             }
         }

@@ -20,6 +20,7 @@ use tokio::sync::{Notify, watch};
 use crate::cluster::apis;
 use crate::cluster::aws_credentials::{self, MachineApiSecret, SecretCredentials, Source};
 use crate::core::arch::Arch;
+use crate::core::platforms::Platform;
 use crate::core::platforms::aws::{self, AwsLearned, Query};
 use crate::core::snapshot::{Learned, SharedSnapshot, Snapshot};
 use crate::core::view::{MachineSetView, ProviderSpecValue};
@@ -413,7 +414,7 @@ pub async fn classify(
 /// `snap` with these EC2 answers.
 pub fn with_learned(snap: &Snapshot, learned: AwsLearned) -> Snapshot {
     let mut cluster = snap.cluster.clone();
-    cluster.learned = cluster.learned.with(aws::NAME, Arc::new(learned));
+    cluster.learned = cluster.learned.with_aws(learned);
     Snapshot::new(snap.boot_images.clone(), cluster)
 }
 
@@ -427,16 +428,12 @@ pub fn queries_for<'a>(
     };
     let stream: Vec<_> = Arch::ALL
         .iter()
-        .filter_map(|&a| match boot_images.target(a, aws::NAME) {
-            Some(Ok(t)) => Some(t.as_ref()),
+        .filter_map(|&a| match boot_images.target(a, Platform::Aws) {
+            Some(Ok(t)) => Some(t),
             _ => None,
         })
         .collect();
-    let learned = snap
-        .cluster
-        .learned
-        .get(aws::NAME)
-        .and_then(|l| l.downcast_ref::<AwsLearned>());
+    let learned = snap.cluster.learned.aws.as_deref();
     let mut out = BTreeSet::new();
     for json in machinesets {
         let Ok(view) = MachineSetView::parse(json) else {
@@ -459,7 +456,7 @@ pub struct LearnedCell {
 
 impl LearnedCell {
     fn publish_aws(&self, aws: AwsLearned) {
-        let next = self.facts.load().with(aws::NAME, Arc::new(aws));
+        let next = self.facts.load().with_aws(aws);
         self.facts.store(Arc::new(next));
         self.changed.notify_one();
     }

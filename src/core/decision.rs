@@ -3,7 +3,6 @@
 //! the toucher, `preview` and `status` all call [`decide`]. Each rule is one function that
 //! either lets the MachineSet through to the next rule or decides (`Err(Decision)`).
 
-use std::any::Any;
 use std::collections::BTreeMap;
 
 use kube::core::SelectorExt;
@@ -13,7 +12,7 @@ use serde_json::{Map, Value};
 use super::arch::Arch;
 use super::platforms::{self, Context, Edit, Outcome, Platform, Target};
 pub use super::reason::Reason;
-use super::snapshot::{BootImages, ClusterFacts, Enrollment, Snapshot, Stub};
+use super::snapshot::{BootImages, ClusterFacts, Enrollment, Learned, Snapshot, Stub};
 use super::view::{Annotations, MachineSetView, ProviderSpecValue, SpecFields};
 
 /// Per-MachineSet opt-out: this label with the value `"false"`.
@@ -124,7 +123,7 @@ impl Decision {
         Decision::new(Reason::NotApplicable, message)
     }
 
-    fn on(mut self, platform: &dyn Platform, arch: Arch) -> Self {
+    fn on(mut self, platform: Platform, arch: Arch) -> Self {
         self.platform = Some(platform.name());
         self.arch = Some(arch);
         self
@@ -220,8 +219,7 @@ fn rules(ms: &MachineSetView<'_>, snap: &Snapshot) -> Result<Decision, Decision>
     let boot_images = ready(snap)?; // 6
     let arch = architecture(ms, &snap.cluster)?; // 7
     let (platform, target) = platform_and_target(spec, arch, snap, boot_images)?; // 8
-    let learned = snap.cluster.learned.get(platform.name());
-    let change = platform_rule(platform, arch, spec, target, learned)?; // 9
+    let change = platform_rule(platform, arch, spec, target, &snap.cluster.learned)?; // 9
     stub_ignition_can_boot(spec, &change, &snap.cluster).map_err(|d| d.on(platform, arch))?; // 10
     let d = patch(ms, change).on(platform, arch);
     not_given_up(ms, d) // 11
@@ -583,11 +581,11 @@ fn platform_and_target<'s>(
     arch: Arch,
     snap: &Snapshot,
     boot_images: &'s BootImages,
-) -> Result<(&'static dyn Platform, &'s Target), Decision> {
+) -> Result<(Platform, &'s Target), Decision> {
     let kind = spec.kind();
     let spec_kind = kind.as_str().unwrap_or("");
     let platform = match &snap.cluster.platform {
-        Some(cluster) => match platforms::by_name(cluster) {
+        Some(cluster) => match Platform::by_name(cluster) {
             Some(p) if p.provider_spec_kind() == spec_kind => Some(p),
             Some(p) => {
                 return Err(Decision::new(
@@ -606,7 +604,7 @@ fn platform_and_target<'s>(
                 ));
             }
         },
-        None => platforms::by_kind(spec_kind),
+        None => Platform::by_kind(spec_kind),
     };
     let Some(platform) = platform else {
         let what = platforms::known_platform_of_kind(spec_kind)
@@ -634,7 +632,7 @@ fn platform_and_target<'s>(
         )
         .on(platform, arch));
     }
-    match boot_images.target(arch, platform.name()) {
+    match boot_images.target(arch, platform) {
         Some(Ok(target)) => Ok((platform, target)),
         Some(Err(why)) => Err(Decision::new(
             Reason::NoImageInStream,
@@ -661,18 +659,14 @@ struct Change {
 
 /// 9. The platform's own rule: which fields move, or why none may.
 fn platform_rule(
-    platform: &dyn Platform,
+    platform: Platform,
     arch: Arch,
     spec: &SpecFields<'_>,
     target: &Target,
-    learned: Option<&(dyn Any + Send + Sync)>,
+    learned: &Learned,
 ) -> Result<Change, Decision> {
-    let ctx = Context {
-        arch,
-        target: target.as_ref(),
-        learned,
-    };
-    match platform.reconcile(spec, &ctx) {
+    let ctx = Context { arch, learned };
+    match target.reconcile(spec, &ctx) {
         Outcome::Changes {
             edits,
             current,

@@ -19,7 +19,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::age;
-use super::platforms::aws::{AwsLearned, Described, NAME as AWS};
+use super::platforms::aws::{AwsLearned, Described};
 use super::snapshot::{BootImages, Learned};
 
 /// `major.minor`, compared as numbers.
@@ -345,7 +345,7 @@ pub fn version_of(image: &str, boot: Option<&BootImages>, learned: &Learned) -> 
     if let Some(v) = from_name(image) {
         return Some(v);
     }
-    let aws = learned.get(AWS)?.downcast_ref::<AwsLearned>()?;
+    let aws = learned.aws.as_deref()?;
     from_ec2(aws, image)
 }
 
@@ -581,7 +581,6 @@ fn generic(v: &str) -> Option<Vec<u64>> {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Arc;
 
     use serde_json::json;
 
@@ -757,7 +756,7 @@ mod tests {
                 creation_date: "2025-03-01T00:00:00.000Z".into(),
             }],
         );
-        let learned = Learned::default().with(AWS, Arc::new(aws));
+        let learned = Learned::default().with_aws(aws);
         let of = |ami: &str| version_of(ami, None, &learned).map(|v| (v.source, v.rhcos.unwrap()));
         assert_eq!(
             of("ami-0aaaaaaaaaaaaaaaa"),

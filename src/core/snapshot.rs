@@ -4,7 +4,6 @@
 //! watchers) builds a whole new one and swaps it into a [`SharedSnapshot`]. The request
 //! path only ever calls `load()`, which is lock-free.
 
-use std::any::Any;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::SystemTime;
@@ -14,7 +13,8 @@ use kube::core::Selector;
 use serde_json::Value;
 
 pub use super::arch::Arch;
-use super::platforms::{self, Target, Typed};
+use super::platforms::aws::AwsLearned;
+use super::platforms::{Platform, Target};
 
 /// ConfigMap keys, exactly as the MCO and the CVO write them.
 pub const KEY_STREAM: &str = "stream";
@@ -49,7 +49,7 @@ pub struct BootImages {
     /// Each platform's typed target per architecture, built once here (absent: the stream
     /// has no image of that platform for that architecture; `Err`: its entry is unusable,
     /// and that platform alone skips).
-    targets: BTreeMap<(Arch, &'static str), Result<Target, String>>,
+    targets: BTreeMap<(Arch, Platform), Result<Target, String>>,
     /// Every GCP image and AWS AMI of the stream, with its RHCOS release.
     releases: BTreeMap<String, String>,
     /// Content digest of the stream and release version (part of the snapshot id).
@@ -94,12 +94,12 @@ impl BootImages {
         }
         let architectures = entries.keys().copied().collect();
         let releases = super::skew::stream_releases(&entries);
-        let targets = platforms::ALL
-            .iter()
+        let targets = Platform::ALL
+            .into_iter()
             .flat_map(|p| {
                 p.targets(&entries)
                     .into_iter()
-                    .map(|(arch, t)| ((arch, p.name()), t))
+                    .map(move |(arch, t)| ((arch, p), t))
             })
             .collect();
         let digest = digest(&[stream_text.as_bytes(), release_version.as_bytes()]);
@@ -139,11 +139,10 @@ impl BootImages {
     }
 
     /// `platform`'s target for `arch` (see [`platforms::Platform::targets`]).
-    pub fn target(&self, arch: Arch, platform: &str) -> Option<Result<&Target, &str>> {
+    pub fn target(&self, arch: Arch, platform: Platform) -> Option<Result<&Target, &str>> {
         self.targets
-            .iter()
-            .find(|((a, p), _)| *a == arch && *p == platform)
-            .map(|(_, t)| t.as_ref().map_err(String::as_str))
+            .get(&(arch, platform))
+            .map(|t| t.as_ref().map_err(String::as_str))
     }
 
     /// The RHCOS release of an image the stream names (a GCP image, an AWS AMI).
@@ -156,7 +155,7 @@ impl BootImages {
         self.targets.iter().filter_map(|((arch, platform), t)| {
             t.as_ref()
                 .err()
-                .map(|e| format!("{platform} {}: {e}", arch.rpm()))
+                .map(|e| format!("{} {}: {e}", platform.name(), arch.rpm()))
         })
     }
 
@@ -259,25 +258,19 @@ pub struct ClusterFacts {
 }
 
 /// What the cluster side learned in the background for a platform's rule (EC2's answers
-/// about AMIs, say), typed by that platform: the request path only reads it.
+/// about AMIs): the request path only reads it.
 #[derive(Debug, Clone, Default)]
 pub struct Learned {
-    by_platform: BTreeMap<&'static str, Typed>,
+    pub aws: Option<Arc<AwsLearned>>,
     /// Moves whenever anything here changes: part of the snapshot id.
     pub generation: u64,
 }
 
 impl Learned {
-    pub fn get(&self, platform: &str) -> Option<&(dyn Any + Send + Sync)> {
-        self.by_platform.get(platform).map(|t| t.as_ref())
-    }
-
-    /// These facts with `platform`'s replaced.
-    pub fn with(&self, platform: &'static str, facts: Typed) -> Learned {
-        let mut by_platform = self.by_platform.clone();
-        by_platform.insert(platform, facts);
+    /// These facts with EC2's answers replaced.
+    pub fn with_aws(&self, aws: AwsLearned) -> Learned {
         Learned {
-            by_platform,
+            aws: Some(Arc::new(aws)),
             generation: self.generation + 1,
         }
     }
@@ -433,13 +426,10 @@ impl Snapshot {
                     unchecked: true,
                     by_name: BTreeMap::new(),
                 },
-                learned: Learned::default().with(
-                    platforms::aws::NAME,
-                    Arc::new(platforms::aws::AwsLearned {
-                        unavailable: Some("nothing asks EC2 offline".into()),
-                        ..Default::default()
-                    }),
-                ),
+                learned: Learned::default().with_aws(AwsLearned {
+                    unavailable: Some("nothing asks EC2 offline".into()),
+                    ..Default::default()
+                }),
             },
         )
     }
@@ -469,10 +459,13 @@ mod tests {
         assert!(b.stamped());
         assert!(b.architectures.contains(&Arch::Amd64));
         assert!(b.architectures.contains(&Arch::Arm64));
-        assert!(matches!(b.target(Arch::Amd64, "GCP"), Some(Ok(_))));
-        assert!(matches!(b.target(Arch::Amd64, "AWS"), Some(Ok(_))));
-        assert!(matches!(b.target(Arch::Amd64, "Azure"), Some(Ok(_))));
-        assert!(b.target(Arch::Ppc64le, "Azure").is_none());
+        assert!(matches!(b.target(Arch::Amd64, Platform::Gcp), Some(Ok(_))));
+        assert!(matches!(b.target(Arch::Amd64, Platform::Aws), Some(Ok(_))));
+        assert!(matches!(
+            b.target(Arch::Amd64, Platform::Azure),
+            Some(Ok(_))
+        ));
+        assert!(b.target(Arch::Ppc64le, Platform::Azure).is_none());
         assert_eq!(b.problems().count(), 0);
     }
 
@@ -502,10 +495,13 @@ mod tests {
             );
             let b = BootImages::from_data(&data(&stream)).unwrap();
             assert!(
-                matches!(b.target(Arch::Amd64, "GCP"), Some(Err(_))),
+                matches!(b.target(Arch::Amd64, Platform::Gcp), Some(Err(_))),
                 "{bad}"
             );
-            assert!(matches!(b.target(Arch::Amd64, "AWS"), Some(Ok(_))), "{bad}");
+            assert!(
+                matches!(b.target(Arch::Amd64, Platform::Aws), Some(Ok(_))),
+                "{bad}"
+            );
             let problems: Vec<String> = b.problems().collect();
             assert!(
                 problems.len() == 1 && problems[0].starts_with("GCP x86_64: images.gcp"),

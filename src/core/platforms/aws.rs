@@ -9,7 +9,6 @@
 //! newest marketplace AMI of the same product whose version is at most the stream's;
 //! anybody else's are custom and never touched.
 
-use std::any::Any;
 use std::borrow::Cow;
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, BTreeSet};
@@ -19,15 +18,14 @@ use regex::Regex;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::{Context, Edit, Outcome, Platform, Target};
+use super::{Context, Edit, Outcome, Target};
 use crate::core::arch::Arch;
 use crate::core::lenient::{Field, Object};
 use crate::core::reason::Reason;
 use crate::core::view::SpecFields;
 
-pub struct Aws;
-
 pub const NAME: &str = "AWS";
+pub const KIND: &str = "AWSMachineProviderConfig";
 /// The owner of Red Hat's own RHCOS AMIs.
 pub const RED_HAT_OWNER: &str = "531415883065";
 /// The owner of AWS Marketplace AMIs, and its alias for `DescribeImages(Owners=...)`.
@@ -37,7 +35,8 @@ pub const MARKETPLACE_OWNER_ALIAS: &str = "aws-marketplace";
 pub const ROSA_PRODUCT: &str = "34850061-abaf-402d-92df-94325c9e947f";
 
 /// One architecture's AMIs, and every AMI of the stream.
-struct AwsTarget {
+#[derive(Debug, Clone)]
+pub struct AwsTarget {
     /// Region -> AMI.
     regions: BTreeMap<String, String>,
     /// `artifacts.aws.release`, e.g. `9.8.20260428-0`: the marketplace version bound.
@@ -237,7 +236,9 @@ fn ami_and_region<'a>(spec: &SpecFields<'a>) -> Result<(Cow<'a, str>, Cow<'a, st
     }
 }
 
-fn targets(architectures: &BTreeMap<Arch, &Value>) -> BTreeMap<Arch, Result<Target, String>> {
+pub(super) fn targets(
+    architectures: &BTreeMap<Arch, &Value>,
+) -> BTreeMap<Arch, Result<AwsTarget, String>> {
     #[derive(Deserialize)]
     struct RegionImage {
         image: String,
@@ -269,91 +270,71 @@ fn targets(architectures: &BTreeMap<Arch, &Value>) -> BTreeMap<Arch, Result<Targ
     );
     read.into_iter()
         .map(|(arch, r)| {
-            let target = r.map(|(regions, release)| {
-                Arc::new(AwsTarget {
-                    regions,
-                    release,
-                    in_stream: in_stream.clone(),
-                }) as Target
+            let target = r.map(|(regions, release)| AwsTarget {
+                regions,
+                release,
+                in_stream: in_stream.clone(),
             });
             (arch, target)
         })
         .collect()
 }
 
-impl Platform for Aws {
-    fn name(&self) -> &'static str {
-        NAME
-    }
-
-    fn provider_spec_kind(&self) -> &'static str {
-        "AWSMachineProviderConfig"
-    }
-
-    fn targets(
-        &self,
-        architectures: &BTreeMap<Arch, &Value>,
-    ) -> BTreeMap<Arch, Result<Target, String>> {
-        targets(architectures)
-    }
-
-    fn reconcile(&self, spec: &SpecFields<'_>, ctx: &Context<'_>) -> Outcome {
-        let Some(target) = ctx.target.downcast_ref::<AwsTarget>() else {
-            return Outcome::skip(Reason::NoImageInStream, "no AWS target in the snapshot");
-        };
-        let learned = ctx.learned.and_then(|l| l.downcast_ref::<AwsLearned>());
-        let (ami, region) = match ami_and_region(spec) {
-            Ok(v) => v,
-            Err(skip) => return skip,
-        };
-        let chosen = match classify(&ami, &region, target, learned) {
-            Ok(Kind::Standard) => match target.regions.get(region.as_ref()) {
-                Some(t) => t.clone(),
-                None => {
-                    return Outcome::Skip {
-                        reason: Reason::RegionNotInStream,
-                        message: format!(
-                            "the stream has no AWS image for region {region} ({})",
-                            ctx.arch
-                        ),
-                        current: Some(ami.into_owned()),
-                        target: None,
-                    };
-                }
-            },
-            Ok(Kind::Marketplace { product }) => {
-                match marketplace_target(&product, &region, target, learned, ctx.arch) {
-                    Ok(t) => t,
-                    Err(skip) => return skip.with_current(&ami),
-                }
-            }
-            Ok(Kind::Unknown) => {
+/// Red Hat's AMIs move to the stream's for the region, marketplace ones within their
+/// product; whose an AMI is comes from the stream, or from EC2 (`ctx.learned`).
+pub(super) fn reconcile(spec: &SpecFields<'_>, target: &AwsTarget, ctx: &Context<'_>) -> Outcome {
+    let learned = ctx.learned.aws.as_deref();
+    let (ami, region) = match ami_and_region(spec) {
+        Ok(v) => v,
+        Err(skip) => return skip,
+    };
+    let chosen = match classify(&ami, &region, target, learned) {
+        Ok(Kind::Standard) => match target.regions.get(region.as_ref()) {
+            Some(t) => t.clone(),
+            None => {
                 return Outcome::Skip {
-                    reason: Reason::CustomImage,
+                    reason: Reason::RegionNotInStream,
                     message: format!(
-                        "AMI {ami} in {region} is neither Red Hat's nor an AWS Marketplace RHCOS image: leaving the MachineSet alone"
+                        "the stream has no AWS image for region {region} ({})",
+                        ctx.arch
                     ),
                     current: Some(ami.into_owned()),
                     target: None,
                 };
             }
-            Err(skip) => return skip.with_current(&ami),
-        };
-        if chosen == ami {
-            return Outcome::UpToDate {
-                current: ami.into_owned(),
-                target: chosen,
+        },
+        Ok(Kind::Marketplace { product }) => {
+            match marketplace_target(&product, &region, target, learned, ctx.arch) {
+                Ok(t) => t,
+                Err(skip) => return skip.with_current(&ami),
+            }
+        }
+        Ok(Kind::Unknown) => {
+            return Outcome::Skip {
+                reason: Reason::CustomImage,
+                message: format!(
+                    "AMI {ami} in {region} is neither Red Hat's nor an AWS Marketplace RHCOS image: leaving the MachineSet alone"
+                ),
+                current: Some(ami.into_owned()),
+                target: None,
             };
         }
-        Outcome::Changes {
-            edits: vec![Edit {
-                pointer: "/ami".into(),
-                exists: true,
-                value: json!({ "id": chosen }),
-            }],
+        Err(skip) => return skip.with_current(&ami),
+    };
+    if chosen == ami {
+        return Outcome::UpToDate {
             current: ami.into_owned(),
             target: chosen,
-        }
+        };
+    }
+    Outcome::Changes {
+        edits: vec![Edit {
+            pointer: "/ami".into(),
+            exists: true,
+            value: json!({ "id": chosen }),
+        }],
+        current: ami.into_owned(),
+        target: chosen,
     }
 }
 
@@ -447,19 +428,18 @@ fn marketplace_target(
 /// AMIs, AMIs already known, or providerSpecs with no AMI to move.
 pub fn queries<'t>(
     spec: &SpecFields<'_>,
-    stream: impl IntoIterator<Item = &'t (dyn Any + Send + Sync)>,
+    stream: impl IntoIterator<Item = &'t Target>,
     learned: Option<&AwsLearned>,
 ) -> Vec<Query> {
-    if spec.kind().as_str() != Some(Aws.provider_spec_kind()) {
+    if spec.kind().as_str() != Some(KIND) {
         return Vec::new();
     }
     let Ok((ami, region)) = ami_and_region(spec) else {
         return Vec::new();
     };
-    let in_stream = stream.into_iter().any(|t| {
-        t.downcast_ref::<AwsTarget>()
-            .is_some_and(|t| t.in_stream.contains(ami.as_ref()))
-    });
+    let in_stream = stream
+        .into_iter()
+        .any(|t| matches!(t, Target::Aws(t) if t.in_stream.contains(ami.as_ref())));
     if in_stream || learned.is_some_and(|l| l.listed_product(&region, &ami).is_some()) {
         return Vec::new();
     }

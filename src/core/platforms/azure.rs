@@ -7,18 +7,18 @@
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::fmt;
-use std::sync::Arc;
 
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::{Context, Edit, Outcome, Platform, Target, per_arch};
+use super::{Context, Edit, Outcome, per_arch};
 use crate::core::arch::Arch;
 use crate::core::lenient::{Field, Object};
 use crate::core::reason::Reason;
 use crate::core::view::SpecFields;
 
-pub struct Azure;
+pub const NAME: &str = "Azure";
+pub const KIND: &str = "AzureMachineProviderSpec";
 
 const NO_PLAN: &str = "MarketplaceNoPlan";
 const WITH_PLAN: &str = "MarketplaceWithPlan";
@@ -67,7 +67,7 @@ impl fmt::Display for Image {
     }
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct Generations {
     hyper_v_gen1: Option<Image>,
@@ -76,7 +76,8 @@ struct Generations {
 
 /// `rhel-coreos-extensions.marketplace.azure` of one architecture, by variant
 /// (`no-purchase-plan`, `ocp`, `opp-emea`, ...).
-struct AzureTarget(BTreeMap<String, Generations>);
+#[derive(Debug, Clone)]
+pub struct AzureTarget(BTreeMap<String, Generations>);
 
 /// The image `type` of a variant: only the unpaid one has no purchase plan.
 fn plan_of(variant: &str) -> &'static str {
@@ -87,7 +88,7 @@ fn plan_of(variant: &str) -> &'static str {
     }
 }
 
-fn target(entry: &Value) -> Result<Option<Target>, String> {
+fn target(entry: &Value) -> Result<Option<AzureTarget>, String> {
     let Some(azure) = entry.pointer("/rhel-coreos-extensions/marketplace/azure") else {
         return Ok(None);
     };
@@ -102,7 +103,7 @@ fn target(entry: &Value) -> Result<Option<Target>, String> {
             image.prepare(plan);
         }
     }
-    Ok(Some(Arc::new(AzureTarget(variants))))
+    Ok(Some(AzureTarget(variants)))
 }
 
 /// The providerSpec fields this rule reads.
@@ -167,134 +168,125 @@ fn gen2(arch: Arch, legacy_resource: Option<&str>, kind: &str, sku: &str) -> boo
     }
 }
 
-impl Platform for Azure {
-    fn name(&self) -> &'static str {
-        "Azure"
-    }
+/// The MCO leaves ppc64le and s390x machines on Azure alone.
+pub(super) fn serves(arch: Arch) -> bool {
+    matches!(arch, Arch::Amd64 | Arch::Arm64)
+}
 
-    fn provider_spec_kind(&self) -> &'static str {
-        "AzureMachineProviderSpec"
-    }
+pub(super) fn targets(
+    architectures: &BTreeMap<Arch, &Value>,
+) -> BTreeMap<Arch, Result<AzureTarget, String>> {
+    per_arch(architectures, |_, entry| target(entry))
+}
 
-    /// The MCO leaves ppc64le and s390x machines on Azure alone.
-    fn serves(&self, arch: Arch) -> bool {
-        matches!(arch, Arch::Amd64 | Arch::Arm64)
+/// The image of the same variant and Hyper-V generation from the stream.
+pub(super) fn reconcile(
+    spec: &SpecFields<'_>,
+    AzureTarget(variants): &AzureTarget,
+    ctx: &Context<'_>,
+) -> Outcome {
+    let security = spec.read::<Field<Object<SecurityProfile<'_>>>>("securityProfile");
+    if let Field::Is(Object(profile)) = &security
+        && let Field::Is(Object(settings)) = &profile.settings
+        && let Some(kind) = settings.security_type.as_str().filter(|t| !t.is_empty())
+    {
+        return Outcome::skip(
+            Reason::SecurityTypeUnsupported,
+            format!(
+                "securityProfile.settings.securityType is {kind}: boot images of such machines are not managed on Azure"
+            ),
+        );
     }
-
-    fn targets(
-        &self,
-        architectures: &BTreeMap<Arch, &Value>,
-    ) -> BTreeMap<Arch, Result<Target, String>> {
-        per_arch(architectures, |_, entry| target(entry))
-    }
-
-    fn reconcile(&self, spec: &SpecFields<'_>, ctx: &Context<'_>) -> Outcome {
-        let Some(AzureTarget(variants)) = ctx.target.downcast_ref::<AzureTarget>() else {
-            return Outcome::skip(Reason::NoImageInStream, "no Azure target in the snapshot");
-        };
-        let security = spec.read::<Field<Object<SecurityProfile<'_>>>>("securityProfile");
-        if let Field::Is(Object(profile)) = &security
-            && let Field::Is(Object(settings)) = &profile.settings
-            && let Some(kind) = settings.security_type.as_str().filter(|t| !t.is_empty())
-        {
+    let image = match spec.read::<Field<Object<CurrentImage<'_>>>>("image") {
+        Field::Is(Object(image)) => image,
+        Field::Absent | Field::Null => CurrentImage::default(),
+        Field::Wrong(_) => {
             return Outcome::skip(
-                Reason::SecurityTypeUnsupported,
-                format!(
-                    "securityProfile.settings.securityType is {kind}: boot images of such machines are not managed on Azure"
-                ),
+                Reason::InvalidProviderSpec,
+                "providerSpec.value.image is not an object",
             );
         }
-        let image = match spec.read::<Field<Object<CurrentImage<'_>>>>("image") {
-            Field::Is(Object(image)) => image,
-            Field::Absent | Field::Null => CurrentImage::default(),
+    };
+    let mut fields = [("", ""); 6];
+    for (slot, (name, field)) in fields.iter_mut().zip([
+        ("publisher", &image.publisher),
+        ("offer", &image.offer),
+        ("sku", &image.sku),
+        ("version", &image.version),
+        ("resourceID", &image.resource_id),
+        ("type", &image.kind),
+    ]) {
+        *slot = match field {
+            Field::Is(s) => (name, s.as_ref()),
+            Field::Absent | Field::Null => (name, ""),
             Field::Wrong(_) => {
                 return Outcome::skip(
                     Reason::InvalidProviderSpec,
-                    "providerSpec.value.image is not an object",
+                    format!("providerSpec.value.image.{name} is not a string"),
                 );
             }
         };
-        let mut fields = [("", ""); 6];
-        for (slot, (name, field)) in fields.iter_mut().zip([
-            ("publisher", &image.publisher),
-            ("offer", &image.offer),
-            ("sku", &image.sku),
-            ("version", &image.version),
-            ("resourceID", &image.resource_id),
-            ("type", &image.kind),
-        ]) {
-            *slot = match field {
-                Field::Is(s) => (name, s.as_ref()),
-                Field::Absent | Field::Null => (name, ""),
-                Field::Wrong(_) => {
-                    return Outcome::skip(
-                        Reason::InvalidProviderSpec,
-                        format!("providerSpec.value.image.{name} is not a string"),
-                    );
-                }
-            };
-        }
-        let [publisher, offer, sku, version, resource_id, kind] = fields.map(|(_, v)| v);
-        let legacy = (!resource_id.is_empty()).then_some(resource_id);
-        let current = match legacy {
-            Some(resource) => resource.to_owned(),
-            None => format!("{publisher}:{offer}:{sku}:{version}"),
+    }
+    let [publisher, offer, sku, version, resource_id, kind] = fields.map(|(_, v)| v);
+    let legacy = (!resource_id.is_empty()).then_some(resource_id);
+    let current = match legacy {
+        Some(resource) => resource.to_owned(),
+        None => format!("{publisher}:{offer}:{sku}:{version}"),
+    };
+    let Some(variant) = variant(publisher, offer, legacy.is_some()) else {
+        return Outcome::Skip {
+            reason: Reason::CustomImage,
+            message: format!(
+                "image {current} is not an RHCOS marketplace image this project knows (publisher {publisher:?}, offer {offer:?}): leaving the MachineSet alone"
+            ),
+            current: Some(current),
+            target: None,
         };
-        let Some(variant) = variant(publisher, offer, legacy.is_some()) else {
-            return Outcome::Skip {
-                reason: Reason::CustomImage,
-                message: format!(
-                    "image {current} is not an RHCOS marketplace image this project knows (publisher {publisher:?}, offer {offer:?}): leaving the MachineSet alone"
-                ),
-                current: Some(current),
-                target: None,
-            };
-        };
-        let second = gen2(ctx.arch, legacy, kind, sku);
-        let generation = if second {
-            "Hyper-V Gen2"
+    };
+    let second = gen2(ctx.arch, legacy, kind, sku);
+    let generation = if second {
+        "Hyper-V Gen2"
+    } else {
+        "Hyper-V Gen1"
+    };
+    let chosen = variants.get(variant).and_then(|g| {
+        if second {
+            g.hyper_v_gen2.as_ref()
         } else {
-            "Hyper-V Gen1"
-        };
-        let chosen = variants.get(variant).and_then(|g| {
-            if second {
-                g.hyper_v_gen2.as_ref()
-            } else {
-                g.hyper_v_gen1.as_ref()
-            }
-        });
-        let Some(chosen) = chosen else {
-            return Outcome::skip(
-                Reason::NoImageInStream,
-                format!(
-                    "the stream has no Azure {variant} {generation} image for {}",
-                    ctx.arch
-                ),
-            );
-        };
-        let plan = plan_of(variant);
-        let target = chosen.urn.clone();
-        let unchanged = [publisher, offer, sku, version, resource_id, kind]
-            == [
-                chosen.publisher.as_str(),
-                &chosen.offer,
-                &chosen.sku,
-                &chosen.version,
-                "",
-                plan,
-            ];
-        if unchanged {
-            return Outcome::UpToDate { current, target };
+            g.hyper_v_gen1.as_ref()
         }
-        Outcome::Changes {
-            edits: vec![Edit {
-                pointer: "/image".into(),
-                exists: spec.raw("image").is_some(),
-                value: chosen.patch.clone(),
-            }],
-            current,
-            target,
-        }
+    });
+    let Some(chosen) = chosen else {
+        return Outcome::skip(
+            Reason::NoImageInStream,
+            format!(
+                "the stream has no Azure {variant} {generation} image for {}",
+                ctx.arch
+            ),
+        );
+    };
+    let plan = plan_of(variant);
+    let target = chosen.urn.clone();
+    let unchanged = [publisher, offer, sku, version, resource_id, kind]
+        == [
+            chosen.publisher.as_str(),
+            &chosen.offer,
+            &chosen.sku,
+            &chosen.version,
+            "",
+            plan,
+        ];
+    if unchanged {
+        return Outcome::UpToDate { current, target };
+    }
+    Outcome::Changes {
+        edits: vec![Edit {
+            pointer: "/image".into(),
+            exists: spec.raw("image").is_some(),
+            value: chosen.patch.clone(),
+        }],
+        current,
+        target,
     }
 }
 

@@ -3,12 +3,11 @@
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::{Context, Edit, Outcome, Platform, Target, is_resource_name, per_arch};
+use super::{Edit, Outcome, is_resource_name, per_arch};
 use crate::core::arch::Arch;
 use crate::core::lenient::{Field, Object};
 use crate::core::reason::Reason;
@@ -18,10 +17,12 @@ use crate::core::view::SpecFields;
 /// trailing slash, as upstream.
 const RHCOS_PREFIX: &str = "projects/rhcos-cloud/global/images";
 
-pub struct Gcp;
+pub const NAME: &str = "GCP";
+pub const KIND: &str = "GCPMachineProviderSpec";
 
 /// `projects/<project>/global/images/<name>`.
-struct GcpTarget(String);
+#[derive(Debug, Clone)]
+pub struct GcpTarget(String);
 
 #[derive(Default, Deserialize)]
 #[serde(default)]
@@ -33,31 +34,13 @@ struct Disk<'a> {
 
 type Disks<'a> = Field<Vec<Field<Object<Disk<'a>>>>>;
 
-impl Platform for Gcp {
-    fn name(&self) -> &'static str {
-        "GCP"
-    }
-
-    fn provider_spec_kind(&self) -> &'static str {
-        "GCPMachineProviderSpec"
-    }
-
-    fn targets(
-        &self,
-        architectures: &BTreeMap<Arch, &Value>,
-    ) -> BTreeMap<Arch, Result<Target, String>> {
-        per_arch(architectures, |_, entry| target(entry))
-    }
-
-    fn reconcile(&self, spec: &SpecFields<'_>, ctx: &Context<'_>) -> Outcome {
-        let Some(GcpTarget(target)) = ctx.target.downcast_ref::<GcpTarget>() else {
-            return Outcome::skip(Reason::NoImageInStream, "no GCP target in the snapshot");
-        };
-        reconcile(spec, target)
-    }
+pub(super) fn targets(
+    architectures: &BTreeMap<Arch, &Value>,
+) -> BTreeMap<Arch, Result<GcpTarget, String>> {
+    per_arch(architectures, |_, entry| target(entry))
 }
 
-fn target(arch_entry: &Value) -> Result<Option<Target>, String> {
+fn target(arch_entry: &Value) -> Result<Option<GcpTarget>, String> {
     let Some(gcp) = arch_entry.pointer("/images/gcp") else {
         return Ok(None);
     };
@@ -75,14 +58,14 @@ fn target(arch_entry: &Value) -> Result<Option<Target>, String> {
         }
     };
     let (project, name) = (field("project")?, field("name")?);
-    Ok(Some(Arc::new(GcpTarget(format!(
+    Ok(Some(GcpTarget(format!(
         "projects/{project}/global/images/{name}"
-    )))))
+    ))))
 }
 
 /// The boot disks' images move to `target`; a custom image anywhere leaves the whole
 /// MachineSet alone (behaviour §4.9).
-fn reconcile(spec: &SpecFields<'_>, target: &String) -> Outcome {
+pub(super) fn reconcile(spec: &SpecFields<'_>, GcpTarget(target): &GcpTarget) -> Outcome {
     let disks = match spec.read::<Disks<'_>>("disks") {
         Field::Absent | Field::Null => Vec::new(),
         Field::Is(d) => d,

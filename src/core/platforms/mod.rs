@@ -1,64 +1,116 @@
-//! Platforms behind one small interface. A platform knows which providerSpec kind it
-//! owns, turns its part of the stream into typed targets once per snapshot, and computes
-//! the edits that move a providerSpec to its target. Adding one is a new module plus its
-//! line in [`ALL`].
+//! The platforms, a closed set: one variant of [`Platform`] and one module each. A
+//! platform knows which providerSpec kind it owns, turns its part of the stream into its
+//! typed [`Target`] once per snapshot, and computes the edits that move a providerSpec to
+//! it. Adding one is a module, a variant here, and its arms in the matches below.
 
-use std::any::Any;
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
 use serde_json::Value;
 
 use super::arch::Arch;
 use super::reason::Reason;
+use super::snapshot::Learned;
 use super::view::SpecFields;
 
 pub mod aws;
 pub mod azure;
 mod gcp;
 
-/// Every supported platform, in the order they are tried.
-pub static ALL: &[&dyn Platform] = &[&gcp::Gcp, &aws::Aws, &azure::Azure];
-
-/// Typed data a platform made for itself (a target, or what it learned in the background);
-/// it is the only one that reads it back, with `downcast_ref`.
-pub type Typed = Arc<dyn Any + Send + Sync>;
-
-/// A platform's boot image for one architecture.
-pub type Target = Typed;
-
-/// What a platform's rule gets besides the providerSpec.
-pub struct Context<'s> {
-    pub arch: Arch,
-    /// Built by [`Platform::targets`] for this architecture.
-    pub target: &'s (dyn Any + Send + Sync),
-    /// What the cluster side learned for this platform in the background (e.g. EC2's
-    /// answers about AMIs), if anything yet.
-    pub learned: Option<&'s (dyn Any + Send + Sync)>,
+/// The platforms served, in the order they are tried.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Platform {
+    Gcp,
+    Aws,
+    Azure,
 }
 
-pub trait Platform: Sync {
+/// A platform's boot image for one architecture, as its module reads the stream.
+#[derive(Debug, Clone)]
+pub enum Target {
+    Gcp(gcp::GcpTarget),
+    Aws(aws::AwsTarget),
+    Azure(azure::AzureTarget),
+}
+
+/// What a platform's rule gets besides the providerSpec and its target.
+pub struct Context<'s> {
+    pub arch: Arch,
+    /// What the cluster side learned in the background (e.g. EC2's answers about AMIs).
+    pub learned: &'s Learned,
+}
+
+impl Platform {
+    pub const ALL: [Platform; 3] = [Platform::Gcp, Platform::Aws, Platform::Azure];
+
     /// Infrastructure `status.platformStatus.type`, e.g. `GCP`.
-    fn name(&self) -> &'static str;
+    pub fn name(self) -> &'static str {
+        match self {
+            Platform::Gcp => gcp::NAME,
+            Platform::Aws => aws::NAME,
+            Platform::Azure => azure::NAME,
+        }
+    }
 
     /// The providerSpec `kind` this platform reads, e.g. `GCPMachineProviderSpec`.
-    fn provider_spec_kind(&self) -> &'static str;
+    pub fn provider_spec_kind(self) -> &'static str {
+        match self {
+            Platform::Gcp => gcp::KIND,
+            Platform::Aws => aws::KIND,
+            Platform::Azure => azure::KIND,
+        }
+    }
 
     /// Whether this platform manages boot images of that architecture at all.
-    fn serves(&self, _arch: Arch) -> bool {
-        true
+    pub fn serves(self, arch: Arch) -> bool {
+        match self {
+            Platform::Azure => azure::serves(arch),
+            Platform::Gcp | Platform::Aws => true,
+        }
     }
 
     /// This platform's targets from `architectures.<arch>` of the stream, checked and typed
     /// once when the snapshot is built. An architecture without an entry for this platform
     /// is left out; an unusable entry is an `Err` that makes this platform (alone) skip.
-    fn targets(
-        &self,
+    pub fn targets(
+        self,
         architectures: &BTreeMap<Arch, &Value>,
-    ) -> BTreeMap<Arch, Result<Target, String>>;
+    ) -> BTreeMap<Arch, Result<Target, String>> {
+        fn typed<T>(
+            targets: BTreeMap<Arch, Result<T, String>>,
+            variant: fn(T) -> Target,
+        ) -> BTreeMap<Arch, Result<Target, String>> {
+            targets
+                .into_iter()
+                .map(|(arch, t)| (arch, t.map(variant)))
+                .collect()
+        }
+        match self {
+            Platform::Gcp => typed(gcp::targets(architectures), Target::Gcp),
+            Platform::Aws => typed(aws::targets(architectures), Target::Aws),
+            Platform::Azure => typed(azure::targets(architectures), Target::Azure),
+        }
+    }
 
-    /// Compare `providerSpec.value` with the target.
-    fn reconcile(&self, spec: &SpecFields<'_>, ctx: &Context<'_>) -> Outcome;
+    pub fn by_kind(kind: &str) -> Option<Platform> {
+        Platform::ALL
+            .into_iter()
+            .find(|p| p.provider_spec_kind() == kind)
+    }
+
+    pub fn by_name(name: &str) -> Option<Platform> {
+        Platform::ALL.into_iter().find(|p| p.name() == name)
+    }
+}
+
+impl Target {
+    /// Compare `providerSpec.value` with this target, by the rule of its platform.
+    pub fn reconcile(&self, spec: &SpecFields<'_>, ctx: &Context<'_>) -> Outcome {
+        match self {
+            Target::Gcp(t) => gcp::reconcile(spec, t),
+            Target::Aws(t) => aws::reconcile(spec, t, ctx),
+            Target::Azure(t) => azure::reconcile(spec, t, ctx),
+        }
+    }
 }
 
 /// One change inside `providerSpec.value`.
@@ -110,18 +162,10 @@ impl Outcome {
     }
 }
 
-pub fn by_kind(kind: &str) -> Option<&'static dyn Platform> {
-    ALL.iter().copied().find(|p| p.provider_spec_kind() == kind)
-}
-
-pub fn by_name(name: &str) -> Option<&'static dyn Platform> {
-    ALL.iter().copied().find(|p| p.name() == name)
-}
-
 /// The platforms of providerSpec kinds we know of but do not manage, for clear messages;
-/// the served ones come from [`ALL`].
+/// the served ones come from [`Platform::ALL`].
 pub fn known_platform_of_kind(kind: &str) -> Option<&'static str> {
-    by_kind(kind).map(|p| p.name()).or(match kind {
+    Platform::by_kind(kind).map(Platform::name).or(match kind {
         "VSphereMachineProviderSpec" => Some("VSphere"),
         "OpenstackProviderSpec" => Some("OpenStack"),
         "IBMCloudMachineProviderSpec" => Some("IBMCloud"),
@@ -132,10 +176,10 @@ pub fn known_platform_of_kind(kind: &str) -> Option<&'static str> {
 
 /// Targets for every architecture from a per-architecture reader: the common shape of
 /// [`Platform::targets`] for platforms whose entries stand alone.
-pub(crate) fn per_arch(
+pub(crate) fn per_arch<T>(
     architectures: &BTreeMap<Arch, &Value>,
-    read: impl Fn(Arch, &Value) -> Result<Option<Target>, String>,
-) -> BTreeMap<Arch, Result<Target, String>> {
+    read: impl Fn(Arch, &Value) -> Result<Option<T>, String>,
+) -> BTreeMap<Arch, Result<T, String>> {
     architectures
         .iter()
         .filter_map(|(&arch, entry)| read(arch, entry).transpose().map(|t| (arch, t)))
@@ -179,13 +223,21 @@ mod tests {
 
     #[test]
     fn lookup() {
-        assert_eq!(by_kind("GCPMachineProviderSpec").unwrap().name(), "GCP");
         assert_eq!(
-            by_name("GCP").unwrap().provider_spec_kind(),
+            Platform::by_kind("GCPMachineProviderSpec").unwrap().name(),
+            "GCP"
+        );
+        assert_eq!(
+            Platform::by_name("GCP").unwrap().provider_spec_kind(),
             "GCPMachineProviderSpec"
         );
-        assert_eq!(by_kind("AWSMachineProviderConfig").unwrap().name(), "AWS");
-        assert!(by_kind("VSphereMachineProviderSpec").is_none());
+        assert_eq!(
+            Platform::by_kind("AWSMachineProviderConfig")
+                .unwrap()
+                .name(),
+            "AWS"
+        );
+        assert!(Platform::by_kind("VSphereMachineProviderSpec").is_none());
         assert_eq!(
             known_platform_of_kind("VSphereMachineProviderSpec"),
             Some("VSphere")
