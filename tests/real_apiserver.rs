@@ -2170,6 +2170,18 @@ fn status_shows_the_boot_image_skew_for_each_enforcement_mode() {
             .unwrap_or_else(|| panic!("no skew line:\n{table}"))
             .to_owned()
     };
+    // OpenShift brought skew enforcement in 4.22: an older release's MachineConfiguration
+    // has no status.bootImageSkewEnforcementStatus, and its apiserver drops what is written
+    // there (KUBE_VERSION=1.30, OpenShift 4.17's CRDs).
+    let crd = c
+        .api
+        .get_json(["crd", "machineconfigurations.operator.openshift.io"]);
+    let has_enforcement = crd["spec"]["versions"].as_array().unwrap().iter().any(|v| {
+        v.pointer(
+            "/schema/openAPIV3Schema/properties/status/properties/bootImageSkewEnforcementStatus",
+        )
+        .is_some()
+    });
     for (enforcement, conditions, mode, upgrade, says) in cases {
         c.set_status(
             "machineconfiguration",
@@ -2177,8 +2189,25 @@ fn status_shows_the_boot_image_skew_for_each_enforcement_mode() {
             json!({"managedBootImagesStatus": managed,
                    "bootImageSkewEnforcementStatus": enforcement, "conditions": conditions}),
         );
+        let mc = c.api.get_json(["machineconfiguration", "cluster"]);
+        assert_eq!(
+            mc.pointer("/status/bootImageSkewEnforcementStatus")
+                .is_some(),
+            has_enforcement,
+            "{mc:#}"
+        );
         let report: Value = serde_json::from_str(&status(&c, "json")).unwrap();
         let skew = &report["skew"];
+        let (mode, upgrade, says) = if has_enforcement {
+            (json!(mode), upgrade, says)
+        } else {
+            // What such a cluster is: no mode, and the MCO never refuses for boot images.
+            (
+                Value::Null,
+                "Allowed",
+                "the MCO has recorded no skew enforcement mode: OpenShift before 4.22 has none",
+            )
+        };
         assert_eq!(
             skew["oldest"],
             json!({"namespace": NS, "name": "ms-old", "image": LEGACY,
