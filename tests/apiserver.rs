@@ -47,6 +47,67 @@ fn without_nulls(value: &Value) -> Value {
     }
 }
 
+/// `KUBE_VERSION` (a minor, or its release) picks the Kubernetes of every test here and in
+/// `tests/real_apiserver.rs`; unset, today's. It is the one that runs, with the CRDs of the
+/// OpenShift release that runs it (`scripts/test-apiserver versions`).
+#[test]
+fn the_apiserver_is_the_kubernetes_kube_version_names_with_its_openshift_crds() {
+    let api = ApiServer::start();
+    let version: Value = serde_json::from_str(&api.kubectl_ok(["get", "--raw", "/version"]))
+        .expect("/version is JSON");
+    let release = api.env("KUBE_RELEASE");
+    let minor = api.env("KUBE_VERSION");
+    assert_eq!(version["gitVersion"], release, "{version}");
+    assert_eq!(
+        format!(
+            "{}.{}",
+            version["major"].as_str().unwrap(),
+            version["minor"].as_str().unwrap()
+        ),
+        minor
+    );
+    if let Ok(wanted) = std::env::var("KUBE_VERSION")
+        && !wanted.is_empty()
+    {
+        let wanted = wanted.trim_start_matches('v');
+        assert!(
+            wanted == minor || wanted == release.trim_start_matches('v'),
+            "KUBE_VERSION={wanted} but {release} runs"
+        );
+    }
+
+    // Each CRD file of the version's folder is installed as written: the served schema of
+    // every version is the file's.
+    let folder = std::path::PathBuf::from(api.env("CRDS"));
+    let mut files = 0;
+    for entry in std::fs::read_dir(&folder).expect("CRD folder").flatten() {
+        let path = entry.path();
+        if !path.to_string_lossy().ends_with(".crd.yaml") {
+            continue;
+        }
+        files += 1;
+        let text = std::fs::read_to_string(&path).unwrap();
+        let file: Value = serde_saphyr::from_str(&text).expect("CRD is YAML");
+        let name = file["metadata"]["name"].as_str().expect("CRD name");
+        let served = api.get_json(["crd", name]);
+        let schemas = |crd: &Value| -> Vec<(Value, Value)> {
+            crd["spec"]["versions"]
+                .as_array()
+                .expect("versions")
+                .iter()
+                .map(|v| (v["name"].clone(), v["schema"]["openAPIV3Schema"].clone()))
+                .collect()
+        };
+        assert_eq!(
+            schemas(&served),
+            schemas(&file),
+            "{name}: the served schema is not {}",
+            path.display()
+        );
+    }
+    assert_eq!(files, 8, "{}", folder.display());
+}
+
 #[test]
 fn a_real_machineset_applies_and_reads_back() {
     let api = ApiServer::start();

@@ -2170,6 +2170,18 @@ fn status_shows_the_boot_image_skew_for_each_enforcement_mode() {
             .unwrap_or_else(|| panic!("no skew line:\n{table}"))
             .to_owned()
     };
+    // OpenShift brought skew enforcement in 4.22: an older release's MachineConfiguration
+    // has no status.bootImageSkewEnforcementStatus, and its apiserver drops what is written
+    // there (KUBE_VERSION=1.30, OpenShift 4.17's CRDs).
+    let crd = c
+        .api
+        .get_json(["crd", "machineconfigurations.operator.openshift.io"]);
+    let has_enforcement = crd["spec"]["versions"].as_array().unwrap().iter().any(|v| {
+        v.pointer(
+            "/schema/openAPIV3Schema/properties/status/properties/bootImageSkewEnforcementStatus",
+        )
+        .is_some()
+    });
     for (enforcement, conditions, mode, upgrade, says) in cases {
         c.set_status(
             "machineconfiguration",
@@ -2177,8 +2189,25 @@ fn status_shows_the_boot_image_skew_for_each_enforcement_mode() {
             json!({"managedBootImagesStatus": managed,
                    "bootImageSkewEnforcementStatus": enforcement, "conditions": conditions}),
         );
+        let mc = c.api.get_json(["machineconfiguration", "cluster"]);
+        assert_eq!(
+            mc.pointer("/status/bootImageSkewEnforcementStatus")
+                .is_some(),
+            has_enforcement,
+            "{mc:#}"
+        );
         let report: Value = serde_json::from_str(&status(&c, "json")).unwrap();
         let skew = &report["skew"];
+        let (mode, upgrade, says) = if has_enforcement {
+            (json!(mode), upgrade, says)
+        } else {
+            // What such a cluster is: no mode, and the MCO never refuses for boot images.
+            (
+                Value::Null,
+                "Allowed",
+                "the MCO has recorded no skew enforcement mode: OpenShift before 4.22 has none",
+            )
+        };
         assert_eq!(
             skew["oldest"],
             json!({"namespace": NS, "name": "ms-old", "image": LEGACY,
@@ -2578,4 +2607,60 @@ fn the_gate_remembers_a_finished_upgrade_through_the_stamp() {
     configmap(json!({"MCOReleaseImageVersion": "4.22.0"}));
     let (open, why) = gate();
     assert!(open && why.contains("4.22.0"), "{why}");
+}
+
+/// Enrollment follows what the release's MachineConfiguration carries: the MCO's
+/// `status.managedBootImagesStatus` where the release has one (4.19 and later), else the
+/// administrator's `spec.managedBootImages`, which the MCO of 4.17 and 4.18 follows itself
+/// (their apiserver drops the status the cluster's seed writes).
+#[test]
+fn enrollment_follows_the_status_or_on_releases_without_one_the_spec() {
+    let c = Cluster::start(true);
+    c.create(&machineset("ms-enrolled", OLD));
+    // The administrator limits boot image updates to MachineSets labelled for them (mode
+    // Partial: 4.17's spec has All and Partial only), which this one is not.
+    c.kubectl(&[
+        "patch",
+        "machineconfiguration",
+        "cluster",
+        "--type=merge",
+        "-p",
+        &json!({"spec": {"managedBootImages": {"machineManagers": [
+            {"resource": "machinesets", "apiGroup": "machine.openshift.io", "selection": {"mode": "Partial",
+             "partial": {"machineResourceSelector": {"matchLabels": {"boot-images": "managed"}}}}}]}}})
+        .to_string(),
+    ]);
+    let mc = c.api.get_json(["machineconfiguration", "cluster"]);
+    let has_status = mc.pointer("/status/managedBootImagesStatus").is_some();
+    // The status stuck exactly where the release's CRD has the field.
+    let crd = c
+        .api
+        .get_json(["crd", "machineconfigurations.operator.openshift.io"]);
+    let in_schema = crd["spec"]["versions"].as_array().unwrap().iter().any(|v| {
+        v.pointer("/schema/openAPIV3Schema/properties/status/properties/managedBootImagesStatus")
+            .is_some()
+    });
+    assert_eq!(has_status, in_schema, "{mc:#}");
+
+    let report: Value = serde_json::from_str(&status(&c, "json")).unwrap();
+    let row = report["machineSets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["name"] == "ms-enrolled")
+        .unwrap_or_else(|| panic!("no row for ms-enrolled: {report:#}"))
+        .clone();
+    if has_status {
+        // The MCO's status (All, as seeded) decides, not the spec it has yet to mirror.
+        assert_eq!(row["reason"], "Updated", "{row:#}");
+    } else {
+        assert_eq!(row["reason"], "OptedOut", "{row:#}");
+        assert!(
+            row["message"]
+                .as_str()
+                .unwrap()
+                .contains("not selected by the MachineConfiguration Partial selector"),
+            "the spec's selector is the reason: {row:#}"
+        );
+    }
 }

@@ -44,7 +44,14 @@ fn fixtures_have_provenance() {
     let readme = std::fs::read_to_string(dir.join("README.md")).unwrap()
         + &std::fs::read_to_string(dir.join("crds/README.md")).unwrap();
     let mut missing = Vec::new();
-    for sub in [dir.clone(), dir.join("crds")] {
+    // The CRD sets of the older OpenShift releases sit in folders of crds/ (its README).
+    let mut subs = vec![dir.clone(), dir.join("crds")];
+    for e in std::fs::read_dir(dir.join("crds")).unwrap().flatten() {
+        if e.path().is_dir() {
+            subs.push(e.path());
+        }
+    }
+    for sub in subs {
         for e in std::fs::read_dir(&sub).unwrap().flatten() {
             let name = e.file_name().to_string_lossy().into_owned();
             if e.path().is_file() && name != "README.md" && !readme.contains(&name) {

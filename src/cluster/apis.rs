@@ -112,7 +112,7 @@ pub const MACHINECONFIGURATION: Call = Call {
     scope: Scope::Cluster,
     names: &["cluster"],
     verbs: LIST_WATCH,
-    why: "watch::start: managedBootImagesStatus enrollment (absent is normal)",
+    why: "watch::start: enrollment, managedBootImagesStatus or (4.17, 4.18) spec.managedBootImages (absent is normal)",
 };
 pub const USER_DATA_SECRET: Call = Call {
     group: "",

@@ -128,21 +128,37 @@ fn pool_rule(
     }
 }
 
-/// Enrollment from MachineConfiguration `cluster`. Absent object or absent status: all
-/// MachineSets are managed. A status without a `machinesets` entry manages none, as in the
-/// MCO. An unusable selector is an error (the caller keeps MachineSets alone).
+/// Enrollment of MachineSets from MachineConfiguration `cluster`: its
+/// `status.managedBootImagesStatus`, which the MCO fills from `spec.managedBootImages` and
+/// its platform defaults. Without that status, `spec.managedBootImages` if it is set:
+/// OpenShift 4.17 and 4.18 have no such status, and their MCO follows the spec itself.
+/// Absent object, or neither: all MachineSets are managed. A list without a `machinesets`
+/// entry manages none, as in the MCO. An unusable selector is an error (the caller keeps
+/// MachineSets alone).
 pub fn enrollment(machine_configuration: Option<&Value>) -> Result<Enrollment, String> {
-    enrollment_of(machine_configuration, "machinesets")
+    let list = machine_configuration.and_then(|mc| {
+        mc.pointer("/status/managedBootImagesStatus")
+            .or_else(|| mc.pointer("/spec/managedBootImages"))
+    });
+    enrollment_in(list, "machinesets")
 }
 
-/// [`enrollment`] of another `machineManagers` resource (`controlplanemachinesets`).
+/// Enrollment of another `machineManagers` resource (`controlplanemachinesets`), from the
+/// status only (absent: all of them): the spec of OpenShift 4.17 and 4.18 cannot name
+/// ControlPlaneMachineSets, and `--control-plane-machine-sets` is the opt-in there.
 pub fn enrollment_of(
     machine_configuration: Option<&Value>,
     resource: &str,
 ) -> Result<Enrollment, String> {
-    let Some(status) =
-        machine_configuration.and_then(|mc| mc.pointer("/status/managedBootImagesStatus"))
-    else {
+    enrollment_in(
+        machine_configuration.and_then(|mc| mc.pointer("/status/managedBootImagesStatus")),
+        resource,
+    )
+}
+
+/// `resource`'s entry of a `machineManagers` list holder (absent: all).
+fn enrollment_in(list: Option<&Value>, resource: &str) -> Result<Enrollment, String> {
+    let Some(status) = list else {
         return Ok(Enrollment::All);
     };
     let managers = status.get("machineManagers").and_then(Value::as_array);
@@ -504,6 +520,34 @@ mod tests {
         assert!(matches!(enrollment(None), Ok(Enrollment::All)));
         assert!(matches!(
             enrollment(Some(&json!({"spec": {}}))),
+            Ok(Enrollment::All)
+        ));
+        // OpenShift 4.17 and 4.18: no status.managedBootImagesStatus, the spec decides.
+        let none = json!({"machineManagers": [
+            {"resource": "machinesets", "apiGroup": "machine.openshift.io", "selection": {"mode": "None"}}]});
+        let all = json!({"machineManagers": [
+            {"resource": "machinesets", "apiGroup": "machine.openshift.io", "selection": {"mode": "All"}}]});
+        assert!(matches!(
+            enrollment(Some(&json!({"spec": {"managedBootImages": none}}))),
+            Ok(Enrollment::None)
+        ));
+        assert!(matches!(
+            enrollment(Some(&json!({"spec": {"managedBootImages": {}}}))),
+            Ok(Enrollment::None)
+        ));
+        // ControlPlaneMachineSets: the status only (a 4.17 or 4.18 spec cannot name them).
+        assert!(matches!(
+            enrollment_of(
+                Some(&json!({"spec": {"managedBootImages": none}})),
+                "controlplanemachinesets"
+            ),
+            Ok(Enrollment::All)
+        ));
+        // With the status, the status decides (the MCO's defaults are in it).
+        assert!(matches!(
+            enrollment(Some(
+                &json!({"spec": {"managedBootImages": none}, "status": {"managedBootImagesStatus": all}})
+            )),
             Ok(Enrollment::All)
         ));
         let with = |managers: Value| json!({"status": {"managedBootImagesStatus": {"machineManagers": managers}}});

@@ -456,7 +456,7 @@ pub fn enforcement(machine_configuration: Option<&Value>) -> Enforcement {
         Some("Manual") => ("manual", true),
         Some("None") => ("", false),
         _ => {
-            let message = "the MCO has recorded no skew enforcement mode yet (it does not refuse until it has one)";
+            let message = "the MCO has recorded no skew enforcement mode: OpenShift before 4.22 has none, and a newer MCO does not refuse until it has recorded one";
             return judged(mode, None, None, Upgrade::Allowed, message.into());
         }
     };

@@ -226,7 +226,8 @@ impl Gate {
 }
 
 /// Which MachineSets are managed, from MachineConfiguration `cluster`
-/// `status.managedBootImagesStatus` (absent: all of them).
+/// `status.managedBootImagesStatus`, or `spec.managedBootImages` on releases without that
+/// status (absent: all of them).
 #[derive(Debug, Clone, Default)]
 pub enum Enrollment {
     #[default]

@@ -1,8 +1,14 @@
-//! A real kube-apiserver (v1.37, with its etcd) for integration tests, started by
+//! A real kube-apiserver (with its etcd) for integration tests, started by
 //! `scripts/test-apiserver` on loopback ports: RBAC, service-account tokens, the default
 //! admission plugins, an audit log of every write, the OpenShift CRDs of
 //! `tests/fixtures/crds` installed and Established, and the namespaces
 //! `openshift-machine-api` and `openshift-machine-config-operator`.
+//!
+//! The Kubernetes is today's (1.37) unless `KUBE_VERSION` names another that
+//! `scripts/test-apiserver versions` lists: `KUBE_VERSION=1.30 cargo test --test
+//! real_apiserver --test apiserver` runs those suites on OpenShift 4.17's Kubernetes with
+//! OpenShift 4.17's CRDs (the script reads the variable; `env("KUBE_RELEASE")` says which
+//! release runs).
 //!
 //! From an integration test:
 //!
