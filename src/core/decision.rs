@@ -56,7 +56,7 @@ pub enum OpKind {
 }
 
 impl Patch {
-    /// The JSON array, written the short way (what `Serialize` writes, at half the cost).
+    /// The JSON array, written the short way (what `Serialize` writes, for less).
     pub fn write_json(&self, out: &mut Vec<u8>) {
         out.push(b'[');
         for (i, op) in self.0.iter().enumerate() {
@@ -328,7 +328,7 @@ fn may_name_the_target(old: &str, target: &str, patch: &Patch) -> bool {
         return true;
     }
     // memchr's SIMD search: the old object is kilobytes, and `str::contains` went through
-    // it at a tenth of the speed on every UPDATE of a stale MachineSet.
+    // it far slower on every UPDATE of a stale MachineSet.
     let has = |s: &str| memchr::memmem::find(old.as_bytes(), s.as_bytes()).is_some();
     // Where the patch writes the target itself (GCP), one search answers both.
     has(target) || (!written.contains(&target) && written.iter().all(|s| has(s)))
