@@ -120,7 +120,7 @@ pub fn read_machinesets(path: &Path) -> Result<(Vec<Value>, Vec<String>), Previe
         },
         message,
     };
-    let docs = snapshot::parse_documents(&text).map_err(parse_error)?;
+    let docs = snapshot::parse_documents(&text).map_err(|e| parse_error(e.to_string()))?;
     machinesets(docs).map_err(parse_error)
 }
 

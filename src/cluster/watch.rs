@@ -207,7 +207,7 @@ pub struct Builder {
     last_good: Option<Arc<BootImages>>,
     reported: Option<String>,
     last_gate: Option<bool>,
-    last_enrollment_error: Option<String>,
+    last_enrollment_error: Option<facts::EnrollmentError>,
 }
 
 impl Builder {
@@ -291,7 +291,7 @@ impl Builder {
                 e
             }
             Err(e) => {
-                if self.last_enrollment_error.as_deref() != Some(&e) {
+                if self.last_enrollment_error.as_ref() != Some(&e) {
                     tracing::error!(error = %e, "MachineConfiguration cluster: unusable boot image selection; managing no MachineSet");
                     self.last_enrollment_error = Some(e);
                 }

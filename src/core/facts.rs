@@ -128,6 +128,17 @@ fn pool_rule(
     }
 }
 
+/// Why a MachineConfiguration's boot image selection cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum EnrollmentError {
+    #[error("mode Partial without selection.partial.machineResourceSelector")]
+    PartialWithoutSelector,
+    #[error("machineResourceSelector: {0}")]
+    Selector(String),
+    #[error("unknown selection mode {0:?}")]
+    UnknownMode(Option<String>),
+}
+
 /// Enrollment of MachineSets from MachineConfiguration `cluster`: its
 /// `status.managedBootImagesStatus`, which the MCO fills from `spec.managedBootImages` and
 /// its platform defaults. Without that status, `spec.managedBootImages` if it is set:
@@ -135,7 +146,7 @@ fn pool_rule(
 /// Absent object, or neither: all MachineSets are managed. A list without a `machinesets`
 /// entry manages none, as in the MCO. An unusable selector is an error (the caller keeps
 /// MachineSets alone).
-pub fn enrollment(machine_configuration: Option<&Value>) -> Result<Enrollment, String> {
+pub fn enrollment(machine_configuration: Option<&Value>) -> Result<Enrollment, EnrollmentError> {
     let list = machine_configuration.and_then(|mc| {
         mc.pointer("/status/managedBootImagesStatus")
             .or_else(|| mc.pointer("/spec/managedBootImages"))
@@ -149,7 +160,7 @@ pub fn enrollment(machine_configuration: Option<&Value>) -> Result<Enrollment, S
 pub fn enrollment_of(
     machine_configuration: Option<&Value>,
     resource: &str,
-) -> Result<Enrollment, String> {
+) -> Result<Enrollment, EnrollmentError> {
     enrollment_in(
         machine_configuration.and_then(|mc| mc.pointer("/status/managedBootImagesStatus")),
         resource,
@@ -157,7 +168,7 @@ pub fn enrollment_of(
 }
 
 /// `resource`'s entry of a `machineManagers` list holder (absent: all).
-fn enrollment_in(list: Option<&Value>, resource: &str) -> Result<Enrollment, String> {
+fn enrollment_in(list: Option<&Value>, resource: &str) -> Result<Enrollment, EnrollmentError> {
     let Some(status) = list else {
         return Ok(Enrollment::All);
     };
@@ -176,14 +187,15 @@ fn enrollment_in(list: Option<&Value>, resource: &str) -> Result<Enrollment, Str
             let raw = entry
                 .pointer("/selection/partial/machineResourceSelector")
                 .cloned()
-                .ok_or("mode Partial without selection.partial.machineResourceSelector")?;
-            let selector: LabelSelector =
-                serde_json::from_value(raw).map_err(|e| format!("machineResourceSelector: {e}"))?;
-            selector.try_into().map(Enrollment::Partial).map_err(
-                |e: kube::core::ParseExpressionError| format!("machineResourceSelector: {}", e.0),
-            )
+                .ok_or(EnrollmentError::PartialWithoutSelector)?;
+            let selector: LabelSelector = serde_json::from_value(raw)
+                .map_err(|e| EnrollmentError::Selector(e.to_string()))?;
+            selector
+                .try_into()
+                .map(Enrollment::Partial)
+                .map_err(|e: kube::core::ParseExpressionError| EnrollmentError::Selector(e.0))
         }
-        other => Err(format!("unknown selection mode {other:?}")),
+        other => Err(EnrollmentError::UnknownMode(other.map(str::to_owned))),
     }
 }
 
