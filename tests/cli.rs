@@ -10,9 +10,8 @@ use std::time::{Duration, Instant};
 
 use base64::Engine;
 use serde_json::Value;
+use support::binary::BIN;
 use support::{CURRENT_ARM, CURRENT_X86, fixture_path};
-
-const BIN: &str = env!("CARGO_BIN_EXE_bootimage-webhook");
 
 fn repo(rel: &str) -> std::path::PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join(rel)
