@@ -34,6 +34,19 @@ const IMAGE_ENV: &str = "BOOTIMAGE_WEBHOOK_IMAGE";
 const CONFIGMAP_DIR: &str = "/etc/bootimage-webhook/configmap";
 const CONFIGMAP_FIXTURE: &str = "configmap-coreos-bootimages.assembled.yaml";
 
+/// A line for the run's output and for `target/tmp/image-report.txt`, which scripts/test
+/// prints after cargo test (a passing test's output is not shown).
+fn report(line: String) {
+    eprintln!("image: {line}");
+    let path = Path::new(env!("CARGO_TARGET_TMPDIR")).join("image-report.txt");
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .unwrap();
+    writeln!(f, "image: {line}").unwrap();
+}
+
 fn repo(path: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join(path)
 }
@@ -171,10 +184,10 @@ fn image_under_test() -> Image {
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let started = Instant::now();
     podman_ok(&args);
-    eprintln!(
-        "image: built {name} (target runtime-prebuilt on {base}) in {:.1} s",
+    report(format!(
+        "built {name} (target runtime-prebuilt on {base}) in {:.1} s",
         started.elapsed().as_secs_f64()
-    );
+    ));
     Image {
         name,
         built_here: true,
@@ -397,11 +410,11 @@ async fn the_image_runs_as_the_deployment_runs_it() {
     let size: u64 = podman_ok(&["image", "inspect", "--format", "{{.Size}}", &image.name])
         .parse()
         .unwrap();
-    eprintln!(
-        "image: {} is {size} bytes ({:.1} MB)",
+    report(format!(
+        "{} is {size} bytes ({:.1} MB)",
         image.name,
         size as f64 / 1e6
-    );
+    ));
 
     let user = podman_ok(&[
         "image",
@@ -507,10 +520,10 @@ async fn the_image_runs_as_the_deployment_runs_it() {
         );
         std::thread::sleep(Duration::from_millis(100));
     }
-    eprintln!(
-        "image: ready after {:.1} s",
+    report(format!(
+        "ready after {:.1} s",
         started.elapsed().as_secs_f64()
-    );
+    ));
     assert_eq!(probe(admin, "/healthz"), Some(200));
 
     // The process: the image's user, and / read-only.
@@ -598,10 +611,10 @@ async fn the_image_runs_as_the_deployment_runs_it() {
         logs.contains("Updated"),
         "the review's decision is not in the log:\n{logs}"
     );
-    eprintln!(
-        "image: {} passed in {:.1} s (stopped after {:.1} s)",
+    report(format!(
+        "{} passed in {:.1} s (stopped after {:.1} s)",
         image.name,
         started.elapsed().as_secs_f64(),
         stopping.elapsed().as_secs_f64()
-    );
+    ));
 }
