@@ -30,11 +30,12 @@ WORKDIR /src
 COPY . .
 # The cache mounts keep the crate registry and target/ between builds (BuildKit
 # and buildah); the binary is copied out of target/ in the same step, because a
-# cache mount is not part of the layer.
+# cache mount is not part of the layer, and stripped on the way (the release
+# profile keeps the symbols for the profilers; the image needs none).
 RUN --mount=type=cache,target=/usr/local/cargo/registry \
     --mount=type=cache,target=/src/target \
     cargo build --release --locked --bin bootimage-webhook \
-    && install -D -m 0755 target/release/bootimage-webhook /out/bootimage-webhook
+    && install -D -s -m 0755 target/release/bootimage-webhook /out/bootimage-webhook
 
 FROM ${RUNTIME_IMAGE} AS runtime-base
 ARG RUNTIME_IMAGE
