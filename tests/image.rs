@@ -1,0 +1,620 @@
+//! The container image, started as the Deployment starts it.
+//!
+//! Without `BOOTIMAGE_WEBHOOK_IMAGE`, the image is the Dockerfile's target `runtime-prebuilt`
+//! around the binary this test run built, on the local distroless stand-in of
+//! `scripts/image-bases`; with it (`scripts/build-image` sets it), the image named there,
+//! e.g. the full Dockerfile build. Either way it is run with podman (runc) as
+//! `manifests/base/deployment.yaml` runs it: the image's own user (the Deployment sets none),
+//! a read-only root file system, no capabilities, no privilege escalation, `/tmp` a small
+//! scratch mount, the serving certificate in a kubelet-style Secret volume at the
+//! Deployment's mount path, the Deployment's args and environment. Offline, since there is
+//! no cluster: the ConfigMap comes from a file (`BOOTIMAGE_WEBHOOK_CONFIGMAP_FILE`).
+//!
+//! Checked: the process runs as 65532 with `/` mounted read-only, `/readyz` turns ready,
+//! `examples/review-gcp-update.json` posted over TLS by a client that verifies the
+//! certificate gets the patch the README shows, SIGTERM stops it cleanly within the
+//! Deployment's grace period, and the image has no shell (`--entrypoint /bin/sh` fails,
+//! and no shell is among its files). The image's size is printed.
+//!
+//! Needs podman and runc (`scripts/install-image-deps`, which `scripts/test` runs) and root.
+
+mod support;
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use support::{CURRENT_X86, Https, SecretVolume, dev_certs};
+
+const RUNTIME_BASE_ENV: &str = "BOOTIMAGE_WEBHOOK_RUNTIME_IMAGE";
+const IMAGE_ENV: &str = "BOOTIMAGE_WEBHOOK_IMAGE";
+const CONFIGMAP_DIR: &str = "/etc/bootimage-webhook/configmap";
+const CONFIGMAP_FIXTURE: &str = "configmap-coreos-bootimages.assembled.yaml";
+
+/// A line for the run's output and for `target/tmp/image-report.txt`, which scripts/test
+/// prints after cargo test (a passing test's output is not shown).
+fn report(line: String) {
+    eprintln!("image: {line}");
+    let path = Path::new(env!("CARGO_TARGET_TMPDIR")).join("image-report.txt");
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .unwrap();
+    writeln!(f, "image: {line}").unwrap();
+}
+
+fn repo(path: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(path)
+}
+
+fn podman(args: &[&str]) -> Output {
+    Command::new("podman")
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("running podman ({e}); scripts/install-image-deps installs it"))
+}
+
+/// podman's output, or a panic with its stderr.
+fn podman_ok(args: &[&str]) -> String {
+    let out = podman(args);
+    assert!(
+        out.status.success(),
+        "podman {args:?}: {}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+/// The hard limit of `resource` (a row of /proc/self/limits), at most `cap`: podman needs
+/// explicit --ulimit values within the hard limits on these machines.
+fn hard_limit(resource: &str, cap: u64) -> u64 {
+    let limits = std::fs::read_to_string("/proc/self/limits").unwrap();
+    let row = limits
+        .lines()
+        .find(|l| l.starts_with(resource))
+        .unwrap_or_else(|| panic!("{resource} not in /proc/self/limits"));
+    let hard = row[resource.len()..].split_whitespace().nth(1).unwrap();
+    hard.parse::<u64>().map_or(cap, |h| h.min(cap))
+}
+
+/// Flags every `podman run` here takes: runc, and the two limits.
+fn run_flags() -> Vec<String> {
+    let nofile = hard_limit("Max open files", 65536);
+    let nproc = hard_limit("Max processes", 32768);
+    vec![
+        "--runtime".into(),
+        "runc".into(),
+        "--ulimit".into(),
+        format!("nofile={nofile}:{nofile}"),
+        "--ulimit".into(),
+        format!("nproc={nproc}:{nproc}"),
+    ]
+}
+
+fn unique(prefix: &str) -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .subsec_nanos();
+    format!("{prefix}-{}-{nanos}", std::process::id())
+}
+
+/// The image under test; one built here is removed on drop.
+struct Image {
+    name: String,
+    built_here: bool,
+}
+
+impl Drop for Image {
+    fn drop(&mut self) {
+        if self.built_here {
+            let _ = podman(&["rmi", "--force", &self.name]);
+        }
+    }
+}
+
+/// The runtime base: $BOOTIMAGE_WEBHOOK_RUNTIME_IMAGE, or the stand-in of scripts/image-bases.
+fn runtime_base() -> String {
+    if let Ok(name) = std::env::var(RUNTIME_BASE_ENV)
+        && !name.is_empty()
+    {
+        return name;
+    }
+    let out = Command::new(repo("scripts/image-bases"))
+        .arg("runtime")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "scripts/image-bases runtime: {}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("RUNTIME_IMAGE="))
+        .unwrap_or_else(|| panic!("no RUNTIME_IMAGE= in {stdout:?}"))
+        .to_owned()
+}
+
+fn image_under_test() -> Image {
+    if let Ok(name) = std::env::var(IMAGE_ENV)
+        && !name.is_empty()
+    {
+        return Image {
+            name,
+            built_here: false,
+        };
+    }
+    let base = runtime_base();
+    // The build context holds the binary alone: the repository's .dockerignore keeps
+    // target/ out of a context, and a context needs nothing else for this target.
+    let context = tempfile::tempdir().unwrap();
+    std::fs::copy(
+        support::binary::BIN,
+        context.path().join("bootimage-webhook"),
+    )
+    .unwrap();
+    let name = format!("localhost/{}:test", unique("bootimage-webhook-image-test"));
+    let dockerfile = repo("Dockerfile");
+    let mut args = vec![
+        "build".to_owned(),
+        "--runtime".into(),
+        "runc".into(),
+        "--network".into(),
+        "none".into(),
+        "--target".into(),
+        "runtime-prebuilt".into(),
+        "--build-arg".into(),
+        format!("RUNTIME_IMAGE={base}"),
+        "--build-arg".into(),
+        "BINARY=bootimage-webhook".into(),
+        "-f".into(),
+        dockerfile.display().to_string(),
+        "-t".into(),
+        name.clone(),
+    ];
+    args.push(context.path().display().to_string());
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let started = Instant::now();
+    podman_ok(&args);
+    report(format!(
+        "built {name} (target runtime-prebuilt on {base}) in {:.1} s",
+        started.elapsed().as_secs_f64()
+    ));
+    Image {
+        name,
+        built_here: true,
+    }
+}
+
+/// What the Deployment's one container is started with.
+struct Deployment {
+    args: Vec<String>,
+    /// The `value` environment entries, and the `fieldRef` ones with stand-in values.
+    env: Vec<(String, String)>,
+    tls_mount: String,
+    tmp_mount: String,
+    tmp_size: String,
+    read_only_root: bool,
+    drop_all_capabilities: bool,
+    no_privilege_escalation: bool,
+    run_as_user: Option<u64>,
+    webhook_port: u16,
+    admin_port: u16,
+    grace: Duration,
+}
+
+fn deployment() -> Deployment {
+    let text = std::fs::read_to_string(repo("manifests/base/deployment.yaml")).unwrap();
+    let d: Value = serde_saphyr::from_str(&text).unwrap();
+    let pod = &d["spec"]["template"]["spec"];
+    let c = &pod["containers"][0];
+    let strings = |v: &Value| -> Vec<String> {
+        v.as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s.as_str().unwrap().to_owned())
+            .collect()
+    };
+    let env = c["env"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            let name = e["name"].as_str().unwrap().to_owned();
+            let value = match e["value"].as_str() {
+                Some(v) => v.to_owned(),
+                None => {
+                    let path = e["valueFrom"]["fieldRef"]["fieldPath"].as_str().unwrap();
+                    match path {
+                        "metadata.name" => "bootimage-webhook-image-test".to_owned(),
+                        "metadata.namespace" => "bootimage-webhook".to_owned(),
+                        other => panic!("fieldRef {other} has no stand-in here"),
+                    }
+                }
+            };
+            (name, value)
+        })
+        .collect();
+    let mount_of = |volume: &str| -> String {
+        c["volumeMounts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["name"] == volume)
+            .unwrap_or_else(|| panic!("no volumeMount {volume}"))["mountPath"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    let tmp_volume = pod["volumes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["name"] == "tmp")
+        .unwrap();
+    let port = |name: &str| -> u16 {
+        c["ports"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["name"] == name)
+            .unwrap()["containerPort"]
+            .as_u64()
+            .unwrap() as u16
+    };
+    let sc = &c["securityContext"];
+    Deployment {
+        args: strings(&c["args"]),
+        env,
+        tls_mount: mount_of("tls"),
+        tmp_mount: mount_of("tmp"),
+        tmp_size: tmp_volume["emptyDir"]["sizeLimit"]
+            .as_str()
+            .unwrap()
+            .trim_end_matches('i')
+            .to_lowercase(),
+        read_only_root: sc["readOnlyRootFilesystem"] == true,
+        drop_all_capabilities: sc["capabilities"]["drop"] == json!(["ALL"]),
+        no_privilege_escalation: sc["allowPrivilegeEscalation"] == false,
+        run_as_user: sc["runAsUser"]
+            .as_u64()
+            .or(pod["securityContext"]["runAsUser"].as_u64()),
+        webhook_port: port("webhook"),
+        admin_port: port("admin"),
+        grace: Duration::from_secs(pod["terminationGracePeriodSeconds"].as_u64().unwrap()),
+    }
+}
+
+/// A container removed on drop.
+struct Container(String);
+
+impl Drop for Container {
+    fn drop(&mut self) {
+        let _ = podman(&["rm", "--force", "--time", "0", &self.0]);
+    }
+}
+
+impl Container {
+    fn logs(&self) -> String {
+        let out = podman(&["logs", &self.0]);
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    }
+
+    fn inspect(&self, format: &str) -> String {
+        podman_ok(&["inspect", "--format", format, &self.0])
+    }
+
+    fn host_port(&self, port: u16) -> SocketAddr {
+        let mapped = podman_ok(&["port", &self.0, &format!("{port}/tcp")]);
+        mapped
+            .lines()
+            .next()
+            .and_then(|l| l.trim().parse().ok())
+            .unwrap_or_else(|| panic!("podman port {port}: {mapped:?}"))
+    }
+}
+
+/// A plain HTTP/1.1 GET, as the kubelet's httpGet probe sends it: the status code, if the
+/// server answered at all.
+fn probe(addr: SocketAddr, path: &str) -> Option<u16> {
+    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(2)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
+    let mut reply = String::new();
+    s.read_to_string(&mut reply).ok()?;
+    reply.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// Every path in the image's file system, from `podman export` of a container never started.
+fn image_files(image: &str) -> Vec<String> {
+    let created = Container(podman_ok(&["create", "--runtime", "runc", image]));
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg(format!("podman export '{}' | tar -t", created.0))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| l.trim_start_matches("./").trim_end_matches('/').to_owned())
+        .collect()
+}
+
+fn no_shell(image: &Image) {
+    let flags = run_flags();
+    let mut base: Vec<&str> = vec!["run", "--rm", "--network", "none"];
+    base.extend(flags.iter().map(String::as_str));
+    // The same flags start the binary, so that the failure below is the missing shell's.
+    let mut control = base.clone();
+    control.extend(["--entrypoint", "/usr/local/bin/bootimage-webhook"]);
+    control.extend([image.name.as_str(), "--version"]);
+    let version = podman_ok(&control);
+    assert!(version.starts_with("bootimage-webhook "), "{version}");
+
+    let mut shell = base.clone();
+    shell.extend(["--entrypoint", "/bin/sh", image.name.as_str(), "-c", "true"]);
+    let out = podman(&shell);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success(),
+        "a shell ran in the image: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    assert!(
+        err.contains("/bin/sh") && (err.contains("no such file") || err.contains("not found")),
+        "--entrypoint /bin/sh failed for another reason: {err}"
+    );
+
+    let files = image_files(&image.name);
+    assert!(
+        files.iter().any(|f| f == "usr/local/bin/bootimage-webhook"),
+        "the binary is not in the image"
+    );
+    let shells: Vec<&String> = files
+        .iter()
+        .filter(|f| {
+            let name = f.rsplit('/').next().unwrap();
+            matches!(name, "sh" | "bash" | "dash" | "ash" | "busybox")
+        })
+        .collect();
+    assert!(shells.is_empty(), "shells in the image: {shells:?}");
+    assert!(
+        !files.iter().any(|f| f == "var/lib/dpkg/status"),
+        "a dpkg database in the image"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_image_runs_as_the_deployment_runs_it() {
+    let image = image_under_test();
+    let size: u64 = podman_ok(&["image", "inspect", "--format", "{{.Size}}", &image.name])
+        .parse()
+        .unwrap();
+    report(format!(
+        "{} is {size} bytes ({:.1} MB)",
+        image.name,
+        size as f64 / 1e6
+    ));
+
+    let user = podman_ok(&[
+        "image",
+        "inspect",
+        "--format",
+        "{{.Config.User}}",
+        &image.name,
+    ]);
+    assert_eq!(user, "65532:65532", "runAsNonRoot needs a numeric user");
+    let entrypoint = podman_ok(&[
+        "image",
+        "inspect",
+        "--format",
+        "{{json .Config.Entrypoint}}",
+        &image.name,
+    ]);
+    assert_eq!(entrypoint, r#"["/usr/local/bin/bootimage-webhook"]"#);
+
+    no_shell(&image);
+
+    let d = deployment();
+    assert_eq!(
+        d.run_as_user, None,
+        "the Deployment sets no user: the image's applies"
+    );
+    assert!(d.read_only_root && d.drop_all_capabilities && d.no_privilege_escalation);
+
+    // The Secret volume, as the kubelet lays it out, mode 0644 (the Secret's default).
+    let dir = tempfile::tempdir().unwrap();
+    let tls = dir.path().join("tls");
+    std::fs::create_dir(&tls).unwrap();
+    let certs = dev_certs();
+    SecretVolume::new(&tls, &certs);
+    let configmap = dir.path().join("configmap");
+    std::fs::create_dir(&configmap).unwrap();
+    std::fs::copy(
+        repo(&format!("tests/fixtures/{CONFIGMAP_FIXTURE}")),
+        configmap.join(CONFIGMAP_FIXTURE),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    for d in [dir.path(), &tls, &configmap] {
+        std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+
+    let name = unique("bootimage-webhook-image-test");
+    let mut args: Vec<String> = vec![
+        "run".into(),
+        "--detach".into(),
+        "--name".into(),
+        name.clone(),
+    ];
+    args.extend(run_flags());
+    // Loopback-only published ports through slirp4netns: needs no bridge or iptables.
+    args.extend([
+        "--network".into(),
+        "slirp4netns:port_handler=slirp4netns".into(),
+        "--publish".into(),
+        format!("127.0.0.1::{}", d.webhook_port),
+        "--publish".into(),
+        format!("127.0.0.1::{}", d.admin_port),
+        "--read-only".into(),
+        "--read-only-tmpfs=false".into(),
+        "--cap-drop".into(),
+        "ALL".into(),
+        "--security-opt".into(),
+        "no-new-privileges".into(),
+        "--tmpfs".into(),
+        format!("{}:rw,size={}", d.tmp_mount, d.tmp_size),
+        "--volume".into(),
+        format!("{}:{}:ro", tls.display(), d.tls_mount),
+        "--volume".into(),
+        format!("{}:{CONFIGMAP_DIR}:ro", configmap.display()),
+    ]);
+    for (k, v) in &d.env {
+        args.extend(["--env".into(), format!("{k}={v}")]);
+    }
+    // Offline: there is no cluster to follow.
+    for (k, v) in [
+        (
+            "BOOTIMAGE_WEBHOOK_CONFIGMAP_FILE",
+            format!("{CONFIGMAP_DIR}/{CONFIGMAP_FIXTURE}"),
+        ),
+        ("BOOTIMAGE_WEBHOOK_ASSUME_MASTERS_UPDATED", "true".into()),
+        ("BOOTIMAGE_WEBHOOK_CONTROL_PLANE_ARCH", "amd64".into()),
+    ] {
+        args.extend(["--env".into(), format!("{k}={v}")]);
+    }
+    args.push(image.name.clone());
+    args.extend(d.args.iter().cloned());
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let started = Instant::now();
+    let container = Container(podman_ok(&args));
+
+    let webhook = container.host_port(d.webhook_port);
+    let admin = container.host_port(d.admin_port);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while probe(admin, "/readyz") != Some(200) {
+        assert!(
+            Instant::now() < deadline,
+            "never ready; log:\n{}",
+            container.logs()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    report(format!(
+        "ready after {:.1} s",
+        started.elapsed().as_secs_f64()
+    ));
+    assert_eq!(probe(admin, "/healthz"), Some(200));
+
+    // The process: the image's user, and / read-only.
+    let pid = container.inspect("{{.State.Pid}}");
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    for key in ["Uid:", "Gid:"] {
+        let ids: Vec<&str> = status
+            .lines()
+            .find(|l| l.starts_with(key))
+            .unwrap()
+            .split_whitespace()
+            .skip(1)
+            .collect();
+        assert_eq!(ids, ["65532"; 4], "{key}");
+    }
+    let mountinfo = std::fs::read_to_string(format!("/proc/{pid}/mountinfo")).unwrap();
+    let root = mountinfo
+        .lines()
+        .find(|l| l.split_whitespace().nth(4) == Some("/"))
+        .unwrap();
+    let options = root.split_whitespace().nth(5).unwrap();
+    assert!(
+        options.split(',').any(|o| o == "ro"),
+        "root not read-only: {root}"
+    );
+    let tmp = mountinfo
+        .lines()
+        .find(|l| l.split_whitespace().nth(4) == Some(d.tmp_mount.as_str()))
+        .unwrap_or_else(|| panic!("no {} mount", d.tmp_mount));
+    assert!(tmp.contains(" tmpfs "), "{tmp}");
+    let cap_eff = status
+        .lines()
+        .find(|l| l.starts_with("CapEff:"))
+        .unwrap()
+        .split_whitespace()
+        .nth(1)
+        .unwrap()
+        .to_owned();
+    assert_eq!(cap_eff, "0000000000000000", "capabilities left");
+
+    // A review over TLS, the certificate verified against the test CA.
+    let review: Value = serde_json::from_str(
+        &std::fs::read_to_string(repo("examples/review-gcp-update.json")).unwrap(),
+    )
+    .unwrap();
+    let reply = Https::new(&certs.ca_pem)
+        .post_review(webhook, &review)
+        .await;
+    assert_eq!(
+        reply.status,
+        200,
+        "{}",
+        String::from_utf8_lossy(&reply.body)
+    );
+    let v = reply.json();
+    assert_eq!(v["response"]["uid"], review["request"]["uid"]);
+    assert_eq!(v["response"]["allowed"], true);
+    assert_eq!(v["response"]["patchType"], "JSONPatch");
+    assert_eq!(
+        reply.patch().expect("a patch"),
+        json!([
+            {"op": "replace", "path": "/spec/template/spec/providerSpec/value/disks/0/image",
+             "value": CURRENT_X86},
+            {"op": "add", "path": "/metadata/annotations",
+             "value": {"bootimages.machineconfiguration.openshift.io/boot-image": CURRENT_X86}},
+        ])
+    );
+    let (metrics_status, metrics) = support::admin_get(admin, "/metrics").await;
+    assert_eq!(metrics_status, 200);
+    assert!(
+        metrics.contains("bootimage_webhook_"),
+        "no metrics of ours:\n{metrics}"
+    );
+
+    // SIGTERM, as the kubelet stops it: a clean exit within the grace period.
+    let grace = d.grace.as_secs().to_string();
+    let stopping = Instant::now();
+    podman_ok(&["stop", "--time", &grace, &name]);
+    let exit = container.inspect("{{.State.ExitCode}}");
+    let logs = container.logs();
+    assert_eq!(exit, "0", "exit code after SIGTERM; log:\n{logs}");
+    assert!(stopping.elapsed() < d.grace, "{:?}", stopping.elapsed());
+    assert!(logs.contains("received SIGTERM"), "{logs}");
+    assert!(
+        logs.contains("Updated"),
+        "the review's decision is not in the log:\n{logs}"
+    );
+    report(format!(
+        "{} passed in {:.1} s (stopped after {:.1} s)",
+        image.name,
+        started.elapsed().as_secs_f64(),
+        stopping.elapsed().as_secs_f64()
+    ));
+}
