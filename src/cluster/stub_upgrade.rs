@@ -15,13 +15,12 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, ObjectMeta, PostParams};
 use serde_json::Value;
 
+use crate::cluster::stubs::{USER_DATA_KEY, user_data_secret};
 use crate::core::decision::{self, Reason};
 use crate::core::facts;
 use crate::core::snapshot::{Snapshot, Stub};
 use crate::core::stub::{self, UPGRADED_VERSION};
-use crate::core::view::{MachineSetView, ProviderSpecValue};
 
-const USER_DATA_KEY: &str = "userData";
 pub const UPGRADED_TO_ANNOTATION: &str =
     "machineconfiguration.openshift.io/stub-ignition-upgraded-to";
 pub const UPGRADED_AT_ANNOTATION: &str =
@@ -76,15 +75,6 @@ pub fn candidates(machinesets: &[Value], snap: &Snapshot) -> Vec<Candidate> {
         }
     }
     by_secret.into_values().collect()
-}
-
-fn user_data_secret(ms: &Value) -> Option<String> {
-    let json = serde_json::to_vec(ms).ok()?;
-    let view = MachineSetView::parse(&json).ok()?;
-    match view.provider_spec() {
-        ProviderSpecValue::Object(spec) => spec.user_data_secret().map(|s| s.into_owned()),
-        _ => None,
-    }
 }
 
 /// What became of a candidate, for the log and an Event on each waiting MachineSet.

@@ -18,10 +18,10 @@ use tokio::sync::Notify;
 
 use crate::core::facts;
 use crate::core::snapshot::Stub;
-use crate::core::view::{MachineSetView, ProviderSpecValue};
+use crate::core::view::MachineSetView;
 
 /// The data key of a user-data Secret, as the installer and the MCO write it.
-const USER_DATA_KEY: &str = "userData";
+pub const USER_DATA_KEY: &str = "userData";
 /// The installer's user-data Secrets: always read, so that the first MachineSet naming one
 /// is decided at once (a new cluster's, a dry run).
 const INSTALLER_SECRETS: [&str; 2] = ["worker-user-data", "master-user-data"];
@@ -31,18 +31,19 @@ const MAX_RETRY: Duration = Duration::from_secs(300);
 /// What the learner has read, by Secret name: the snapshot builder reads it.
 pub type Learned = Arc<ArcSwap<BTreeMap<String, Stub>>>;
 
-/// The Secret names the MachineSets' providerSpecs name (`userDataSecret.name`).
+/// The Secret a MachineSet's (or ControlPlaneMachineSet's) providerSpec names
+/// (`userDataSecret.name`), read as the decision reads it.
+pub fn user_data_secret(object: &impl serde::Serialize) -> Option<String> {
+    let json = serde_json::to_vec(object).ok()?;
+    let view = MachineSetView::parse(&json).ok()?;
+    view.user_data_secret().map(|s| s.into_owned())
+}
+
+/// The Secret names the MachineSets' providerSpecs name.
 pub fn named_secrets(objects: &[Arc<DynamicObject>]) -> BTreeSet<String> {
     objects
         .iter()
-        .filter_map(|o| serde_json::to_vec(o.as_ref()).ok())
-        .filter_map(|json| {
-            let view = MachineSetView::parse(&json).ok()?;
-            match view.provider_spec() {
-                ProviderSpecValue::Object(spec) => spec.user_data_secret().map(|s| s.into_owned()),
-                _ => None,
-            }
-        })
+        .filter_map(|o| user_data_secret(o.as_ref()))
         .collect()
 }
 

@@ -331,7 +331,10 @@ impl Builder {
                 enrollment,
                 control_plane_machine_sets: settings.control_plane_machine_sets,
                 cpms_enrollment,
-                stubs: Stubs::learned(s.stubs.load().iter().map(|(k, v)| (k.as_str(), v.clone()))),
+                stubs: Stubs {
+                    unchecked: false,
+                    by_name: BTreeMap::clone(&s.stubs.load()),
+                },
                 learned,
             },
         )

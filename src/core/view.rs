@@ -463,6 +463,14 @@ impl<'a> MachineSetView<'a> {
         }
     }
 
+    /// `userDataSecret.name` of the providerSpec value, wherever the kind keeps it.
+    pub fn user_data_secret(&self) -> Option<Cow<'a, str>> {
+        match self.provider_spec() {
+            ProviderSpecValue::Object(spec) => spec.user_data_secret(),
+            _ => None,
+        }
+    }
+
     pub fn provider_spec(&self) -> ProviderSpecValue<'_, 'a> {
         let value = if self.is_control_plane_machine_set() {
             self.cpms_machine_spec()
