@@ -6,6 +6,8 @@
 //! - `volume`: Secret volumes as the kubelet lays them out;
 //! - `binary`: the real binary, spawned the one way every test spawns it;
 //! - `apiserver`: a real kube-apiserver and etcd (`scripts/test-apiserver`);
+//! - `cluster`: that apiserver holding the shipped manifests, and replicas of the binary
+//!   running as its ServiceAccount;
 //! - `evanphx`: the apiserver's own JSON Patch library, as the oracle for patches.
 //!
 //! The most used items are re-exported here (`support::fixture`, `support::Https`, ...).
@@ -14,6 +16,7 @@
 
 pub mod apiserver;
 pub mod binary;
+pub mod cluster;
 pub mod evanphx;
 pub mod fixtures;
 pub mod https;

@@ -1,0 +1,868 @@
+//! The whole system against a real kube-apiserver, for the tests that meet it whole
+//! (`tests/real_apiserver.rs`): a [`Cluster`] is an apiserver holding the project's own
+//! manifests (rendered with kustomize) and an OpenShift-like world; a [`Replica`] is one
+//! `bootimage-webhook serve` running as the manifests' ServiceAccount with its own token.
+//! The helpers read what the apiserver stored and its audit log.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::process::Output;
+use std::time::{Duration, Instant};
+
+use base64::Engine;
+use bootimage_webhook::serve::tls::DevCerts;
+use k8s_openapi::jiff::Timestamp;
+use serde_json::{Value, json};
+
+use super::apiserver::ApiServer;
+use super::binary::{Served, serve_command_on};
+use super::{CURRENT_X86, Https, admin_get, dev_certs, fixture, update_review_of};
+
+pub const NS: &str = "openshift-machine-api";
+pub const OWN_NS: &str = "bootimage-webhook";
+pub const SA: &str = "bootimage-webhook";
+pub const SA_USER: &str = "system:serviceaccount:bootimage-webhook:bootimage-webhook";
+pub const LEASE: &str = "bootimage-webhook";
+pub const WEBHOOK: &str = "bootimage.machineset.bootimages.machineconfiguration.openshift.io";
+pub const BOOT_IMAGE: &str = "bootimages.machineconfiguration.openshift.io/boot-image";
+pub const TOUCH: &str = "bootimages.machineconfiguration.openshift.io/touch";
+pub const OPT_OUT: &str = "bootimages.machineconfiguration.openshift.io/managed";
+pub const OLD: &str = "projects/rhcos-cloud/global/images/rhcos-9-6-20250826-1-gcp-x86-64";
+pub const CUSTOM: &str = "projects/my-project/global/images/custom";
+pub const NEWER_NAME: &str = "rhcos-9-8-20261101-0-gcp-x86-64";
+pub const NEWER: &str = "projects/rhcos-cloud/global/images/rhcos-9-8-20261101-0-gcp-x86-64";
+pub const NEWEST_NAME: &str = "rhcos-9-8-20261201-0-gcp-x86-64";
+pub const NEWEST: &str = "projects/rhcos-cloud/global/images/rhcos-9-8-20261201-0-gcp-x86-64";
+pub const PROVIDER: &str = "/spec/template/spec/providerSpec/value";
+/// The toucher's periodic pass in these tests (`--touch-resync`).
+pub const RESYNC: &str = "2s";
+/// kube-lease-manager's Lease duration (30 s) and grace period (5 s).
+pub const LEASE_DURATION: Duration = Duration::from_secs(35);
+
+// ------------------------------------------------------------------------------ helpers
+
+/// Polls `f` until it gives a value; panics with `what` (and `context()`) after `wait`.
+pub fn eventually<T>(
+    what: &str,
+    wait: Duration,
+    context: impl Fn() -> String,
+    mut f: impl FnMut() -> Option<T>,
+) -> T {
+    let deadline = Instant::now() + wait;
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {wait:?} waiting for {what}\n{}",
+            context()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+pub fn block_on<F: std::future::Future>(f: F) -> F::Output {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(f)
+}
+
+pub fn text(out: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// A claim of a JWT's payload (no verification: the apiserver did that).
+pub fn jwt_claim(token: &str, claim: &str) -> String {
+    let payload = token.split('.').nth(1).expect("a JWT");
+    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(payload.trim_end_matches('='))
+        .expect("JWT payload is base64url");
+    let v: Value = serde_json::from_slice(&bytes).expect("JWT payload is JSON");
+    v[claim].as_str().expect("claim").to_owned()
+}
+
+/// The MachineSet fixture (GCP, build02) named `name`, its boot disk on `image`.
+pub fn machineset(name: &str, image: &str) -> Value {
+    let mut ms = fixture("machineset-gcp-build02-infra-a.yaml");
+    ms["metadata"]["name"] = json!(name);
+    ms["spec"]["template"]["spec"]["providerSpec"]["value"]["disks"][0]["image"] = json!(image);
+    ms
+}
+
+pub fn image(ms: &Value) -> &str {
+    ms.pointer(&format!("{PROVIDER}/disks/0/image"))
+        .and_then(Value::as_str)
+        .unwrap_or("")
+}
+
+pub fn annotation<'a>(ms: &'a Value, key: &str) -> Option<&'a str> {
+    ms["metadata"]["annotations"][key].as_str()
+}
+
+/// What a MachineSet's owner wrote: the template (providerSpec included), labels,
+/// annotations and owners. The apiserver adds uid, resourceVersion, defaults (replicas).
+pub fn as_written(ms: &Value) -> Value {
+    json!({
+        "labels": ms["metadata"]["labels"],
+        "annotations": ms["metadata"].get("annotations").cloned().unwrap_or(json!({})),
+        "ownerReferences": ms["metadata"]["ownerReferences"],
+        "selector": ms["spec"]["selector"],
+        "template": ms["spec"]["template"],
+    })
+}
+
+/// The stream of the fixture ConfigMap with the x86_64 GCP image renamed.
+pub fn stream_with_gcp_image(name: &str) -> String {
+    let cm = fixture("configmap-coreos-bootimages.assembled.yaml");
+    let mut stream: Value = serde_json::from_str(cm["data"]["stream"].as_str().unwrap()).unwrap();
+    stream["architectures"]["x86_64"]["images"]["gcp"]["name"] = json!(name);
+    serde_json::to_string(&stream).unwrap()
+}
+
+// ------------------------------------------------------------------------------ audit log
+
+pub fn is_ours(e: &Value) -> bool {
+    e["user"]["username"] == SA_USER
+}
+
+/// Whether the audit event was made with the token whose `jti` is given.
+pub fn with_token(e: &Value, jti: &str) -> bool {
+    e["user"]["extra"]["authentication.kubernetes.io/credential-id"]
+        .as_array()
+        .is_some_and(|ids| ids.iter().any(|i| i == &json!(format!("JTI={jti}"))))
+}
+
+/// The touches in `events`: MachineSet patches by our ServiceAccount (of one token, if
+/// `jti` is given), by MachineSet name, in order.
+pub fn touches(events: &[Value], jti: Option<&str>) -> Vec<String> {
+    events
+        .iter()
+        .filter(|e| {
+            is_ours(e)
+                && e["verb"] == "patch"
+                && e["stage"] == "ResponseComplete"
+                && e["objectRef"]["resource"] == "machinesets"
+                && e["objectRef"].get("subresource").is_none()
+                && jti.is_none_or(|j| with_token(e, j))
+        })
+        .map(|e| e["objectRef"]["name"].as_str().unwrap_or("").to_owned())
+        .collect()
+}
+
+pub fn sorted(mut v: Vec<String>) -> Vec<String> {
+    v.sort();
+    v
+}
+
+/// The one completed `create` of MachineSet `name` in `events`.
+pub fn creation<'a>(events: &'a [Value], name: &str) -> &'a Value {
+    let found: Vec<_> = events
+        .iter()
+        .filter(|e| {
+            e["verb"] == "create"
+                && e["stage"] == "ResponseComplete"
+                && e["objectRef"]["resource"] == "machinesets"
+                && e["objectRef"]["name"] == name
+        })
+        .collect();
+    assert_eq!(found.len(), 1, "creations of {name}: {found:?}");
+    found[0]
+}
+
+/// How the apiserver's admission chain treated our webhook on a request, from the audit
+/// annotations it records: `None` if it did not call it (rules, selectors or
+/// matchConditions left it out), else whether the call failed open, and the reason code
+/// our webhook gave.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Call {
+    NotCalled,
+    FailedOpen,
+    Answered { mutated: bool, reason: String },
+}
+
+pub fn webhook_call(event: &Value) -> Call {
+    let ann = event["annotations"]
+        .as_object()
+        .cloned()
+        .unwrap_or_default();
+    // "failed-open..." holds the webhook's name, "mutation..." a JSON object naming it.
+    let ours = |prefix: &str| {
+        ann.iter().find(|(k, v)| {
+            k.starts_with(prefix)
+                && (v == &WEBHOOK
+                    || serde_json::from_str::<Value>(v.as_str().unwrap_or("null"))
+                        .is_ok_and(|v| v["webhook"] == WEBHOOK))
+        })
+    };
+    if ours("failed-open.mutation.webhook.admission.k8s.io/").is_some() {
+        return Call::FailedOpen;
+    }
+    match ours("mutation.webhook.admission.k8s.io/") {
+        None => Call::NotCalled,
+        Some((_, v)) => {
+            let v: Value = serde_json::from_str(v.as_str().unwrap()).unwrap();
+            Call::Answered {
+                mutated: v["mutated"] == true,
+                reason: ann
+                    .get(&format!("{WEBHOOK}/reason"))
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+                    .to_owned(),
+            }
+        }
+    }
+}
+
+pub fn answered(reason: &str, mutated: bool) -> Call {
+    Call::Answered {
+        mutated,
+        reason: reason.into(),
+    }
+}
+
+// ------------------------------------------------------------------------------ the cluster
+
+/// A real apiserver holding the project's manifests and an OpenShift-like world.
+pub struct Cluster {
+    pub api: ApiServer,
+    /// `kubectl kustomize manifests/`, as shipped.
+    pub rendered: Vec<Value>,
+    pub certs: DevCerts,
+    pub certs_dir: tempfile::TempDir,
+    /// From each apiserver stop to its restart's /readyz: the restarted apiserver serves
+    /// before its RBAC caches have synced and refuses (403) what comes in meanwhile.
+    pub outages: Vec<(Timestamp, Timestamp)>,
+    /// Replicas run the toucher at the shipped defaults (resync, settle, backoff), as users
+    /// meet it, instead of this file's quick ones.
+    pub shipped_touch: bool,
+}
+
+/// One `bootimage-webhook serve` as the ServiceAccount, with its own token.
+pub struct Replica {
+    pub pod: String,
+    pub served: Served,
+    /// The `jti` of its token: its requests in the audit log carry it.
+    pub jti: String,
+}
+
+impl Replica {
+    pub fn url(&self) -> String {
+        format!("https://{}/mutate-machinesets", self.served.webhook)
+    }
+
+    /// Waits for `n` touch passes that start after this call (each logs "touch pass").
+    pub fn passes(&self, n: usize) {
+        self.served.drain();
+        for i in 0..n {
+            self.served
+                .wait_for_line(Duration::from_secs(30), |l| l.contains("touch pass"))
+                .unwrap_or_else(|| {
+                    panic!(
+                        "{}: touch pass {} of {n} never came:\n{}",
+                        self.pod,
+                        i + 1,
+                        self.served.log_text()
+                    )
+                });
+        }
+    }
+
+    /// Waits for a line with any of `what`, logged after this call.
+    pub fn wait_new_line_any(&self, what: &[&str]) {
+        self.served.drain();
+        self.served
+            .wait_for_line(Duration::from_secs(60), |l| {
+                what.iter().any(|w| l.contains(w))
+            })
+            .unwrap_or_else(|| {
+                panic!(
+                    "{}: never logged any of {what:?}:\n{}",
+                    self.pod,
+                    self.served.log_text()
+                )
+            });
+    }
+
+    /// Waits for a line with `what`, logged at any time.
+    pub fn wait_line(&self, what: &str) {
+        if self.served.log().iter().any(|l| l.contains(what)) {
+            return;
+        }
+        self.served
+            .wait_for_line(Duration::from_secs(60), |l| l.contains(what))
+            .unwrap_or_else(|| {
+                panic!(
+                    "{}: never logged {what:?}:\n{}",
+                    self.pod,
+                    self.served.log_text()
+                )
+            });
+    }
+}
+
+impl Cluster {
+    /// An apiserver with everything from the manifests that it can hold, except the
+    /// webhook configuration (registered once a replica runs), and the cluster's objects:
+    /// the boot images ConfigMap, the master pool (its one master done when
+    /// `master_done`), the rendered MachineConfig of 4.21.0, Infrastructure (GCP),
+    /// ClusterVersion, MachineConfiguration (All), a master Node, the workers' and the
+    /// masters' user-data Secrets (spec-3 stubs).
+    pub fn start(master_done: bool) -> Cluster {
+        let api = ApiServer::start();
+        let render = api.expect_ok(
+            &["kustomize"],
+            std::process::Command::new(api.env("KUBECTL"))
+                .arg("kustomize")
+                .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("manifests"))
+                .output()
+                .expect("kubectl kustomize"),
+        );
+        let rendered: Vec<Value> = bootimage_webhook::core::snapshot::parse_documents(&render)
+            .unwrap()
+            .into_iter()
+            .filter(|d| !d.is_null())
+            .collect();
+        // The monitoring objects need the Prometheus Operator's CRDs and the
+        // CredentialsRequest the cloud-credential-operator's, which this apiserver does not
+        // have; everything else goes on it.
+        let (absent, held): (Vec<&Value>, Vec<&Value>) = rendered.iter().partition(|d| {
+            d["apiVersion"].as_str().is_some_and(|v| {
+                v.starts_with("monitoring.coreos.com/")
+                    || v.starts_with("cloudcredential.openshift.io/")
+            })
+        });
+        let skipped: BTreeSet<&str> = absent.iter().filter_map(|d| d["kind"].as_str()).collect();
+        assert_eq!(
+            skipped,
+            BTreeSet::from(["CredentialsRequest", "PrometheusRule", "ServiceMonitor"])
+        );
+        let kinds: BTreeSet<_> = held
+            .iter()
+            .map(|d| d["kind"].as_str().unwrap().to_owned())
+            .collect();
+        for kind in [
+            "Namespace",
+            "ServiceAccount",
+            "ClusterRole",
+            "ClusterRoleBinding",
+            "Role",
+            "RoleBinding",
+            "Service",
+            "NetworkPolicy",
+            "PodDisruptionBudget",
+            "Deployment",
+            "MutatingWebhookConfiguration",
+        ] {
+            assert!(kinds.contains(kind), "the render has no {kind}");
+        }
+        let items: Vec<Value> = held
+            .into_iter()
+            .filter(|d| d["kind"] != "MutatingWebhookConfiguration")
+            .cloned()
+            .collect();
+        let c = Cluster {
+            api,
+            rendered,
+            certs: dev_certs(),
+            certs_dir: tempfile::tempdir().unwrap(),
+            outages: Vec::new(),
+            shipped_touch: false,
+        };
+        c.certs.write(c.certs_dir.path()).unwrap();
+        c.create_all(&items.iter().collect::<Vec<_>>());
+        c.seed(master_done);
+        c
+    }
+
+    pub fn with_shipped_touch(mut self) -> Self {
+        self.shipped_touch = true;
+        self
+    }
+
+    /// Waits for `n` touch passes of `r` that start after this call. At the shipped
+    /// defaults passes come on changes only (the resync is minutes away): each is then
+    /// provoked by a write to `ms-nudge`, a MachineSet without a providerSpec value, which
+    /// the webhook is not called for and no rule moves.
+    pub fn passes(&self, r: &Replica, n: usize) {
+        if !self.shipped_touch {
+            return r.passes(n);
+        }
+        if self
+            .api
+            .kubectl(["get", "machineset", "ms-nudge", "-n", NS])
+            .status
+            .code()
+            != Some(0)
+        {
+            let mut nudge = machineset("ms-nudge", OLD);
+            nudge["spec"]["template"]["spec"]["providerSpec"] = json!({});
+            self.create(&nudge);
+        }
+        for i in 0..n {
+            r.served.drain();
+            let stamp = format!("nudge={}-{i}", Timestamp::now().as_nanosecond());
+            self.kubectl(&[
+                "annotate",
+                "--overwrite",
+                "machineset",
+                "ms-nudge",
+                "-n",
+                NS,
+                &stamp,
+            ]);
+            r.served
+                .wait_for_line(Duration::from_secs(30), |l| l.contains("touch pass"))
+                .unwrap_or_else(|| {
+                    panic!(
+                        "{}: no touch pass after a nudge:\n{}",
+                        r.pod,
+                        r.served.log_text()
+                    )
+                });
+        }
+    }
+
+    pub fn stop_apiserver(&mut self) {
+        self.outages.push((Timestamp::now(), Timestamp::MAX));
+        self.api.stop();
+    }
+
+    /// Restarted on the same ports; returns once its /readyz is ok.
+    pub fn restart_apiserver(&mut self) {
+        self.api.restart();
+        self.outages.last_mut().expect("stopped first").1 = Timestamp::now();
+    }
+
+    pub fn in_outage(&self, when: Option<Timestamp>) -> bool {
+        when.is_some_and(|t| self.outages.iter().any(|(from, to)| *from <= t && t <= *to))
+    }
+
+    pub fn kubectl(&self, args: &[&str]) -> String {
+        self.api.kubectl_ok(args)
+    }
+
+    pub fn create_all(&self, items: &[&Value]) {
+        let list = json!({"apiVersion": "v1", "kind": "List", "items": items});
+        let out = self
+            .api
+            .kubectl_stdin(["create", "-f", "-"], &list.to_string());
+        self.api.expect_ok(&["create", "-f", "-"], out);
+    }
+
+    /// `kubectl patch KIND NAME --subresource=status`: the status as a whole.
+    pub fn set_status(&self, kind: &str, name: &str, status: Value) {
+        let patch = json!([{"op": "add", "path": "/status", "value": status}]);
+        self.kubectl(&[
+            "patch",
+            kind,
+            name,
+            "--subresource=status",
+            "--type=json",
+            "-p",
+            &patch.to_string(),
+        ]);
+    }
+
+    pub fn seed(&self, master_done: bool) {
+        let user_data = base64::engine::general_purpose::STANDARD
+            .encode(br#"{"ignition":{"version":"3.2.0"}}"#);
+        // The MCO stamps the ConfigMap once a master has finished; until then it holds
+        // the previous release's stamp.
+        let mut configmap = fixture("configmap-coreos-bootimages.assembled.yaml");
+        if !master_done {
+            configmap["data"]["MCOReleaseImageVersion"] = json!("4.20.9");
+        }
+        let world = [
+            configmap,
+            json!({"apiVersion": "machineconfiguration.openshift.io/v1", "kind": "MachineConfigPool",
+                   "metadata": {"name": "master"},
+                   "spec": {"configuration": {"name": "rendered-master-new"},
+                            "machineConfigSelector": {"matchLabels": {"machineconfiguration.openshift.io/role": "master"}},
+                            "nodeSelector": {"matchLabels": {"node-role.kubernetes.io/master": ""}}}}),
+            json!({"apiVersion": "machineconfiguration.openshift.io/v1", "kind": "MachineConfig",
+                   "metadata": {"name": "rendered-master-new",
+                                "annotations": {"machineconfiguration.openshift.io/release-image-version": "4.21.0"}},
+                   "spec": {"config": {"ignition": {"version": "3.5.0"}}}}),
+            json!({"apiVersion": "config.openshift.io/v1", "kind": "Infrastructure",
+                   "metadata": {"name": "cluster"}, "spec": {"platformSpec": {"type": "GCP"}}}),
+            json!({"apiVersion": "config.openshift.io/v1", "kind": "ClusterVersion",
+                   "metadata": {"name": "version"},
+                   "spec": {"clusterID": "6f1e2d3c-0000-4000-8000-000000000001"}}),
+            json!({"apiVersion": "operator.openshift.io/v1", "kind": "MachineConfiguration",
+                   "metadata": {"name": "cluster"},
+                   "spec": {"managedBootImages": {"machineManagers": [
+                       {"resource": "machinesets", "apiGroup": "machine.openshift.io", "selection": {"mode": "All"}}]}}}),
+            json!({"apiVersion": "v1", "kind": "Node",
+                   "metadata": {"name": "master-0",
+                                "labels": {"node-role.kubernetes.io/master": "", "kubernetes.io/arch": "amd64"}}}),
+            json!({"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+                   "metadata": {"name": "worker-user-data", "namespace": NS},
+                   "data": {"userData": user_data}}),
+            json!({"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+                   "metadata": {"name": "master-user-data", "namespace": NS},
+                   "data": {"userData": user_data}}),
+        ];
+        self.create_all(&world.iter().collect::<Vec<_>>());
+        self.set_master_updated(if master_done { 1 } else { 0 });
+        self.set_status(
+            "infrastructure",
+            "cluster",
+            json!({"platform": "GCP", "infrastructureName": "build02-fmpjh",
+                   "platformStatus": {"type": "GCP", "gcp": {"projectID": "openshift-ci-build-farm", "region": "us-central1"}},
+                   "controlPlaneTopology": "HighlyAvailable", "infrastructureTopology": "HighlyAvailable",
+                   "apiServerURL": "https://api.build02.example:6443",
+                   "apiServerInternalURI": "https://api-int.build02.example:6443",
+                   "etcdDiscoveryDomain": ""}),
+        );
+        let release = |v: &str| format!("quay.io/openshift-release-dev/ocp-release:{v}-x86_64");
+        self.set_status(
+            "clusterversion",
+            "version",
+            json!({"observedGeneration": 1, "versionHash": "x", "availableUpdates": null,
+                   "desired": {"version": "4.21.0", "image": release("4.21.0")},
+                   "history": [
+                       {"state": "Partial", "version": "4.21.0", "image": release("4.21.0"),
+                        "startedTime": "2026-11-01T00:00:00Z", "completionTime": null, "verified": false},
+                       {"state": "Completed", "version": "4.20.9", "image": release("4.20.9"),
+                        "startedTime": "2026-10-01T00:00:00Z", "completionTime": "2026-10-01T01:00:00Z", "verified": false}]}),
+        );
+        self.set_status(
+            "machineconfiguration",
+            "cluster",
+            json!({"managedBootImagesStatus": {"machineManagers": [
+                {"resource": "machinesets", "apiGroup": "machine.openshift.io", "selection": {"mode": "All"}}]}}),
+        );
+    }
+
+    /// The master pool updates to rendered-master-new; `updated` masters run it.
+    pub fn set_master_updated(&self, updated: u32) {
+        let t = "2026-11-01T00:00:00Z";
+        self.set_status(
+            "machineconfigpool",
+            "master",
+            json!({"observedGeneration": 1, "configuration": {"name": "rendered-master-old"},
+                   "machineCount": 3, "updatedMachineCount": updated, "readyMachineCount": 3,
+                   "unavailableMachineCount": 0, "degradedMachineCount": 0,
+                   "conditions": [
+                       {"type": "Updating", "status": "True", "lastTransitionTime": t, "reason": "", "message": ""},
+                       {"type": "Updated", "status": "False", "lastTransitionTime": t, "reason": "", "message": ""}]}),
+        );
+    }
+
+    /// `data.stream` of coreos-bootimages, as the MCO would write it.
+    pub fn set_stream(&self, stream: &str) {
+        let file = self.certs_dir.path().join("stream-patch.json");
+        std::fs::write(&file, json!({"data": {"stream": stream}}).to_string()).unwrap();
+        self.kubectl(&[
+            "patch",
+            "configmap",
+            "coreos-bootimages",
+            "-n",
+            "openshift-machine-config-operator",
+            "--type=merge",
+            "--patch-file",
+            file.to_str().unwrap(),
+        ]);
+    }
+
+    pub fn token(&self) -> String {
+        self.kubectl(&["create", "token", SA, "-n", OWN_NS, "--duration=2h"])
+            .trim()
+            .to_owned()
+    }
+
+    /// A replica as the Deployment runs it (POD_NAME and POD_NAMESPACE from the downward
+    /// API), authenticated only by a fresh token of the ServiceAccount, the webhook on
+    /// 127.0.0.1:0.
+    pub fn replica(&self, pod: &str, shutdown_delay: &str) -> Replica {
+        self.replica_on(pod, shutdown_delay, "127.0.0.1:0")
+    }
+
+    pub fn replica_on(&self, pod: &str, shutdown_delay: &str, bind: &str) -> Replica {
+        self.replica_with(pod, shutdown_delay, bind, &[])
+    }
+
+    /// [`Cluster::replica_on`] with more flags.
+    pub fn replica_with(
+        &self,
+        pod: &str,
+        shutdown_delay: &str,
+        bind: &str,
+        extra: &[&str],
+    ) -> Replica {
+        let token = self.token();
+        let jti = jwt_claim(&token, "jti");
+        let kubeconfig = self.api.token_kubeconfig(&token, Some(OWN_NS));
+        let dir = self.certs_dir.path();
+        let mut cmd = serve_command_on(bind);
+        cmd.arg("--tls-cert-file")
+            .arg(dir.join("tls.crt"))
+            .arg("--tls-private-key-file")
+            .arg(dir.join("tls.key"))
+            .args(["--shutdown-delay", shutdown_delay])
+            .args(extra);
+        if !self.shipped_touch {
+            cmd.args(["--touch-settle", "0s", "--touch-backoff", "200ms"])
+                .args(["--touch-resync", RESYNC]);
+        }
+        cmd.env("KUBECONFIG", kubeconfig)
+            .env("POD_NAME", pod)
+            .env("POD_NAMESPACE", OWN_NS)
+            .env("RUST_LOG", "info,bootimage_webhook::cluster::touch=debug");
+        let served = Served::spawn(cmd);
+        let r = Replica {
+            pod: pod.into(),
+            served,
+            jti,
+        };
+        eventually(
+            &format!("{pod} to be ready"),
+            Duration::from_secs(60),
+            || r.served.log_text(),
+            || (block_on(admin_get(r.served.admin, "/readyz")).0 == 200).then_some(()),
+        );
+        r
+    }
+
+    pub fn shipped_webhook(&self) -> Value {
+        self.rendered
+            .iter()
+            .find(|d| d["kind"] == "MutatingWebhookConfiguration")
+            .expect("the render has the webhook configuration")
+            .clone()
+    }
+
+    /// The shipped MutatingWebhookConfiguration, its clientConfig pointed at `url` with the
+    /// test CA; then the stored one is compared with the render.
+    pub fn register_webhook(&self, url: &str) {
+        let mut mwc = self.shipped_webhook();
+        mwc["webhooks"][0]["clientConfig"] =
+            json!({"url": url, "caBundle": self.certs.ca_bundle()});
+        self.create_all(&[&mwc]);
+        let stored = self
+            .api
+            .get_json(["mutatingwebhookconfiguration", "bootimage-webhook"]);
+        let shipped = self.shipped_webhook();
+        let (stored, shipped) = (&stored["webhooks"], &shipped["webhooks"]);
+        assert_eq!(stored.as_array().map(Vec::len), Some(1));
+        let fields = |hook: &Value| {
+            let mut h = hook.clone();
+            h.as_object_mut().unwrap().remove("clientConfig");
+            h
+        };
+        assert_eq!(
+            fields(&stored[0]),
+            fields(&shipped[0]),
+            "the stored webhook differs from the render in more than clientConfig"
+        );
+        assert_eq!(stored[0]["clientConfig"]["url"], url);
+    }
+
+    /// Points the webhook at another URL (the one change allowed).
+    pub fn point_webhook(&self, url: &str) {
+        let patch =
+            json!([{"op": "replace", "path": "/webhooks/0/clientConfig/url", "value": url}]);
+        self.kubectl(&[
+            "patch",
+            "mutatingwebhookconfiguration",
+            "bootimage-webhook",
+            "--type=json",
+            "-p",
+            &patch.to_string(),
+        ]);
+    }
+
+    /// Waits until the apiserver calls the webhook at its new address: a server-side dry
+    /// run of a stale MachineSet comes back with `want`.
+    pub fn webhook_serves(&self, want: &str) {
+        let probe = machineset("probe", OLD).to_string();
+        eventually(
+            "the apiserver to call the webhook",
+            Duration::from_secs(30),
+            String::new,
+            || {
+                let out = self.api.kubectl_stdin(
+                    ["create", "--dry-run=server", "-o", "json", "-f", "-"],
+                    &probe,
+                );
+                let v: Value = serde_json::from_slice(&out.stdout).ok()?;
+                (image(&v) == want).then_some(())
+            },
+        );
+    }
+
+    pub fn create(&self, ms: &Value) -> Output {
+        let out = self
+            .api
+            .kubectl_stdin(["create", "-f", "-"], &ms.to_string());
+        assert!(out.status.success(), "create: {}", text(&out));
+        out
+    }
+
+    pub fn get(&self, name: &str) -> Value {
+        self.api.get_json(["machineset", name, "-n", NS])
+    }
+
+    pub fn audit(&self) -> Vec<Value> {
+        self.api.audit_events()
+    }
+
+    /// The Lease's holder, as the apiserver has it.
+    pub fn lease_holder(&self) -> Option<String> {
+        let out = self
+            .api
+            .kubectl(["get", "lease", LEASE, "-n", OWN_NS, "-o", "json"]);
+        let v: Value = serde_json::from_slice(&out.stdout).ok()?;
+        v["spec"]["holderIdentity"]
+            .as_str()
+            .filter(|h| !h.is_empty())
+            .map(str::to_owned)
+    }
+
+    pub fn wait_holder(&self, pod: &str, wait: Duration) {
+        eventually(
+            &format!("{pod} to hold the Lease"),
+            wait,
+            || format!("holder: {:?}", self.lease_holder()),
+            || (self.lease_holder().as_deref() == Some(pod)).then_some(()),
+        );
+    }
+
+    /// RBAC over the whole run: the apiserver refused none of our ServiceAccount's requests,
+    /// and no replica logged a refusal.
+    pub fn assert_nothing_refused(&self, replicas: &[&Replica]) {
+        let events = self.audit();
+        let ours: Vec<&Value> = events.iter().filter(|e| is_ours(e)).collect();
+        assert!(
+            ours.len() > 20,
+            "the audit log should show our requests, read and write: {}",
+            ours.len()
+        );
+        let verbs: BTreeSet<&str> = ours.iter().filter_map(|e| e["verb"].as_str()).collect();
+        for verb in ["list", "watch", "get"] {
+            assert!(verbs.contains(verb), "no {verb} of ours audited: {verbs:?}");
+        }
+        let received = |e: &Value| {
+            e["requestReceivedTimestamp"]
+                .as_str()
+                .and_then(|t| t.parse::<Timestamp>().ok())
+        };
+        let refused: Vec<_> = ours
+            .iter()
+            .filter(|e| e["responseStatus"]["code"] == 403 && !self.in_outage(received(e)))
+            .map(|e| {
+                format!(
+                    "{} {} {}",
+                    e["verb"], e["objectRef"]["resource"], e["objectRef"]["name"]
+                )
+            })
+            .collect();
+        assert!(refused.is_empty(), "the apiserver refused: {refused:?}");
+        for r in replicas {
+            let refusals: Vec<String> = r
+                .served
+                .log()
+                .into_iter()
+                .filter(|l| {
+                    (l.contains("code: 403") || l.contains("Forbidden") || l.contains("forbidden"))
+                        && !self.in_outage(l.split(' ').next().and_then(|t| t.parse().ok()))
+                })
+                .collect();
+            assert!(
+                refusals.is_empty(),
+                "{} logged a refusal:\n{}",
+                r.pod,
+                refusals.join("\n")
+            );
+        }
+    }
+
+    /// A call we ship no grant for, with our ServiceAccount's token: refused.
+    pub fn assert_refused(&self, args: &[&str], what: &str) {
+        let out = self.api.kubectl_as(&self.token(), args);
+        let t = text(&out);
+        assert!(!out.status.success(), "{args:?} was allowed: {t}");
+        assert!(t.contains("(Forbidden)"), "{t}");
+        assert!(
+            t.contains(&format!("User \"{SA_USER}\" cannot {what}")),
+            "{t}"
+        );
+    }
+}
+
+/// A user-data Secret holding a stub Ignition of `version`.
+pub fn user_data_secret(name: &str, version: &str) -> Value {
+    let stub = json!({"ignition": {"version": version}}).to_string();
+    json!({"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+           "metadata": {"name": name, "namespace": NS},
+           "data": {"userData": base64::engine::general_purpose::STANDARD.encode(stub)}})
+}
+
+/// The Events of `reason` on MachineSet `name`, as the apiserver stored them.
+pub fn events_of(c: &Cluster, reason: &str, name: &str) -> Vec<Value> {
+    let list = c.api.get_json(["events.events.k8s.io", "-n", NS]);
+    list["items"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|e| e["reason"] == reason && e["regarding"]["name"] == name)
+        .collect()
+}
+
+/// `bootimage-webhook status -o <output>` with the cluster-admin kubeconfig, as an
+/// administrator runs it: its stdout, after a successful exit.
+pub fn status(c: &Cluster, output: &str) -> String {
+    let out = std::process::Command::new(super::binary::BIN)
+        .args(["status", "-o", output])
+        .env("KUBECONFIG", c.api.kubeconfig())
+        .output()
+        .expect("running status");
+    assert!(out.status.success(), "status: {}", text(&out));
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// The value of the metric line starting with `name` (labels included) on `/metrics`.
+pub fn metric(r: &Replica, name: &str) -> Option<i64> {
+    let text = block_on(admin_get(r.served.admin, "/metrics")).1;
+    text.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+}
+
+/// The enhancement's GCP ControlPlaneMachineSet, its placeholders filled in, on `image`.
+pub fn control_plane_machine_set(image: &str) -> Value {
+    let text = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/cpms-gcp-enhancement-excerpt.yaml"),
+    )
+    .unwrap()
+    .replace("<cluster-name>", "build02-fmpjh");
+    let mut c = bootimage_webhook::core::snapshot::parse_document(&text).unwrap();
+    let meta = c["metadata"].as_object_mut().unwrap();
+    for k in [
+        "creationTimestamp",
+        "resourceVersion",
+        "uid",
+        "generation",
+        "finalizers",
+    ] {
+        meta.remove(k);
+    }
+    c["spec"]["template"]["machines_v1beta1_machine_openshift_io"]["spec"]["providerSpec"]["value"]
+        ["disks"][0]["image"] = json!(image);
+    c
+}
+
+pub fn cpms_image(c: &Value) -> String {
+    c.pointer("/spec/template/machines_v1beta1_machine_openshift_io/spec/providerSpec/value/disks/0/image")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_owned()
+}
