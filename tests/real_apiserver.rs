@@ -243,9 +243,7 @@ fn kubectl_create_is_patched_through_the_shipped_webhook_and_its_cel_conditions(
 #[test]
 fn the_gate_opens_on_a_finished_master_and_the_lease_holder_touches_exactly_what_needs_it() {
     let c = Cluster::start(false);
-    let a = c.replica("replica-a", "0s");
-    c.register_webhook(&a.url());
-    c.wait_holder("replica-a", Duration::from_secs(30));
+    let a = c.holder(&[]);
 
     // The master pool is updating and no master has finished: writes pass unchanged,
     // and our webhook says why.
@@ -339,9 +337,7 @@ fn the_gate_opens_on_a_finished_master_and_the_lease_holder_touches_exactly_what
 #[test]
 fn every_user_data_secret_a_machineset_names_is_checked() {
     let c = Cluster::start(true);
-    let a = c.replica("replica-a", "0s");
-    c.register_webhook(&a.url());
-    c.wait_holder("replica-a", Duration::from_secs(30));
+    let a = c.holder(&[]);
     c.create_all(&[
         &user_data_secret("custom-spec2", "2.2.0"),
         &user_data_secret("custom-spec3", "3.4.0"),
@@ -469,14 +465,7 @@ fn a_spec_2_stub_is_upgraded_with_a_backup_when_asked() {
     ] {
         c.create(&ms);
     }
-    let a = c.replica_with(
-        "replica-a",
-        "0s",
-        "127.0.0.1:0",
-        &["--upgrade-stub-ignition"],
-    );
-    c.register_webhook(&a.url());
-    c.wait_holder("replica-a", Duration::from_secs(30));
+    let a = c.holder(&["--upgrade-stub-ignition"]);
     eventually(
         "ms-old to move once its stub is upgraded",
         Duration::from_secs(30),
@@ -683,15 +672,19 @@ fn the_webhook_away_and_back_and_a_second_replica_taking_over_the_lease() {
     c.webhook_serves(CURRENT_X86);
     assert_eq!(c.lease_holder().as_deref(), Some("replica-a"));
     let mark = c.audit().len();
-    c.set_stream(&stream_with_gcp_image(NEWER_NAME));
-    eventually(
-        "both to move to the new stream",
-        Duration::from_secs(30),
-        || a2.served.log_text(),
-        || (image(&c.get("ms-down")) == NEWER && image(&c.get("ms-lost")) == NEWER).then_some(()),
-    );
-    c.passes(&a2, 2);
-    let events = c.audit();
+    // A new stream: both MachineSets move, then two touch passes; the audit log after.
+    let both_move = |holder: &Replica, name: &str, to: &str| {
+        c.set_stream(&stream_with_gcp_image(name));
+        eventually(
+            &format!("both to move to {name}"),
+            Duration::from_secs(30),
+            || holder.served.log_text(),
+            || (image(&c.get("ms-down")) == to && image(&c.get("ms-lost")) == to).then_some(()),
+        );
+        c.passes(holder, 2);
+        c.audit()
+    };
+    let events = both_move(&a2, NEWER_NAME, NEWER);
     assert_eq!(
         sorted(touches(&events[mark..], Some(&a2.jti))),
         ["ms-down", "ms-lost"]
@@ -712,15 +705,7 @@ fn the_webhook_away_and_back_and_a_second_replica_taking_over_the_lease() {
     assert_eq!(touches(&c.audit()[mark..], None), Vec::<String>::new());
 
     // The next change is the new holder's, one touch each.
-    c.set_stream(&stream_with_gcp_image(NEWEST_NAME));
-    eventually(
-        "both to move to the newest stream",
-        Duration::from_secs(30),
-        || b.served.log_text(),
-        || (image(&c.get("ms-down")) == NEWEST && image(&c.get("ms-lost")) == NEWEST).then_some(()),
-    );
-    c.passes(&b, 2);
-    let events = c.audit();
+    let events = both_move(&b, NEWEST_NAME, NEWEST);
     assert_eq!(
         sorted(touches(&events[mark..], Some(&b.jti))),
         ["ms-down", "ms-lost"]
@@ -1469,9 +1454,7 @@ fn moves_are_told_by_one_event_per_target_and_the_gauges_count_machinesets() {
     ] {
         c.create(&ms);
     }
-    let a = c.replica("replica-a", "0s");
-    c.register_webhook(&a.url());
-    c.wait_holder("replica-a", Duration::from_secs(30));
+    let a = c.holder(&[]);
     eventually(
         "ms-stale to move",
         Duration::from_secs(30),
@@ -1601,14 +1584,7 @@ fn the_control_plane_machine_set_is_managed_when_asked() {
             .get_json(["controlplanemachineset", "cluster", "-n", NS])
     };
     assert_eq!(cpms_image(&get()), OLD);
-    let a = c.replica_with(
-        "replica-a",
-        "0s",
-        "127.0.0.1:0",
-        &["--control-plane-machine-sets"],
-    );
-    c.register_webhook(&a.url());
-    c.wait_holder("replica-a", Duration::from_secs(30));
+    let a = c.holder(&["--control-plane-machine-sets"]);
     eventually(
         "the ControlPlaneMachineSet to move",
         Duration::from_secs(30),

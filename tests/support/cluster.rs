@@ -589,6 +589,15 @@ impl Cluster {
         self.replica_with(pod, shutdown_delay, bind, &[])
     }
 
+    /// The one replica most tests need: `replica-a` with `flags`, registered as the
+    /// webhook, once it holds the Lease.
+    pub fn holder(&self, flags: &[&str]) -> Replica {
+        let a = self.replica_with("replica-a", "0s", "127.0.0.1:0", flags);
+        self.register_webhook(&a.url());
+        self.wait_holder("replica-a", Duration::from_secs(30));
+        a
+    }
+
     /// [`Cluster::replica_on`] with more flags.
     pub fn replica_with(
         &self,
