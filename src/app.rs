@@ -56,6 +56,23 @@ pub struct Running {
     webhook: JoinHandle<()>,
 }
 
+/// The TLS configuration of the webhook port: the flags over the intermediate profile
+/// until the cluster's profile is read.
+fn serving(settings: &Settings, reloader: &Reloader) -> anyhow::Result<Arc<Serving>> {
+    let overrides = Overrides {
+        min_version: settings.tls_min_version,
+        cipher_suites: settings.tls_cipher_suites.clone(),
+    };
+    let serving = Serving::new(reloader.resolver(), overrides, &Profile::intermediate())
+        .context("--tls-min-version / --tls-cipher-suites")?;
+    let policy = serving.policy();
+    if !policy.dropped_ciphers.is_empty() && settings.tls_cipher_suites.is_some() {
+        tracing::warn!(dropped = ?policy.dropped_ciphers, "cipher suites of --tls-cipher-suites that rustls does not serve were left out");
+    }
+    tracing::info!("TLS configuration: {}", policy.summary());
+    Ok(Arc::new(serving))
+}
+
 /// Load the certificate, bind both ports and serve. `synced` says whether the snapshot is
 /// already complete (offline) or the watchers will say so later.
 pub async fn start(
@@ -65,19 +82,7 @@ pub async fn start(
 ) -> anyhow::Result<Running> {
     let reloader = Reloader::load(settings.cert_file.clone(), settings.key_file.clone())
         .context("loading the serving certificate")?;
-    let overrides = Overrides {
-        min_version: settings.tls_min_version,
-        cipher_suites: settings.tls_cipher_suites.clone(),
-    };
-    let serving = Arc::new(
-        Serving::new(reloader.resolver(), overrides, &Profile::intermediate())
-            .context("--tls-min-version / --tls-cipher-suites")?,
-    );
-    let policy = serving.policy();
-    if !policy.dropped_ciphers.is_empty() && settings.tls_cipher_suites.is_some() {
-        tracing::warn!(dropped = ?policy.dropped_ciphers, "cipher suites of --tls-cipher-suites that rustls does not serve were left out");
-    }
-    tracing::info!("TLS configuration: {}", policy.summary());
+    let serving = serving(&settings, &reloader)?;
     let health = Arc::new(Health::default());
     health.synced.store(synced, Ordering::Release);
     let metrics = Metrics::new(Some(snapshot.clone()));
@@ -268,6 +273,23 @@ async fn start_cluster_side(
         }
         .run(watching.ids.clone(), stop.clone()),
     );
+    if args.no_touch {
+        tracing::info!("watching the cluster; not touching MachineSets (--no-touch)");
+        return Ok(vec![ec2, profile]);
+    }
+    let mut tasks = start_touching(args, running, client, watching, stop);
+    tasks.extend([ec2, profile]);
+    Ok(tasks)
+}
+
+/// The Lease election and the toucher, which writes only while holding the Lease.
+fn start_touching(
+    args: &crate::config::ClusterArgs,
+    running: &Running,
+    client: kube::Client,
+    watching: crate::cluster::watch::Watching,
+    stop: watch::Receiver<bool>,
+) -> Vec<JoinHandle<()>> {
     let namespace = args
         .pod_namespace
         .clone()
@@ -277,10 +299,6 @@ async fn start_cluster_side(
             .map(|h| h.trim().to_owned())
             .unwrap_or_else(|_| format!("bootimage-webhook-{}", std::process::id()))
     });
-    if args.no_touch {
-        tracing::info!("watching the cluster; not touching MachineSets (--no-touch)");
-        return Ok(vec![ec2, profile]);
-    }
     tracing::info!(lease = %format_args!("{namespace}/{}", args.lease_name), %identity, "watching the cluster; touching MachineSets while holding the Lease");
     let (leader_tx, leader_rx) = watch::channel(false);
     let toucher = Toucher::new(
@@ -304,7 +322,7 @@ async fn start_cluster_side(
         }),
         running.health.clone(),
     );
-    Ok(vec![
+    vec![
         tokio::spawn(lead(
             client,
             args.lease_name.clone(),
@@ -315,9 +333,7 @@ async fn start_cluster_side(
             stop.clone(),
         )),
         tokio::spawn(toucher.run(leader_rx, watching, stop)),
-        ec2,
-        profile,
-    ])
+    ]
 }
 
 /// `bootimage-webhook serve`.

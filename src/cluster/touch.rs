@@ -50,26 +50,8 @@ pub struct Planned {
 
 /// The same decision as the webhook, over a list: which MachineSets need a touch. Pure.
 pub fn plan(machinesets: &[Value], snap: &Snapshot) -> Vec<Planned> {
-    machinesets
-        .iter()
-        .filter_map(|ms| {
-            let d = decision::decide_object(ms, snap);
-            (d.reason == Reason::Updated).then(|| {
-                let meta = |k: &str| {
-                    ms.pointer(&format!("/metadata/{k}"))
-                        .and_then(Value::as_str)
-                        .unwrap_or_default()
-                        .to_owned()
-                };
-                Planned {
-                    kind: ms["kind"].as_str().unwrap_or_default().to_owned(),
-                    name: meta("name"),
-                    uid: meta("uid"),
-                    current: d.current.unwrap_or_default(),
-                    target: d.target.unwrap_or_default(),
-                }
-            })
-        })
+    decided(machinesets, snap, Reason::Updated)
+        .map(|(planned, _)| planned)
         .collect()
 }
 
@@ -82,30 +64,39 @@ pub struct Looping {
 
 /// The MachineSets that another writer keeps putting back (behaviour §4, rule 11). Pure.
 pub fn revert_loops(machinesets: &[Value], snap: &Snapshot) -> Vec<Looping> {
-    machinesets
-        .iter()
-        .filter_map(|ms| {
-            let d = decision::decide_object(ms, snap);
-            (d.reason == Reason::RevertLoop).then(|| {
-                let meta = |k: &str| {
-                    ms.pointer(&format!("/metadata/{k}"))
-                        .and_then(Value::as_str)
-                        .unwrap_or_default()
-                        .to_owned()
-                };
-                Looping {
-                    machineset: Planned {
-                        kind: ms["kind"].as_str().unwrap_or_default().to_owned(),
-                        name: meta("name"),
-                        uid: meta("uid"),
-                        current: d.current.unwrap_or_default(),
-                        target: d.target.unwrap_or_default(),
-                    },
-                    message: d.message,
-                }
-            })
+    decided(machinesets, snap, Reason::RevertLoop)
+        .map(|(machineset, message)| Looping {
+            machineset,
+            message,
         })
         .collect()
+}
+
+/// The MachineSets decided with `reason`, with the decision's message.
+fn decided<'a>(
+    machinesets: &'a [Value],
+    snap: &'a Snapshot,
+    reason: Reason,
+) -> impl Iterator<Item = (Planned, String)> + 'a {
+    machinesets.iter().filter_map(move |ms| {
+        let d = decision::decide_object(ms, snap);
+        (d.reason == reason).then(|| {
+            let meta = |k: &str| {
+                ms.pointer(&format!("/metadata/{k}"))
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_owned()
+            };
+            let planned = Planned {
+                kind: ms["kind"].as_str().unwrap_or_default().to_owned(),
+                name: meta("name"),
+                uid: meta("uid"),
+                current: d.current.unwrap_or_default(),
+                target: d.target.unwrap_or_default(),
+            };
+            (planned, d.message)
+        })
+    })
 }
 
 /// What the Lease holder counts on each pass (behaviour §7): MachineSets by reason, the
@@ -235,6 +226,14 @@ pub struct Toucher {
     stubs: Option<Upgrader>,
 }
 
+/// How one MachineSet's touches ended.
+enum Touched {
+    Done,
+    GaveUp,
+    /// The Lease was lost or the snapshot changed: the pass stops.
+    Interrupted,
+}
+
 enum Attempt {
     Moved,
     NotMoved,
@@ -344,7 +343,6 @@ impl Toucher {
         }
     }
 
-    /// One pass: list, plan, touch what needs it. Stops at once when the Lease is lost.
     /// Whether we may write now: leadership as the Lease manager reports it, and the Lease
     /// as the API server has it (re-read when the last confirmation has run out).
     async fn may_write(&mut self, leader: &watch::Receiver<bool>) -> Result<bool, kube::Error> {
@@ -373,19 +371,7 @@ impl Toucher {
         if !self.may_write(leader).await? {
             return Ok(PassStats::default());
         }
-        let mut items = self.api.list(&ListParams::default()).await?.items;
-        if let Some(cpms) = &self.cpms_api {
-            match cpms.list(&ListParams::default()).await {
-                Ok(list) => items.extend(list.items),
-                // No such resource on this cluster: nothing to manage there.
-                Err(kube::Error::Api(s)) if s.code == 404 => {}
-                Err(e) => return Err(e),
-            }
-        }
-        let objects: Vec<Value> = items
-            .iter()
-            .filter_map(|o| serde_json::to_value(o).ok())
-            .collect();
+        let objects = self.list().await?;
         let snap = self.snapshot.load_full();
         if let Some(mut upgrader) = self.stubs.take() {
             self.upgrade_stubs(&mut upgrader, &objects, &snap).await;
@@ -411,61 +397,99 @@ impl Toucher {
             if self.given_up.contains(&(p.uid.clone(), p.target.clone())) {
                 continue;
             }
-            let mut outcome = None;
-            for attempt in 1..=MAX_ATTEMPTS {
-                tick.tick().await;
-                if self.snapshot.load().id != snap.id {
-                    return Ok(stats);
+            match self.touch(&p, &snap, leader, &mut tick, &mut stats).await? {
+                Touched::Done => {}
+                Touched::GaveUp => {
+                    stats.given_up += 1;
+                    self.give_up(&p).await;
                 }
-                if !self.may_write(leader).await? {
-                    return Ok(stats);
-                }
-                stats.writes += 1;
-                match self.touch_once(&p, &snap, attempt).await {
-                    Ok(Attempt::Moved) => {
-                        self.metrics.touch.touched(TouchOutcome::Moved);
-                        self.report_move(&p).await;
-                        tracing::info!(machineset = %p.name, target = %p.target, attempt, "touched: boot image moved");
-                        stats.moved += 1;
-                        outcome = Some(true);
-                        break;
-                    }
-                    Ok(Attempt::Changed(reason)) => {
-                        self.metrics.touch.touched(TouchOutcome::Changed);
-                        tracing::info!(machineset = %p.name, %reason, "touched: no longer needs the new image");
-                        outcome = Some(true);
-                        break;
-                    }
-                    Ok(Attempt::NotMoved) => {
-                        self.metrics.touch.touched(TouchOutcome::NotMoved);
-                        tracing::warn!(machineset = %p.name, target = %p.target, attempt, "touched, but the boot image did not move");
-                    }
-                    Err(kube::Error::Api(s)) if s.code == 404 => {
-                        self.metrics.touch.touched(TouchOutcome::Changed);
-                        tracing::info!(machineset = %p.name, "gone before its touch");
-                        outcome = Some(true);
-                        break;
-                    }
-                    Err(e) => {
-                        self.metrics.touch.touched(TouchOutcome::Error);
-                        tracing::warn!(machineset = %p.name, attempt, error = %e, "touch failed");
-                    }
-                }
-                if attempt < MAX_ATTEMPTS {
-                    let wait = self.settings.backoff * 2u32.pow(attempt - 1);
-                    let mut l = leader.clone();
-                    tokio::select! {
-                        _ = tokio::time::sleep(wait) => {}
-                        _ = until(&mut l, false) => return Ok(stats),
-                    }
-                }
-            }
-            if outcome.is_none() {
-                stats.given_up += 1;
-                self.give_up(&p).await;
+                Touched::Interrupted => return Ok(stats),
             }
         }
         Ok(stats)
+    }
+
+    /// The MachineSets and (with `--control-plane-machine-sets`) ControlPlaneMachineSets.
+    async fn list(&self) -> Result<Vec<Value>, kube::Error> {
+        let mut items = self.api.list(&ListParams::default()).await?.items;
+        if let Some(cpms) = &self.cpms_api {
+            match cpms.list(&ListParams::default()).await {
+                Ok(list) => items.extend(list.items),
+                // No such resource on this cluster: nothing to manage there.
+                Err(kube::Error::Api(s)) if s.code == 404 => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(items
+            .iter()
+            .filter_map(|o| serde_json::to_value(o).ok())
+            .collect())
+    }
+
+    /// Touch one MachineSet, up to [`MAX_ATTEMPTS`] times with backoff, at the pass's rate.
+    async fn touch(
+        &mut self,
+        p: &Planned,
+        snap: &Snapshot,
+        leader: &watch::Receiver<bool>,
+        tick: &mut tokio::time::Interval,
+        stats: &mut PassStats,
+    ) -> Result<Touched, kube::Error> {
+        for attempt in 1..=MAX_ATTEMPTS {
+            tick.tick().await;
+            if self.snapshot.load().id != snap.id || !self.may_write(leader).await? {
+                return Ok(Touched::Interrupted);
+            }
+            stats.writes += 1;
+            if self.attempt(p, snap, attempt, stats).await {
+                return Ok(Touched::Done);
+            }
+            if attempt < MAX_ATTEMPTS {
+                let wait = self.settings.backoff * 2u32.pow(attempt - 1);
+                let mut l = leader.clone();
+                tokio::select! {
+                    _ = tokio::time::sleep(wait) => {}
+                    _ = until(&mut l, false) => return Ok(Touched::Interrupted),
+                }
+            }
+        }
+        Ok(Touched::GaveUp)
+    }
+
+    /// One write, counted and logged: whether the MachineSet is done with.
+    async fn attempt(
+        &mut self,
+        p: &Planned,
+        snap: &Snapshot,
+        attempt: u32,
+        stats: &mut PassStats,
+    ) -> bool {
+        let (outcome, done) = match self.touch_once(p, snap, attempt).await {
+            Ok(Attempt::Moved) => {
+                self.report_move(p).await;
+                tracing::info!(machineset = %p.name, target = %p.target, attempt, "touched: boot image moved");
+                stats.moved += 1;
+                (TouchOutcome::Moved, true)
+            }
+            Ok(Attempt::Changed(reason)) => {
+                tracing::info!(machineset = %p.name, %reason, "touched: no longer needs the new image");
+                (TouchOutcome::Changed, true)
+            }
+            Ok(Attempt::NotMoved) => {
+                tracing::warn!(machineset = %p.name, target = %p.target, attempt, "touched, but the boot image did not move");
+                (TouchOutcome::NotMoved, false)
+            }
+            Err(kube::Error::Api(s)) if s.code == 404 => {
+                tracing::info!(machineset = %p.name, "gone before its touch");
+                (TouchOutcome::Changed, true)
+            }
+            Err(e) => {
+                tracing::warn!(machineset = %p.name, attempt, error = %e, "touch failed");
+                (TouchOutcome::Error, false)
+            }
+        };
+        self.metrics.touch.touched(outcome);
+        done
     }
 
     async fn touch_once(

@@ -25,7 +25,7 @@ use crate::cluster::ec2::LearnedCell;
 use crate::cluster::{apis, stubs};
 use crate::core::facts::{self, GateInputs};
 use crate::core::snapshot::{
-    Arch, BootImages, ClusterFacts, Enrollment, Learned, SharedSnapshot, Snapshot, Stubs,
+    Arch, BootImages, ClusterFacts, Enrollment, Gate, Learned, SharedSnapshot, Snapshot, Stubs,
 };
 use crate::health::Health;
 use crate::metrics::{Metrics, SharedMetrics};
@@ -219,44 +219,76 @@ impl Builder {
         learned: Learned,
     ) -> Snapshot {
         if let Some(cm) = named(&s.configmap, &settings.configmap_name) {
-            let data = cm.data.clone().unwrap_or_default();
-            match BootImages::from_data(&data) {
-                Ok(b) => {
-                    if self.reported.take().is_some() {
-                        tracing::info!("coreos-bootimages is usable again");
-                    }
-                    let changed = self.last_good.as_ref().is_none_or(|g| g.digest != b.digest);
-                    if changed {
-                        // A bad platform entry makes that platform alone skip: say so once.
-                        for problem in b.problems() {
-                            tracing::warn!(%problem, "coreos-bootimages: this platform's boot images stay where they are");
-                        }
-                    }
-                    self.last_good = Some(Arc::new(b));
+            self.read_boot_images(&cm, settings, metrics);
+        }
+        let cv = named(&s.clusterversions, VERSION);
+        let gate = self.gate(s, settings, cv.as_deref());
+        let mcfg = named(&s.machineconfigurations, CLUSTER);
+        let mcfg = mcfg.as_ref().map(|m| &m.data);
+        let infra = named(&s.infrastructures, CLUSTER);
+        Snapshot::new(
+            self.last_good.clone(),
+            ClusterFacts {
+                platform: infra.as_ref().and_then(|i| facts::platform(&i.data)),
+                control_plane_arch: control_plane_arch(&s.nodes),
+                multi_arch: cv.as_ref().is_some_and(|c| facts::multi_arch(&c.data)),
+                gate,
+                enrollment: self.enrollment(mcfg),
+                control_plane_machine_sets: settings.control_plane_machine_sets,
+                cpms_enrollment: cpms_enrollment(mcfg),
+                stubs: Stubs {
+                    unchecked: false,
+                    by_name: BTreeMap::clone(&s.stubs.load()),
+                },
+                learned,
+            },
+        )
+    }
+
+    /// A usable ConfigMap replaces the last good boot images; an unusable one is reported
+    /// once per resourceVersion and changes nothing.
+    fn read_boot_images(&mut self, cm: &ConfigMap, settings: &WatchSettings, metrics: &Metrics) {
+        let data = cm.data.clone().unwrap_or_default();
+        match BootImages::from_data(&data) {
+            Ok(b) => {
+                if self.reported.take().is_some() {
+                    tracing::info!("coreos-bootimages is usable again");
                 }
-                Err(e) => {
-                    let version = cm.metadata.resource_version.clone().unwrap_or_default();
-                    if self.reported.as_deref() != Some(&version) {
-                        metrics.watch.configmap_errors.inc();
-                        tracing::error!(
-                            configmap = %format_args!("{}/{}", settings.configmap_namespace, settings.configmap_name),
-                            resource_version = %version,
-                            error = %e,
-                            "{}",
-                            if self.last_good.is_some() { "unusable ConfigMap; keeping the last good boot images" } else { "unusable ConfigMap; no boot images yet" }
-                        );
-                        self.reported = Some(version);
+                let changed = self.last_good.as_ref().is_none_or(|g| g.digest != b.digest);
+                if changed {
+                    // A bad platform entry makes that platform alone skip: say so once.
+                    for problem in b.problems() {
+                        tracing::warn!(%problem, "coreos-bootimages: this platform's boot images stay where they are");
                     }
                 }
+                self.last_good = Some(Arc::new(b));
+            }
+            Err(e) => {
+                let version = cm.metadata.resource_version.clone().unwrap_or_default();
+                if self.reported.as_deref() == Some(&version) {
+                    return;
+                }
+                metrics.watch.configmap_errors.inc();
+                tracing::error!(
+                    configmap = %format_args!("{}/{}", settings.configmap_namespace, settings.configmap_name),
+                    resource_version = %version,
+                    error = %e,
+                    "{}",
+                    if self.last_good.is_some() { "unusable ConfigMap; keeping the last good boot images" } else { "unusable ConfigMap; no boot images yet" }
+                );
+                self.reported = Some(version);
             }
         }
+    }
+
+    /// The upgrade gate (behaviour §4), logged when it opens or closes.
+    fn gate(&mut self, s: &Stores, settings: &WatchSettings, cv: Option<&DynamicObject>) -> Gate {
         let pool = named(&s.pools, MASTER_POOL);
         let target = pool
             .as_ref()
             .and_then(|p| p.data.pointer("/spec/configuration/name"))
-            .and_then(Value::as_str)
-            .map(str::to_owned);
-        let rendered = target.as_deref().and_then(|t| named(&s.machineconfigs, t));
+            .and_then(Value::as_str);
+        let rendered = target.and_then(|t| named(&s.machineconfigs, t));
         let rendered_release = rendered.as_ref().map(|mc| {
             mc.metadata
                 .annotations
@@ -264,16 +296,13 @@ impl Builder {
                 .and_then(|a| a.get(facts::RELEASE_IMAGE_VERSION_ANNOTATION))
                 .map(String::as_str)
         });
-        let cv = named(&s.clusterversions, VERSION);
+        let last_good = self.last_good.as_deref();
         let gate = facts::gate(GateInputs {
             master_pool: pool.as_ref().map(|p| &p.data),
             rendered_release,
-            release_version: self.last_good.as_ref().map(|b| b.release_version.as_str()),
-            stamp: self
-                .last_good
-                .as_ref()
-                .and_then(|b| b.mco_release_image_version.as_deref()),
-            cluster_version: cv.as_ref().map(|c| &c.data),
+            release_version: last_good.map(|b| b.release_version.as_str()),
+            stamp: last_good.and_then(|b| b.mco_release_image_version.as_deref()),
+            cluster_version: cv.map(|c| &c.data),
             wait_for_upgrade_complete: settings.wait_for_upgrade_complete,
         });
         if self.last_gate != Some(gate.open) {
@@ -284,8 +313,13 @@ impl Builder {
             }
             self.last_gate = Some(gate.open);
         }
-        let mcfg = named(&s.machineconfigurations, CLUSTER);
-        let enrollment = match facts::enrollment(mcfg.as_ref().map(|m| &m.data)) {
+        gate
+    }
+
+    /// The MachineSets enrolled by MachineConfiguration `cluster`; an unusable selection
+    /// manages none and is logged once.
+    fn enrollment(&mut self, mcfg: Option<&Value>) -> Enrollment {
+        match facts::enrollment(mcfg) {
             Ok(e) => {
                 self.last_enrollment_error = None;
                 e
@@ -297,48 +331,30 @@ impl Builder {
                 }
                 Enrollment::None
             }
-        };
-        let cpms_enrollment = match facts::enrollment_of(
-            mcfg.as_ref().map(|m| &m.data),
-            "controlplanemachinesets",
-        ) {
-            Ok(e) => e,
-            Err(e) => {
-                tracing::debug!(error = %e, "MachineConfiguration cluster: unusable ControlPlaneMachineSet selection; managing none");
-                Enrollment::None
-            }
-        };
-        let arches: Vec<Option<String>> = s
-            .nodes
-            .iter()
-            .flat_map(|n| n.state())
-            .map(|n| {
-                n.metadata
-                    .labels
-                    .as_ref()
-                    .and_then(|l| l.get("kubernetes.io/arch"))
-                    .cloned()
-            })
-            .collect();
-        let infra = named(&s.infrastructures, CLUSTER);
-        Snapshot::new(
-            self.last_good.clone(),
-            ClusterFacts {
-                platform: infra.as_ref().and_then(|i| facts::platform(&i.data)),
-                control_plane_arch: facts::control_plane_arch(arches.iter().map(Option::as_deref)),
-                multi_arch: cv.as_ref().is_some_and(|c| facts::multi_arch(&c.data)),
-                gate,
-                enrollment,
-                control_plane_machine_sets: settings.control_plane_machine_sets,
-                cpms_enrollment,
-                stubs: Stubs {
-                    unchecked: false,
-                    by_name: BTreeMap::clone(&s.stubs.load()),
-                },
-                learned,
-            },
-        )
+        }
     }
+}
+
+fn cpms_enrollment(mcfg: Option<&Value>) -> Enrollment {
+    facts::enrollment_of(mcfg, "controlplanemachinesets").unwrap_or_else(|e| {
+        tracing::debug!(error = %e, "MachineConfiguration cluster: unusable ControlPlaneMachineSet selection; managing none");
+        Enrollment::None
+    })
+}
+
+fn control_plane_arch(nodes: &[Store<PartialObjectMeta<Node>>]) -> Option<Arch> {
+    let arches: Vec<Option<String>> = nodes
+        .iter()
+        .flat_map(|n| n.state())
+        .map(|n| {
+            n.metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get("kubernetes.io/arch"))
+                .cloned()
+        })
+        .collect();
+    facts::control_plane_arch(arches.iter().map(Option::as_deref))
 }
 
 fn watch_dynamic(
@@ -440,6 +456,22 @@ pub struct Watching {
     pub machinesets_changed: Arc<Notify>,
 }
 
+/// A dynamic watcher of one named cluster-scoped object.
+fn watch_one(
+    client: &Client,
+    ctx: &Arc<Ctx>,
+    watcher_name: &str,
+    call: apis::Call,
+    object: &str,
+    absent_is_normal: bool,
+) -> Store<DynamicObject> {
+    let ar = call.api_resource();
+    let (store, w) = dynamic(ar.clone());
+    let stream = watch_dynamic(client, ar, by_name(object));
+    spawn_watch(watcher_name, stream, w, ctx, absent_is_normal);
+    store
+}
+
 /// Start every watcher and the builder.
 pub fn start(
     client: Client,
@@ -454,27 +486,12 @@ pub fn start(
         also: None,
         sync: Arc::new(Listed::default()),
         health,
-        metrics: metrics.clone(),
+        metrics,
     });
     let (configmap, w) = typed::<ConfigMap>();
     let api = Api::<ConfigMap>::namespaced(client.clone(), &settings.configmap_namespace);
-    spawn_watch(
-        "configmap",
-        watch_typed(api, by_name(&settings.configmap_name)),
-        w,
-        &ctx,
-        false,
-    );
-
-    let ar = apis::MACHINECONFIGPOOL.api_resource();
-    let (pools, w) = dynamic(ar.clone());
-    spawn_watch(
-        "machineconfigpool",
-        watch_dynamic(&client, ar, by_name(MASTER_POOL)),
-        w,
-        &ctx,
-        false,
-    );
+    let stream = watch_typed(api, by_name(&settings.configmap_name));
+    spawn_watch("configmap", stream, w, &ctx, false);
 
     // Metadata only: rendered MachineConfigs are large.
     let ar = apis::MACHINECONFIG.api_resource();
@@ -488,52 +505,36 @@ pub fn start(
         false,
     );
 
-    let ar = apis::INFRASTRUCTURE.api_resource();
-    let (infrastructures, w) = dynamic(ar.clone());
-    spawn_watch(
-        "infrastructure",
-        watch_dynamic(&client, ar, by_name(CLUSTER)),
-        w,
-        &ctx,
-        false,
-    );
-    let ar = apis::CLUSTERVERSION.api_resource();
-    let (clusterversions, w) = dynamic(ar.clone());
-    spawn_watch(
-        "clusterversion",
-        watch_dynamic(&client, ar, by_name(VERSION)),
-        w,
-        &ctx,
-        false,
-    );
-
     let mut nodes = Vec::new();
-    for (i, label) in MASTER_LABELS.into_iter().enumerate() {
+    for (label, name) in MASTER_LABELS
+        .into_iter()
+        .zip(["nodes-master", "nodes-control-plane"])
+    {
         let (store, w) = typed::<PartialObjectMeta<Node>>();
         let api = Api::<PartialObjectMeta<Node>>::all(client.clone());
-        let name = ["nodes-master", "nodes-control-plane"][i];
-        spawn_watch(
-            name,
-            watch_typed(api, watcher::Config::default().labels(label)),
-            w,
-            &ctx,
-            false,
-        );
+        let stream = watch_typed(api, watcher::Config::default().labels(label));
+        spawn_watch(name, stream, w, &ctx, false);
         nodes.push(store);
     }
 
-    let ar = apis::MACHINECONFIGURATION.api_resource();
-    let (machineconfigurations, w) = dynamic(ar.clone());
-    spawn_watch(
+    let one = |name, call, object, absent_is_normal| {
+        watch_one(&client, &ctx, name, call, object, absent_is_normal)
+    };
+    let pools = one(
+        "machineconfigpool",
+        apis::MACHINECONFIGPOOL,
+        MASTER_POOL,
+        false,
+    );
+    let infrastructures = one("infrastructure", apis::INFRASTRUCTURE, CLUSTER, false);
+    let clusterversions = one("clusterversion", apis::CLUSTERVERSION, VERSION, false);
+    let mcfgs = one(
         "machineconfiguration",
-        watch_dynamic(&client, ar, by_name(CLUSTER)),
-        w,
-        &ctx,
+        apis::MACHINECONFIGURATION,
+        CLUSTER,
         true,
     );
-
     let machinesets_changed = Arc::new(Notify::new());
-    let stubs = start_stubs(&client, &settings, &ctx, &machinesets_changed);
     let stores = Stores {
         configmap,
         pools,
@@ -541,48 +542,62 @@ pub fn start(
         infrastructures,
         clusterversions,
         nodes,
-        machineconfigurations,
-        stubs,
+        machineconfigurations: mcfgs,
+        stubs: start_stubs(&client, &settings, &ctx, &machinesets_changed),
     };
-    let (ids_tx, ids_rx) = watch::channel(snapshot.load().id.clone());
-    tokio::spawn(async move {
-        let mut builder = Builder::default();
-        loop {
-            tokio::select! {
-                _ = ctx.notify.notified() => {}
-                _ = learned.changed.notified() => {}
-            }
-            // Let a burst of events (a re-list) land before rebuilding.
-            tokio::time::sleep(Duration::from_millis(50)).await;
-            let facts = Learned::clone(&learned.facts.load());
-            let next = builder.build(&stores, &settings, &ctx.metrics, facts);
-            let previous = snapshot.load().id.clone();
-            ctx.metrics
-                .snapshot
-                .in_use(Some(&previous), &next.id, next.cluster.gate.open);
-            if next.id != previous {
-                tracing::info!(
-                    snapshot = %next.id,
-                    stream = next.boot_images.as_ref().map(|b| b.stream_name.as_str()),
-                    release = next.boot_images.as_ref().map(|b| b.release_version.as_str()),
-                    platform = next.cluster.platform.as_deref(),
-                    control_plane_arch = next.cluster.control_plane_arch.map(Arch::rpm),
-                    multi_arch = next.cluster.multi_arch,
-                    gate_open = next.cluster.gate.open,
-                    "new snapshot"
-                );
-            }
-            let id = next.id.clone();
-            snapshot.store(Arc::new(next));
-            ids_tx.send_if_modified(|cur| {
-                let changed = *cur != id;
-                *cur = id;
-                changed
-            });
-        }
-    });
+    let (ids_tx, ids) = watch::channel(snapshot.load().id.clone());
+    tokio::spawn(rebuild(ctx, stores, settings, snapshot, learned, ids_tx));
     Watching {
-        ids: ids_rx,
+        ids,
         machinesets_changed,
     }
+}
+
+/// The builder's loop: rebuild on every change, swap the snapshot in, publish its id.
+async fn rebuild(
+    ctx: Arc<Ctx>,
+    stores: Stores,
+    settings: WatchSettings,
+    snapshot: SharedSnapshot,
+    learned: Arc<LearnedCell>,
+    ids: watch::Sender<String>,
+) {
+    let mut builder = Builder::default();
+    loop {
+        tokio::select! {
+            _ = ctx.notify.notified() => {}
+            _ = learned.changed.notified() => {}
+        }
+        // Let a burst of events (a re-list) land before rebuilding.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let facts = Learned::clone(&learned.facts.load());
+        let next = builder.build(&stores, &settings, &ctx.metrics, facts);
+        let previous = snapshot.load().id.clone();
+        ctx.metrics
+            .snapshot
+            .in_use(Some(&previous), &next.id, next.cluster.gate.open);
+        if next.id != previous {
+            log_new(&next);
+        }
+        let id = next.id.clone();
+        snapshot.store(Arc::new(next));
+        ids.send_if_modified(|cur| {
+            let changed = *cur != id;
+            *cur = id;
+            changed
+        });
+    }
+}
+
+fn log_new(next: &Snapshot) {
+    tracing::info!(
+        snapshot = %next.id,
+        stream = next.boot_images.as_ref().map(|b| b.stream_name.as_str()),
+        release = next.boot_images.as_ref().map(|b| b.release_version.as_str()),
+        platform = next.cluster.platform.as_deref(),
+        control_plane_arch = next.cluster.control_plane_arch.map(Arch::rpm),
+        multi_arch = next.cluster.multi_arch,
+        gate_open = next.cluster.gate.open,
+        "new snapshot"
+    );
 }
