@@ -18,6 +18,16 @@ use prometheus_client::registry::{Registry, Unit};
 use crate::core::reason::Reason;
 use crate::core::snapshot::SharedSnapshot;
 
+/// A new metric, registered under `name`.
+fn registered<M>(registry: &mut Registry, name: &str, help: &str) -> M
+where
+    M: prometheus_client::registry::Metric + Clone + Default,
+{
+    let metric = M::default();
+    registry.register(name, help, metric.clone());
+    metric
+}
+
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
 pub type SharedMetrics = Arc<Metrics>;
@@ -118,11 +128,10 @@ impl RequestMetrics {
             Unit::Seconds,
             latency.clone(),
         );
-        let in_flight = Gauge::default();
-        registry.register(
+        let in_flight: Gauge = registered(
+            registry,
             "requests_in_flight",
             "Admission requests being served",
-            in_flight.clone(),
         );
         RequestMetrics {
             family,
@@ -160,17 +169,15 @@ pub struct CertMetrics {
 
 impl CertMetrics {
     fn register(registry: &mut Registry) -> Self {
-        let reloads = Counter::default();
-        registry.register(
+        let reloads: Counter = registered(
+            registry,
             "certificate_reloads",
             "Serving certificate pairs loaded after a change on disk",
-            reloads.clone(),
         );
-        let reload_errors = Counter::default();
-        registry.register(
+        let reload_errors: Counter = registered(
+            registry,
             "certificate_reload_errors",
             "Changed certificate pairs that failed to load (the previous pair stays)",
-            reload_errors.clone(),
         );
         CertMetrics {
             reloads,
@@ -200,17 +207,15 @@ impl SnapshotMetrics {
             Unit::Seconds,
             age.clone(),
         );
-        let info = Family::<SnapshotLabels, Gauge>::default();
-        registry.register(
+        let info: Family<SnapshotLabels, Gauge> = registered(
+            registry,
             "snapshot_info",
             "The snapshot id in use (value 1)",
-            info.clone(),
         );
-        let gate_open = Gauge::default();
-        registry.register(
+        let gate_open: Gauge = registered(
+            registry,
             "gate_open",
             "1 when a master has completed the current upgrade and boot images may move",
-            gate_open.clone(),
         );
         SnapshotMetrics {
             source,
@@ -255,21 +260,17 @@ pub struct WatchMetrics {
 
 impl WatchMetrics {
     fn register(registry: &mut Registry) -> Self {
-        let errors = Family::<WatcherLabels, Counter>::default();
-        registry.register(
-            "watch_errors",
-            "Watch errors by watcher; each is followed by a restart with backoff",
-            errors.clone(),
-        );
-        let configmap_errors = Counter::default();
-        registry.register(
-            "configmap_errors",
-            "coreos-bootimages contents that could not be used (the last good snapshot stays)",
-            configmap_errors.clone(),
-        );
         WatchMetrics {
-            errors,
-            configmap_errors,
+            errors: registered(
+                registry,
+                "watch_errors",
+                "Watch errors by watcher; each is followed by a restart with backoff",
+            ),
+            configmap_errors: registered(
+                registry,
+                "configmap_errors",
+                "coreos-bootimages contents that could not be used (the last good snapshot stays)",
+            ),
         }
     }
 
@@ -360,56 +361,48 @@ pub struct TouchMetrics {
 
 impl TouchMetrics {
     fn register(registry: &mut Registry) -> Self {
-        let touches = Family::<OutcomeLabels, Counter>::default();
-        registry.register(
+        let touches: Family<OutcomeLabels, Counter> = registered(
+            registry,
             "touches",
             "Touch writes by outcome: moved, not_moved, error, changed",
-            touches.clone(),
         );
-        let given_up = Counter::default();
-        registry.register(
+        let given_up: Counter = registered(
+            registry,
             "touch_given_up",
             "MachineSets left alone after three touches that did not move the image",
-            given_up.clone(),
         );
-        let machinesets = Family::<ReasonLabels, Gauge>::default();
-        registry.register(
+        let machinesets: Family<ReasonLabels, Gauge> = registered(
+            registry,
             "machinesets",
             "MachineSets by decision reason, as the Lease holder counted them at its last pass (0 on other replicas)",
-            machinesets.clone(),
         );
         for reason in Reason::ALL {
             let _ = machinesets.get_or_create(&ReasonLabels { reason });
         }
-        let oldest_boot_image_age_days = Gauge::default();
-        registry.register(
+        let oldest_boot_image_age_days: Gauge = registered(
+            registry,
             "oldest_boot_image_age_days",
             "Age in days (from its RHCOS build date) of the oldest boot image an enrolled MachineSet names, as the Lease holder saw it at its last pass (0: none known, or not the Lease holder)",
-            oldest_boot_image_age_days.clone(),
         );
-        let oldest_boot_image_info = Family::<OldestImageLabels, Gauge>::default();
-        registry.register(
+        let oldest_boot_image_info: Family<OldestImageLabels, Gauge> = registered(
+            registry,
             "oldest_boot_image_info",
             "1, labelled with the RHCOS version, RHEL and OpenShift release of the oldest boot image any MachineSet names, managed or not (lowest RHEL, then release, then build), as the Lease holder saw it at its last pass (no series: none of known version, or not the Lease holder)",
-            oldest_boot_image_info.clone(),
         );
-        let updated_events = Counter::default();
-        registry.register(
+        let updated_events: Counter = registered(
+            registry,
             "boot_image_updated_events",
             "Normal BootImageUpdated Events recorded on MachineSets whose boot image moved",
-            updated_events.clone(),
         );
-        let revert_loops = Counter::default();
-        registry.register(
+        let revert_loops: Counter = registered(
+            registry,
             "revert_loops",
             "MachineSets left as written after another writer put the old boot image back more than three times (one per MachineSet and target, counted by the Lease holder)",
-            revert_loops.clone(),
         );
-        let leader = Gauge::default();
-        registry.register(
+        let leader: Gauge = registered(
+            registry,
             "leader",
             "1 while this replica holds the touch Lease",
-            leader.clone(),
         );
         TouchMetrics {
             touches,
