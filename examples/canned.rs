@@ -54,14 +54,86 @@ struct Args {
     /// The response body to send to every review.
     #[arg(long)]
     response_file: PathBuf,
+    /// Answer with the request's uid in place of the response file's.
+    #[arg(long)]
+    echo_uid: bool,
+    /// The response body for requests whose body contains `--alt-if-body-contains`.
+    #[arg(long, requires = "alt_if_body_contains")]
+    alt_response_file: Option<PathBuf>,
+    #[arg(long, requires = "alt_response_file")]
+    alt_if_body_contains: Option<String>,
     /// Set TCP_NODELAY on accepted connections (the webhook does not, so neither does this
     /// by default).
     #[arg(long)]
     tcp_nodelay: bool,
 }
 
-async fn mutate(State(response): State<Bytes>, _review: Bytes) -> impl IntoResponse {
-    ([(header::CONTENT_TYPE, "application/json")], response)
+/// A canned answer, split around its uid when the request's is echoed.
+#[derive(Clone)]
+struct Canned {
+    before_uid: Bytes,
+    after_uid: Bytes,
+    whole: Bytes,
+}
+
+impl Canned {
+    fn read(path: &PathBuf, echo_uid: bool) -> anyhow::Result<Canned> {
+        let whole = Bytes::from(
+            std::fs::read(path).with_context(|| format!("reading {}", path.display()))?,
+        );
+        let (before_uid, after_uid) = match echo_uid {
+            true => {
+                let (start, end) = uid_span(&whole)
+                    .with_context(|| format!("{}: no \"uid\":\"...\"", path.display()))?;
+                (whole.slice(..start), whole.slice(end..))
+            }
+            false => (Bytes::new(), Bytes::new()),
+        };
+        Ok(Canned {
+            before_uid,
+            after_uid,
+            whole,
+        })
+    }
+
+    fn answer(&self, review: &[u8], echo_uid: bool) -> Bytes {
+        match uid_span(review).filter(|_| echo_uid) {
+            Some((start, end)) => [
+                &self.before_uid[..],
+                &review[start..end],
+                &self.after_uid[..],
+            ]
+            .concat()
+            .into(),
+            None => self.whole.clone(),
+        }
+    }
+}
+
+/// Where the value of the first `"uid":"` is.
+fn uid_span(json: &[u8]) -> Option<(usize, usize)> {
+    const KEY: &[u8] = br#""uid":""#;
+    let start = json.windows(KEY.len()).position(|w| w == KEY)? + KEY.len();
+    let len = json[start..].iter().position(|&b| b == b'"')?;
+    Some((start, start + len))
+}
+
+#[derive(Clone)]
+struct Answers {
+    main: Canned,
+    alt: Option<(Vec<u8>, Canned)>,
+    echo_uid: bool,
+}
+
+async fn mutate(State(a): State<Arc<Answers>>, review: Bytes) -> impl IntoResponse {
+    let canned = match &a.alt {
+        Some((needle, alt)) if review.windows(needle.len()).any(|w| w == needle) => alt,
+        _ => &a.main,
+    };
+    (
+        [(header::CONTENT_TYPE, "application/json")],
+        canned.answer(&review, a.echo_uid),
+    )
 }
 
 fn tls_config(args: &Args) -> anyhow::Result<Arc<rustls::ServerConfig>> {
@@ -82,20 +154,30 @@ fn tls_config(args: &Args) -> anyhow::Result<Arc<rustls::ServerConfig>> {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
-    let response = Bytes::from(
-        std::fs::read(&args.response_file)
-            .with_context(|| format!("reading {}", args.response_file.display()))?,
-    );
+    let main = Canned::read(&args.response_file, args.echo_uid)?;
+    let size = main.whole.len();
+    let alt = match (&args.alt_response_file, &args.alt_if_body_contains) {
+        (Some(file), Some(needle)) => Some((
+            needle.as_bytes().to_vec(),
+            Canned::read(file, args.echo_uid)?,
+        )),
+        _ => None,
+    };
+    let answers = Arc::new(Answers {
+        main,
+        alt,
+        echo_uid: args.echo_uid,
+    });
     let acceptor = TlsAcceptor::from(tls_config(&args)?);
     let router = Router::new()
         .route("/mutate-machinesets", post(mutate))
-        .with_state(response.clone());
+        .with_state(answers);
     let listener = TcpListener::bind(args.bind_address)
         .await
         .with_context(|| format!("binding {}", args.bind_address))?;
     eprintln!(
         "canned: serving {} bytes on https://{}/mutate-machinesets",
-        response.len(),
+        size,
         listener.local_addr()?
     );
     loop {

@@ -58,11 +58,30 @@ fn describe(doc: &Value) -> String {
     }
 }
 
+/// Why an input holds no MachineSet to preview.
+#[derive(Debug, thiserror::Error)]
+pub enum InputError {
+    #[error("{0}: items is not a list")]
+    ItemsNotAList(String),
+    #[error("a document is not an object but {0}")]
+    NotAnObject(&'static str),
+    /// The other objects found, if any.
+    #[error("holds no MachineSet ({})", found(.0))]
+    NoMachineSet(Vec<String>),
+}
+
+fn found(skipped: &[String]) -> String {
+    match skipped {
+        [] => "it is empty".into(),
+        _ => format!("found {}", skipped.join(", ")),
+    }
+}
+
 /// The MachineSets of a document stream, as administrators have them: one object, a
 /// `kind: List` (`oc get machinesets -o yaml`), several YAML documents. Other objects
 /// beside MachineSets (a MachineAutoscaler in the same GitOps file) are returned as
 /// skipped; an input with no MachineSet at all is an error.
-pub fn machinesets(docs: Vec<Value>) -> Result<(Vec<Value>, Vec<String>), String> {
+pub fn machinesets(docs: Vec<Value>) -> Result<(Vec<Value>, Vec<String>), InputError> {
     let mut found = Vec::new();
     let mut skipped = Vec::new();
     let mut pending: Vec<Value> = docs.into_iter().rev().collect();
@@ -75,28 +94,21 @@ pub fn machinesets(docs: Vec<Value>) -> Result<(Vec<Value>, Vec<String>), String
             Value::Object(o) if is_list(o) => match o.get("items") {
                 Some(Value::Array(items)) => pending.extend(items.iter().rev().cloned()),
                 Some(Value::Null) | None => {}
-                Some(_) => return Err(format!("{}: items is not a list", describe(&doc))),
+                Some(_) => return Err(InputError::ItemsNotAList(describe(&doc))),
             },
             Value::Object(_) => skipped.push(describe(&doc)),
             other => {
-                return Err(format!(
-                    "a document is not an object but {}",
-                    match other {
-                        Value::String(_) => "a string",
-                        Value::Array(_) => "a list",
-                        Value::Number(_) => "a number",
-                        _ => "a boolean",
-                    }
-                ));
+                return Err(InputError::NotAnObject(match other {
+                    Value::String(_) => "a string",
+                    Value::Array(_) => "a list",
+                    Value::Number(_) => "a number",
+                    _ => "a boolean",
+                }));
             }
         }
     }
     if found.is_empty() {
-        return Err(if skipped.is_empty() {
-            "holds no MachineSet (it is empty)".into()
-        } else {
-            format!("holds no MachineSet (found {})", skipped.join(", "))
-        });
+        return Err(InputError::NoMachineSet(skipped));
     }
     Ok((found, skipped))
 }
@@ -121,7 +133,7 @@ pub fn read_machinesets(path: &Path) -> Result<(Vec<Value>, Vec<String>), Previe
         message,
     };
     let docs = snapshot::parse_documents(&text).map_err(|e| parse_error(e.to_string()))?;
-    machinesets(docs).map_err(parse_error)
+    machinesets(docs).map_err(|e| parse_error(e.to_string()))
 }
 
 /// `{"reason", "message", "patch", "machineSet"}`: the MachineSet after the patch.

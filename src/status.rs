@@ -114,7 +114,7 @@ pub struct OldestImage {
 pub fn skew(
     rows: &[Row],
     snap: &Snapshot,
-    machine_configuration: Result<Option<&Value>, String>,
+    machine_configuration: Result<Option<&Value>, &dyn std::fmt::Display>,
 ) -> Skew {
     let survey = skew::survey(
         rows.iter()
@@ -429,7 +429,7 @@ async fn events(client: kube::Client, namespace: &str) -> Vec<Value> {
 
 /// MachineConfiguration `cluster` (listed by name, as the watcher reads it: the
 /// webhook's RBAC allows no more); `None` when absent or not served.
-async fn machine_configuration(client: kube::Client) -> Result<Option<Value>, String> {
+async fn machine_configuration(client: kube::Client) -> Result<Option<Value>, kube::Error> {
     let api: Api<DynamicObject> = Api::all_with(client, &apis::MACHINECONFIGURATION.api_resource());
     match api
         .list(&ListParams::default().fields("metadata.name=cluster"))
@@ -440,7 +440,7 @@ async fn machine_configuration(client: kube::Client) -> Result<Option<Value>, St
             .first()
             .and_then(|o| serde_json::to_value(o).ok())),
         Err(kube::Error::Api(s)) if s.code == 404 => Ok(None),
-        Err(e) => Err(e.to_string()),
+        Err(e) => Err(e),
     }
 }
 
@@ -512,7 +512,7 @@ pub async fn report(args: &StatusArgs) -> anyhow::Result<Report> {
             machine_configuration
                 .as_ref()
                 .map(Option::as_ref)
-                .map_err(Clone::clone),
+                .map_err(|e| e as &dyn std::fmt::Display),
         ),
         ec2,
         machine_sets,
@@ -601,7 +601,7 @@ mod tests {
     fn the_skew_line_without_a_known_image_or_a_readable_machine_configuration() {
         let snap = Snapshot::empty();
         let rows = [row("a", Some("ami-0123456789abcdef0")), row("b", None)];
-        let s = skew(&rows, &snap, Err("forbidden".into()));
+        let s = skew(&rows, &snap, Err(&"forbidden"));
         assert!(s.oldest.is_none());
         assert_eq!(
             s.unknown,

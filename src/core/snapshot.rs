@@ -14,7 +14,7 @@ use serde_json::Value;
 
 pub use super::arch::Arch;
 use super::platforms::aws::AwsLearned;
-use super::platforms::{Platform, Target};
+use super::platforms::{EntryError, Platform, Target};
 
 /// ConfigMap keys, exactly as the MCO and the CVO write them.
 pub const KEY_STREAM: &str = "stream";
@@ -49,7 +49,7 @@ pub struct BootImages {
     /// Each platform's typed target per architecture, built once here (absent: the stream
     /// has no image of that platform for that architecture; `Err`: its entry is unusable,
     /// and that platform alone skips).
-    targets: BTreeMap<(Arch, Platform), Result<Target, String>>,
+    targets: BTreeMap<(Arch, Platform), Result<Target, EntryError>>,
     /// Every GCP image and AWS AMI of the stream, with its RHCOS release.
     releases: BTreeMap<String, String>,
     /// Content digest of the stream and release version (part of the snapshot id).
@@ -139,10 +139,8 @@ impl BootImages {
     }
 
     /// `platform`'s target for `arch` (see [`platforms::Platform::targets`]).
-    pub fn target(&self, arch: Arch, platform: Platform) -> Option<Result<&Target, &str>> {
-        self.targets
-            .get(&(arch, platform))
-            .map(|t| t.as_ref().map_err(String::as_str))
+    pub fn target(&self, arch: Arch, platform: Platform) -> Option<Result<&Target, &EntryError>> {
+        self.targets.get(&(arch, platform)).map(Result::as_ref)
     }
 
     /// The RHCOS release of an image the stream names (a GCP image, an AWS AMI).

@@ -18,7 +18,7 @@ use regex::Regex;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::{Context, Edit, Outcome, Target};
+use super::{Context, Edit, EntryError, Outcome, Target};
 use crate::core::arch::Arch;
 use crate::core::lenient::{Field, Object};
 use crate::core::reason::Reason;
@@ -135,14 +135,12 @@ fn token(s: &str) -> Option<Token> {
 }
 
 /// The first two `.` segments of a release (`9.6.20260210-0` -> `9.6`).
-pub fn version_token(release: &str) -> Result<Token, String> {
+pub fn version_token(release: &str) -> Result<Token, EntryError> {
     let mut parts = release.split('.');
     match (parts.next(), parts.next()) {
         (Some(major), Some(minor)) => token(&format!("{major}.{minor}"))
-            .ok_or_else(|| format!("release {release:?} does not start with major.minor")),
-        _ => Err(format!(
-            "release {release:?} has fewer than two '.'-separated parts"
-        )),
+            .ok_or_else(|| EntryError::Release(release.to_owned())),
+        _ => Err(EntryError::ReleaseParts(release.to_owned())),
     }
 }
 
@@ -238,20 +236,23 @@ fn ami_and_region<'a>(spec: &SpecFields<'a>) -> Result<(Cow<'a, str>, Cow<'a, st
 
 pub(super) fn targets(
     architectures: &BTreeMap<Arch, &Value>,
-) -> BTreeMap<Arch, Result<AwsTarget, String>> {
+) -> BTreeMap<Arch, Result<AwsTarget, EntryError>> {
     #[derive(Deserialize)]
     struct RegionImage {
         image: String,
     }
     // Per architecture: region -> AMI, and the release.
-    type Read = Result<(BTreeMap<String, String>, Option<String>), String>;
+    type Read = Result<(BTreeMap<String, String>, Option<String>), EntryError>;
     let mut read: BTreeMap<Arch, Read> = BTreeMap::new();
     for (&arch, entry) in architectures {
         let Some(regions) = entry.pointer("/images/aws/regions") else {
             continue;
         };
         let parsed = serde_json::from_value::<BTreeMap<String, RegionImage>>(regions.clone())
-            .map_err(|e| format!("images.aws.regions: {e}"))
+            .map_err(|e| EntryError::Shape {
+                field: "images.aws.regions",
+                error: e.to_string(),
+            })
             .map(|r| {
                 let regions = r.into_iter().map(|(k, v)| (k, v.image)).collect();
                 let release = entry

@@ -11,7 +11,7 @@ use std::fmt;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::{Context, Edit, Outcome, per_arch};
+use super::{Context, Edit, EntryError, Outcome, per_arch};
 use crate::core::arch::Arch;
 use crate::core::lenient::{Field, Object};
 use crate::core::reason::Reason;
@@ -88,12 +88,15 @@ fn plan_of(variant: &str) -> &'static str {
     }
 }
 
-fn target(entry: &Value) -> Result<Option<AzureTarget>, String> {
+fn target(entry: &Value) -> Result<Option<AzureTarget>, EntryError> {
     let Some(azure) = entry.pointer("/rhel-coreos-extensions/marketplace/azure") else {
         return Ok(None);
     };
     let mut variants: BTreeMap<String, Generations> = serde_json::from_value(azure.clone())
-        .map_err(|e| format!("rhel-coreos-extensions.marketplace.azure: {e}"))?;
+        .map_err(|e| EntryError::Shape {
+            field: "rhel-coreos-extensions.marketplace.azure",
+            error: e.to_string(),
+        })?;
     for (variant, generations) in &mut variants {
         let plan = plan_of(variant);
         for image in [&mut generations.hyper_v_gen1, &mut generations.hyper_v_gen2]
@@ -175,7 +178,7 @@ pub(super) fn serves(arch: Arch) -> bool {
 
 pub(super) fn targets(
     architectures: &BTreeMap<Arch, &Value>,
-) -> BTreeMap<Arch, Result<AzureTarget, String>> {
+) -> BTreeMap<Arch, Result<AzureTarget, EntryError>> {
     per_arch(architectures, |_, entry| target(entry))
 }
 

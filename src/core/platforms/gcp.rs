@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::{Edit, Outcome, is_resource_name, per_arch};
+use super::{Edit, EntryError, Outcome, is_resource_name, per_arch};
 use crate::core::arch::Arch;
 use crate::core::lenient::{Field, Object};
 use crate::core::reason::Reason;
@@ -36,11 +36,11 @@ type Disks<'a> = Field<Vec<Field<Object<Disk<'a>>>>>;
 
 pub(super) fn targets(
     architectures: &BTreeMap<Arch, &Value>,
-) -> BTreeMap<Arch, Result<GcpTarget, String>> {
+) -> BTreeMap<Arch, Result<GcpTarget, EntryError>> {
     per_arch(architectures, |_, entry| target(entry))
 }
 
-fn target(arch_entry: &Value) -> Result<Option<GcpTarget>, String> {
+fn target(arch_entry: &Value) -> Result<Option<GcpTarget>, EntryError> {
     let Some(gcp) = arch_entry.pointer("/images/gcp") else {
         return Ok(None);
     };
@@ -48,13 +48,15 @@ fn target(arch_entry: &Value) -> Result<Option<GcpTarget>, String> {
         let v = gcp
             .get(k)
             .and_then(Value::as_str)
-            .ok_or_else(|| format!("images.gcp.{k} is missing or not a string"))?;
+            .ok_or_else(|| EntryError::Missing(format!("images.gcp.{k}")))?;
         if is_resource_name(v) {
             Ok(v)
         } else {
-            Err(format!(
-                "images.gcp.{k} {v:?} is not a valid GCP resource name"
-            ))
+            Err(EntryError::Invalid {
+                field: format!("images.gcp.{k}"),
+                value: v.to_owned(),
+                what: "GCP resource name",
+            })
         }
     };
     let (project, name) = (field("project")?, field("name")?);

@@ -74,11 +74,11 @@ impl Platform {
     pub fn targets(
         self,
         architectures: &BTreeMap<Arch, &Value>,
-    ) -> BTreeMap<Arch, Result<Target, String>> {
+    ) -> BTreeMap<Arch, Result<Target, EntryError>> {
         fn typed<T>(
-            targets: BTreeMap<Arch, Result<T, String>>,
+            targets: BTreeMap<Arch, Result<T, EntryError>>,
             variant: fn(T) -> Target,
-        ) -> BTreeMap<Arch, Result<Target, String>> {
+        ) -> BTreeMap<Arch, Result<Target, EntryError>> {
             targets
                 .into_iter()
                 .map(|(arch, t)| (arch, t.map(variant)))
@@ -174,12 +174,32 @@ pub fn known_platform_of_kind(kind: &str) -> Option<&'static str> {
     })
 }
 
+/// Why a platform's entry in the stream cannot be used: that platform alone skips.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum EntryError {
+    #[error("{0} is missing or not a string")]
+    Missing(String),
+    #[error("{field} {value:?} is not a valid {what}")]
+    Invalid {
+        field: String,
+        value: String,
+        what: &'static str,
+    },
+    /// A part of the entry that does not have the stream's shape.
+    #[error("{field}: {error}")]
+    Shape { field: &'static str, error: String },
+    #[error("release {0:?} does not start with major.minor")]
+    Release(String),
+    #[error("release {0:?} has fewer than two '.'-separated parts")]
+    ReleaseParts(String),
+}
+
 /// Targets for every architecture from a per-architecture reader: the common shape of
 /// [`Platform::targets`] for platforms whose entries stand alone.
 pub(crate) fn per_arch<T>(
     architectures: &BTreeMap<Arch, &Value>,
-    read: impl Fn(Arch, &Value) -> Result<Option<T>, String>,
-) -> BTreeMap<Arch, Result<T, String>> {
+    read: impl Fn(Arch, &Value) -> Result<Option<T>, EntryError>,
+) -> BTreeMap<Arch, Result<T, EntryError>> {
     architectures
         .iter()
         .filter_map(|(&arch, entry)| read(arch, entry).transpose().map(|t| (arch, t)))
