@@ -5,13 +5,11 @@
 mod support;
 
 use std::path::Path;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use bootimage_webhook::serve::tls;
-use support::{Https, admin_get, fixture, request, send_on, start_server};
-use tokio::sync::Mutex;
+use support::{Https, ReviewStream, admin_get, fixture, start_server};
 
 fn data(name: &str) -> Vec<u8> {
     std::fs::read(
@@ -69,62 +67,18 @@ async fn rotation_by_symlink_swap_while_a_client_keeps_sending() {
     ))
     .unwrap();
 
-    let stop = Arc::new(AtomicBool::new(false));
-    let sent = Arc::new(AtomicUsize::new(0));
-    let failures = Arc::new(Mutex::new(Vec::<String>::new()));
+    // The leaf each new connection was shown, and when.
     let seen = Arc::new(Mutex::new(Vec::<(Instant, Vec<u8>)>::new()));
-    let mut workers = Vec::new();
+    let record = seen.clone();
     // Two clients with a new connection per request, one on a single keep-alive connection.
-    for w in 0..3 {
-        let (client, body, stop, sent, failures, seen, addr) = (
-            client.clone(),
-            body.clone(),
-            stop.clone(),
-            sent.clone(),
-            failures.clone(),
-            seen.clone(),
-            server.addr(),
-        );
-        workers.push(tokio::spawn(async move {
-            let mut keep = if w == 2 {
-                Some(client.conn(addr).await.unwrap())
-            } else {
-                None
-            };
-            while !stop.load(Ordering::Relaxed) {
-                let req = request(
-                    "POST",
-                    "/mutate-machinesets",
-                    Some("application/json"),
-                    body.clone(),
-                );
-                let result = match keep.as_mut() {
-                    Some(conn) => send_on(conn, req).await,
-                    None => match client.connect(addr).await {
-                        Ok(tls) => {
-                            seen.lock()
-                                .await
-                                .push((Instant::now(), support::peer_leaf(&tls)));
-                            let (mut send, conn) = hyper::client::conn::http1::handshake(
-                                hyper_util::rt::TokioIo::new(tls),
-                            )
-                            .await
-                            .unwrap();
-                            tokio::spawn(conn);
-                            send_on(&mut send, req).await
-                        }
-                        Err(e) => Err(e),
-                    },
-                };
-                sent.fetch_add(1, Ordering::Relaxed);
-                match result {
-                    Ok(r) if r.status == 200 => {}
-                    Ok(r) => failures.lock().await.push(format!("status {}", r.status)),
-                    Err(e) => failures.lock().await.push(e.to_string()),
-                }
-            }
-        }));
-    }
+    let stream = ReviewStream::new(client, server.addr(), body)
+        .fresh(2)
+        .keep_alive(1)
+        .on_connect(move |tls| {
+            let leaf = support::peer_leaf(tls);
+            record.lock().unwrap().push((Instant::now(), leaf));
+        })
+        .start();
 
     tokio::time::sleep(Duration::from_millis(500)).await;
     let volume = &mut server.volume;
@@ -138,24 +92,15 @@ async fn rotation_by_symlink_swap_while_a_client_keeps_sending() {
     tokio::time::sleep(Duration::from_millis(700)).await;
     volume.update(b"not a certificate", b"not a key");
     tokio::time::sleep(Duration::from_millis(700)).await;
-    stop.store(true, Ordering::Relaxed);
-    for w in workers {
-        w.await.unwrap();
-    }
+    let tally = stream.stop().await;
 
-    let failures = failures.lock().await;
-    assert!(
-        failures.is_empty(),
-        "{} of {} requests failed: {:?}",
-        failures.len(),
-        sent.load(Ordering::Relaxed),
-        &failures[..failures.len().min(5)]
+    assert_eq!(
+        tally.failed, 0,
+        "of {} requests: {:?}",
+        tally.sent, tally.failures
     );
-    assert!(
-        sent.load(Ordering::Relaxed) > 50,
-        "the clients kept sending"
-    );
-    let seen = seen.lock().await;
+    assert!(tally.sent > 50, "the clients kept sending");
+    let seen = std::mem::take(&mut *seen.lock().unwrap());
     let first_new = seen
         .iter()
         .find(|(_, leaf)| *leaf == new_leaf)

@@ -4,14 +4,11 @@
 
 mod support;
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use support::binary::{Served, serve_command};
-use support::{Https, admin_get, dev_certs, fixture, fixture_path, request, send_on};
+use support::{Https, ReviewStream, admin_get, dev_certs, fixture, fixture_path};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::sync::Mutex;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_during_a_stream_of_requests_fails_none() {
@@ -35,53 +32,10 @@ async fn sigterm_during_a_stream_of_requests_fails_none() {
         "admissionreview-v1-machineset-gcp-update.assembled.json",
     ))
     .unwrap();
-    // Stands in for the endpoints controller: once /readyz fails, no new requests go here.
-    let removed = Arc::new(AtomicBool::new(false));
-    let ok = Arc::new(AtomicUsize::new(0));
-    let closes = Arc::new(AtomicUsize::new(0));
-    let failures = Arc::new(Mutex::new(Vec::<String>::new()));
-    let mut clients = Vec::new();
-    for _ in 0..4 {
-        let (client, body, removed, ok, closes, failures) = (
-            client.clone(),
-            body.clone(),
-            removed.clone(),
-            ok.clone(),
-            closes.clone(),
-            failures.clone(),
-        );
-        clients.push(tokio::spawn(async move {
-            let mut conn = None;
-            while !removed.load(Ordering::Acquire) {
-                if conn.is_none() {
-                    conn = Some(
-                        client
-                            .conn(webhook)
-                            .await
-                            .expect("connect while endpoints list us"),
-                    );
-                }
-                let req = request(
-                    "POST",
-                    "/mutate-machinesets",
-                    Some("application/json"),
-                    body.clone(),
-                );
-                match send_on(conn.as_mut().unwrap(), req).await {
-                    Ok(r) if r.status == 200 => {
-                        ok.fetch_add(1, Ordering::Relaxed);
-                        // Draining: the server asks us to move on; take a new connection.
-                        if r.headers.get("connection").is_some_and(|v| v == "close") {
-                            closes.fetch_add(1, Ordering::Relaxed);
-                            conn = None;
-                        }
-                    }
-                    Ok(r) => failures.lock().await.push(format!("status {}", r.status)),
-                    Err(e) => failures.lock().await.push(format!("request failed: {e}")),
-                }
-            }
-        }));
-    }
+    // Stopped once /readyz fails and the endpoints controller would have removed us.
+    let stream = ReviewStream::new(client.clone(), webhook, body.clone())
+        .keep_alive(4)
+        .start();
     // One slow upload that is in flight across SIGTERM and the start of the drain.
     let slow = {
         let (client, body) = (client.clone(), body.clone());
@@ -104,7 +58,7 @@ async fn sigterm_during_a_stream_of_requests_fails_none() {
     };
 
     tokio::time::sleep(Duration::from_millis(600)).await;
-    let before = ok.load(Ordering::Relaxed);
+    let before = stream.ok();
     assert!(before > 0, "requests flow before SIGTERM");
     served.signal("TERM");
     let signalled = Instant::now();
@@ -123,11 +77,8 @@ async fn sigterm_during_a_stream_of_requests_fails_none() {
     let unready_after = signalled.elapsed();
     // Endpoints take a moment to follow; the pod keeps answering meanwhile.
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let during_delay = ok.load(Ordering::Relaxed);
-    removed.store(true, Ordering::Release);
-    for c in clients {
-        c.await.unwrap();
-    }
+    let during_delay = stream.ok();
+    let tally = stream.stop().await;
     let slow_reply = slow.await.unwrap();
     let (exit, served) = tokio::task::spawn_blocking(move || {
         let exit = served.wait_exit(Duration::from_secs(20));
@@ -138,13 +89,10 @@ async fn sigterm_during_a_stream_of_requests_fails_none() {
     let stopped_after = signalled.elapsed();
     let rest = served.log();
 
-    let failures = failures.lock().await;
-    assert!(
-        failures.is_empty(),
-        "{} failed after {} ok: {:?}",
-        failures.len(),
-        ok.load(Ordering::Relaxed),
-        &failures[..failures.len().min(5)]
+    assert_eq!(
+        tally.failed, 0,
+        "failed after {} ok: {:?}",
+        tally.ok, tally.failures
     );
     assert!(
         slow_reply.starts_with("HTTP/1.1 200"),
@@ -168,5 +116,5 @@ async fn sigterm_during_a_stream_of_requests_fails_none() {
     );
     // Answered during the delay, and told to close so clients move to another replica.
     assert!(during_delay > before, "served during the shutdown delay");
-    assert!(closes.load(Ordering::Relaxed) > 0);
+    assert!(tally.closes > 0);
 }

@@ -7,7 +7,6 @@
 mod support;
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use bootimage_webhook::cluster::tls_profile;
@@ -16,7 +15,7 @@ use bootimage_webhook::serve::tls::{ApplyError, MinVersion};
 use rustls::crypto::ring::cipher_suite as cs;
 use rustls::{CipherSuite, ProtocolVersion, SupportedCipherSuite};
 use serde_json::json;
-use support::{Https, TestServer, fixture, start_server};
+use support::{Https, ReviewStream, TestServer, fixture, start_server};
 
 fn only12(server: &TestServer) -> Https {
     Https::with_config(support::client_config(
@@ -205,59 +204,17 @@ async fn a_custom_profile_of_unknown_suites_keeps_the_last_good_configuration() 
 
 #[tokio::test]
 async fn a_profile_change_while_clients_keep_sending_fails_no_request() {
-    let server = Arc::new(start_server().await);
+    let server = start_server().await;
     let body = serde_json::to_vec(&fixture(
         "admissionreview-v1-machineset-gcp-update.assembled.json",
     ))
     .unwrap();
-    let stop = Arc::new(AtomicBool::new(false));
-    let sent = Arc::new(AtomicUsize::new(0));
-    let failed = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
-    let mut workers = Vec::new();
     // Two clients with a new connection (a new handshake) per request, one on a keep-alive
     // connection; all offer TLS 1.3 and 1.2, as the apiserver does.
-    for w in 0..3 {
-        let (server, body, stop, sent, failed) = (
-            server.clone(),
-            body.clone(),
-            stop.clone(),
-            sent.clone(),
-            failed.clone(),
-        );
-        workers.push(tokio::spawn(async move {
-            let mut conn = None;
-            while !stop.load(Ordering::Relaxed) {
-                let result = if w == 2 {
-                    if conn.is_none() {
-                        conn = Some(server.client.conn(server.addr()).await.unwrap());
-                    }
-                    let req = support::request(
-                        "POST",
-                        "/mutate-machinesets",
-                        Some("application/json"),
-                        body.clone(),
-                    );
-                    support::send_on(conn.as_mut().unwrap(), req).await
-                } else {
-                    server
-                        .client
-                        .post(
-                            server.addr(),
-                            "/mutate-machinesets",
-                            Some("application/json"),
-                            body.clone(),
-                        )
-                        .await
-                };
-                sent.fetch_add(1, Ordering::Relaxed);
-                match result {
-                    Ok(r) if r.status == 200 => {}
-                    Ok(r) => failed.lock().unwrap().push(format!("status {}", r.status)),
-                    Err(e) => failed.lock().unwrap().push(e.to_string()),
-                }
-            }
-        }));
-    }
+    let stream = ReviewStream::new(server.client.clone(), server.addr(), body)
+        .fresh(2)
+        .keep_alive(1)
+        .start();
     let profiles = [
         Profile::modern(),
         Profile::intermediate(),
@@ -272,22 +229,17 @@ async fn a_profile_change_while_clients_keep_sending_fails_no_request() {
         changes += 1;
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    stop.store(true, Ordering::Relaxed);
-    for w in workers {
-        w.await.unwrap();
-    }
-    let sent = sent.load(Ordering::Relaxed);
-    let failed = failed.lock().unwrap();
+    let tally = stream.stop().await;
+    let sent = tally.sent;
     eprintln!(
         "{sent} reviews across {changes} profile changes, {} failed",
-        failed.len()
+        tally.failed
     );
     assert!(sent > 40, "only {sent} requests sent");
-    assert!(
-        failed.is_empty(),
-        "{} of {sent} failed across {changes} profile changes: {:?}",
-        failed.len(),
-        &failed[..failed.len().min(5)]
+    assert_eq!(
+        tally.failed, 0,
+        "of {sent} failed across {changes} profile changes: {:?}",
+        tally.failures
     );
 }
 

@@ -105,12 +105,7 @@ impl Https {
 
     /// A keep-alive connection for several requests.
     pub async fn conn(&self, addr: SocketAddr) -> std::io::Result<SendRequest<Full<Bytes>>> {
-        let tls = self.connect(addr).await?;
-        let (send, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tls))
-            .await
-            .map_err(std::io::Error::other)?;
-        tokio::spawn(conn);
-        Ok(send)
+        handshake(self.connect(addr).await?).await
     }
 
     /// POST an AdmissionReview to the webhook path.
@@ -132,6 +127,15 @@ impl Https {
         let req = request("POST", path, content_type, body);
         send_on(&mut send, req).await
     }
+}
+
+/// HTTP/1.1 on a TLS connection, driven by a task of its own.
+pub async fn handshake(tls: TlsStream<TcpStream>) -> std::io::Result<SendRequest<Full<Bytes>>> {
+    let (send, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tls))
+        .await
+        .map_err(std::io::Error::other)?;
+    tokio::spawn(conn);
+    Ok(send)
 }
 
 pub fn request(

@@ -3,6 +3,7 @@
 //! - `fixtures`: the repository's test data and what is derived from it;
 //! - `https`: the HTTPS client (test CA), dev certificates, the admin-port GET;
 //! - `servers`: the webhook served in-process on 127.0.0.1:0;
+//! - `stream`: clients that keep sending reviews while something happens, and their tally;
 //! - `volume`: Secret volumes as the kubelet lays them out;
 //! - `binary`: the real binary, spawned the one way every test spawns it;
 //! - `apiserver`: a real kube-apiserver and etcd (`scripts/test-apiserver`);
@@ -21,9 +22,11 @@ pub mod evanphx;
 pub mod fixtures;
 pub mod https;
 pub mod servers;
+pub mod stream;
 pub mod volume;
 
 pub use fixtures::*;
 pub use https::*;
 pub use servers::*;
+pub use stream::{ReviewStream, Tally};
 pub use volume::*;
