@@ -16,7 +16,9 @@ use bootimage_webhook::core::decision::{
 use bootimage_webhook::core::platforms::aws::{self, AwsLearned, Described, MarketImage};
 use bootimage_webhook::core::snapshot::{Arch, BootImages, Learned, Snapshot};
 use serde_json::{Value, json};
-use support::{evanphx, fixture, without_image_fields};
+use support::{
+    ami_of, azure_ms, decide_update, evanphx, fixture, stream_ami, without_image_fields,
+};
 
 const REGION: &str = "us-east-1";
 const CURRENT_AMI: &str = "ami-0000000000current";
@@ -28,10 +30,6 @@ fn provider_spec(ms: &mut Value) -> &mut Value {
 
 fn aws_ms() -> Value {
     fixture("machineset-aws-build01-ci-tests-worker-us-east-1a.yaml")
-}
-
-fn azure_ms() -> Value {
-    fixture("machineset-azure.openshift-docs-sample.rendered.yaml")
 }
 
 /// A snapshot of `stream` (stamped, amd64 control plane) with what EC2 told us.
@@ -74,13 +72,6 @@ fn stream_with_release(release: &str) -> Value {
     s
 }
 
-fn stream_ami(region: &str) -> String {
-    real_stream()["architectures"]["x86_64"]["images"]["aws"]["regions"][region]["image"]
-        .as_str()
-        .unwrap()
-        .to_owned()
-}
-
 /// Decide, and for a patch check it with evanphx and a second pass; the patched object.
 fn decide(ms: &Value, snap: &Snapshot) -> (Decision, Value) {
     let d = decision::decide_object(ms, snap);
@@ -107,10 +98,6 @@ fn decide(ms: &Value, snap: &Snapshot) -> (Decision, Value) {
         again.message
     );
     (d, out)
-}
-
-fn ami_of(ms: &Value) -> Value {
-    ms["spec"]["template"]["spec"]["providerSpec"]["value"]["ami"].clone()
 }
 
 /// An AWS MachineSet on `ami`, whose owner and name EC2 reports as given, with the
@@ -567,14 +554,6 @@ fn azure_real_sample_and_what_is_left_alone() {
         assert_eq!(d.reason, reason, "{what}: {}", d.message);
         assert_eq!(out, ms, "{what}");
     }
-}
-
-/// `decide_update` as the webhook calls it: the new object as a view, the stored one as text
-/// (what the apiserver sends as `oldObject`: compact, as Go writes it).
-fn decide_update(new: &Value, old: &Value, snap: &Snapshot) -> Decision {
-    let bytes = serde_json::to_vec(new).unwrap();
-    let view = bootimage_webhook::core::view::MachineSetView::parse(&bytes).unwrap();
-    decision::decide_update(&view, Some(&old.to_string()), snap)
 }
 
 fn patched(ms: &Value, d: &Decision) -> Value {

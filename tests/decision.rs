@@ -15,7 +15,10 @@ use bootimage_webhook::core::snapshot::{
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use serde_json::{Value, json};
-use support::{CURRENT_ARM, CURRENT_X86, evanphx, fixture, offline_snapshot, without_image_fields};
+use support::{
+    CURRENT_ARM, CURRENT_X86, azure_ms, cpms_image, decide_update, evanphx, fixture,
+    offline_snapshot, stream_ami, without_image_fields,
+};
 
 const OLD_X86: &str = "projects/rhcos-cloud/global/images/rhcos-9-6-20250826-1-gcp-x86-64";
 
@@ -444,11 +447,7 @@ fn rule_8_unsupported_platform() {
     let d = expect(&vsphere, &snap, Reason::UnsupportedPlatform);
     assert!(d.message.contains("VSphere"), "{}", d.message);
     let on_stack = snap_with(|c| c.platform = Some("AzureStackCloud".into()));
-    expect(
-        &fixture("machineset-azure.openshift-docs-sample.rendered.yaml"),
-        &on_stack,
-        Reason::UnsupportedPlatform,
-    );
+    expect(&azure_ms(), &on_stack, Reason::UnsupportedPlatform);
     let mut weird = gcp_ms();
     weird["spec"]["template"]["spec"]["providerSpec"]["value"]["kind"] = json!("NopeProviderSpec");
     expect(&weird, &snap, Reason::UnsupportedPlatform);
@@ -983,7 +982,7 @@ fn cloud_cases() -> Vec<(Value, Reason)> {
         ),
         (
             aws_with(&|s| {
-                s["ami"]["id"] = json!(aws_stream_ami("us-east-1"));
+                s["ami"]["id"] = json!(stream_ami("us-east-1"));
                 s["placement"]["region"] = json!("mars-north-1");
             }),
             Reason::RegionNotInStream,
@@ -1003,20 +1002,6 @@ fn cloud_cases() -> Vec<(Value, Reason)> {
             Reason::CustomImage,
         ),
     ]
-}
-
-/// The real Azure docs sample, with its legacy uploaded image.
-fn azure_ms() -> Value {
-    fixture("machineset-azure.openshift-docs-sample.rendered.yaml")
-}
-
-/// The stream's x86_64 AMI for a region.
-fn aws_stream_ami(region: &str) -> String {
-    fixture("stream-coreos-rhel-9.installer.json")["architectures"]["x86_64"]["images"]["aws"]
-        ["regions"][region]["image"]
-        .as_str()
-        .unwrap()
-        .to_owned()
 }
 
 /// Issue 12, item 6: the decision line's message in the MCO's words, so that grepping the
@@ -1076,12 +1061,6 @@ fn applied(ms: &Value, d: &Decision) -> Value {
     let mut out = ms.clone();
     json_patch::patch(&mut out, &d.patch.to_json_patch().unwrap()).unwrap();
     out
-}
-
-fn decide_update(new: &Value, old: &Value, snap: &Snapshot) -> Decision {
-    let bytes = serde_json::to_vec(new).unwrap();
-    let view = bootimage_webhook::core::view::MachineSetView::parse(&bytes).unwrap();
-    decision::decide_update(&view, Some(&old.to_string()), snap)
 }
 
 /// Issue 12, item 4: an actor writes the old image back 5 times: exactly 3 re-mutations,
@@ -1211,12 +1190,6 @@ fn cpms() -> Value {
     let mut c = fixture("cpms-gcp-enhancement-excerpt.yaml");
     c["metadata"]["labels"] = json!({"machine.openshift.io/cluster-api-cluster": "build02-fmpjh"});
     c
-}
-
-fn cpms_image(c: &Value) -> &str {
-    c.pointer(&format!("{CPMS_SPEC}/disks/0/image"))
-        .and_then(Value::as_str)
-        .unwrap_or("")
 }
 
 /// Issue 12, item 7: upstream TestSyncControlPlaneMachineSetOSStreamLabel, replayed from

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use support::apiserver::ApiServer;
 use support::binary::{self, Served};
-use support::{evanphx, fixture};
+use support::{ami_of, evanphx, fixture, stream_ami};
 
 const REGION: &str = "us-east-1";
 const RED_HAT: &str = "ami-0redhat0000000001";
@@ -150,18 +150,6 @@ fn machineset(name: &str, ami: &str) -> Value {
     ms
 }
 
-fn ami_of(ms: &Value) -> Value {
-    ms["spec"]["template"]["spec"]["providerSpec"]["value"]["ami"].clone()
-}
-
-fn stream_ami() -> String {
-    fixture("stream-coreos-rhel-9.installer.json")["architectures"]["x86_64"]["images"]["aws"]
-        ["regions"][REGION]["image"]
-        .as_str()
-        .unwrap()
-        .to_owned()
-}
-
 fn list_file(dir: &Path) -> PathBuf {
     let items: Vec<Value> = [
         ("redhat", RED_HAT),
@@ -211,7 +199,10 @@ fn preview_classifies_through_ec2_like_the_server() {
     };
     let redhat = by_name("redhat");
     assert_eq!(redhat["reason"], "Updated", "{redhat}");
-    assert_eq!(ami_of(&redhat["machineSet"]), json!({"id": stream_ami()}));
+    assert_eq!(
+        ami_of(&redhat["machineSet"]),
+        json!({"id": stream_ami(REGION)})
+    );
     let market = by_name("market");
     assert_eq!(market["reason"], "Updated", "{market}");
     assert_eq!(ami_of(&market["machineSet"]), json!({"id": MARKET_NEW}));
@@ -419,7 +410,7 @@ fn the_server_classifies_in_the_background_and_touches_once_ec2_answers() {
     wait_until(
         "the Red Hat AMI moved",
         Duration::from_secs(90),
-        || stored_ami(&api, "redhat") == json!({"id": stream_ami()}),
+        || stored_ami(&api, "redhat") == json!({"id": stream_ami(REGION)}),
         log,
     );
     wait_until(
@@ -696,7 +687,7 @@ fn without_credentials_of_its_own_the_server_asks_ec2_with_the_machine_api_secre
     wait_until(
         "the Red Hat AMI moved",
         Duration::from_secs(60),
-        || stored_ami(api, "redhat") == json!({"id": stream_ami()}),
+        || stored_ami(api, "redhat") == json!({"id": stream_ami(REGION)}),
         || t.log(),
     );
     assert_eq!(stored_ami(api, "foreign"), json!({"id": FOREIGN}));

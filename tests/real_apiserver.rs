@@ -22,7 +22,7 @@ use base64::Engine;
 use k8s_openapi::jiff::Timestamp;
 use serde_json::{Value, json};
 use support::cluster::*;
-use support::{CURRENT_X86, Https, admin_get, fixture, update_review_of};
+use support::{CURRENT_X86, Https, admin_get, cpms_image, fixture, update_review_of};
 
 // ------------------------------------------------------------------------------ tests
 

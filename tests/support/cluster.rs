@@ -868,10 +868,3 @@ pub fn control_plane_machine_set(image: &str) -> Value {
         ["disks"][0]["image"] = json!(image);
     c
 }
-
-pub fn cpms_image(c: &Value) -> String {
-    c.pointer("/spec/template/machines_v1beta1_machine_openshift_io/spec/providerSpec/value/disks/0/image")
-        .and_then(Value::as_str)
-        .unwrap_or("")
-        .to_owned()
-}

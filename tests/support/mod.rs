@@ -9,6 +9,8 @@
 //! - `apiserver`: a real kube-apiserver and etcd (`scripts/test-apiserver`);
 //! - `cluster`: that apiserver holding the shipped manifests, and replicas of the binary
 //!   running as its ServiceAccount;
+//! - `machinesets`: each platform's MachineSet, the stream's AMI, the image a MachineSet
+//!   names, the decision on an UPDATE;
 //! - `evanphx`: the apiserver's own JSON Patch library, as the oracle for patches.
 //!
 //! The most used items are re-exported here (`support::fixture`, `support::Https`, ...).
@@ -21,12 +23,14 @@ pub mod cluster;
 pub mod evanphx;
 pub mod fixtures;
 pub mod https;
+pub mod machinesets;
 pub mod servers;
 pub mod stream;
 pub mod volume;
 
 pub use fixtures::*;
 pub use https::*;
+pub use machinesets::*;
 pub use servers::*;
 pub use stream::{ReviewStream, Tally};
 pub use volume::*;
