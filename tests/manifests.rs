@@ -160,23 +160,8 @@ fn webhook_configuration_matches_the_server() {
         );
         assert_eq!(container["readinessProbe"]["httpGet"]["path"], "/readyz");
         assert_eq!(container["livenessProbe"]["httpGet"]["path"], "/healthz");
-        // The opt-out label: the objectSelector excludes exactly the code's label.
-        let exprs = hook["objectSelector"]["matchExpressions"]
-            .as_array()
-            .unwrap();
-        assert!(
-            exprs.iter().any(|e| e["key"] == OPT_OUT_LABEL
-                && e["operator"] == "NotIn"
-                && strings(&e["values"]) == ["false"]),
-            "{build}: {exprs:?}"
-        );
-        assert_eq!(strings(&hook["admissionReviewVersions"]), ["v1"]);
-        assert_eq!(hook["sideEffects"], "None");
-        assert_eq!(hook["failurePolicy"], "Ignore");
-        assert_eq!(hook["reinvocationPolicy"], "IfNeeded");
-        let rule = &hook["rules"][0];
-        assert_eq!(strings(&rule["resources"]), ["machinesets"]);
-        assert_eq!(strings(&rule["operations"]), ["CREATE", "UPDATE"]);
+        // The rest of the webhook's settings, the opt-out label among them:
+        // webhook_settings_are_those_of_behaviour_6.
     }
 }
 
@@ -350,22 +335,25 @@ fn component_sets_its_flag(component: &str, flag: &str) {
 
 #[test]
 fn the_deployment_feeds_the_lease_identity_and_namespace() {
-    let docs = render("manifests");
-    let deploy = find(&docs, "Deployment", "bootimage-webhook");
-    let env = deploy["spec"]["template"]["spec"]["containers"][0]["env"]
-        .as_array()
-        .unwrap();
-    for (name, path) in [
-        ("POD_NAME", "metadata.name"),
-        ("POD_NAMESPACE", "metadata.namespace"),
-    ] {
-        assert!(
-            env.iter()
-                .any(|e| e["name"] == name && e["valueFrom"]["fieldRef"]["fieldPath"] == path),
-            "{name}"
+    for b in builds() {
+        for (var, field) in [
+            ("POD_NAME", "metadata.name"),
+            ("POD_NAMESPACE", "metadata.namespace"),
+        ] {
+            assert_eq!(
+                env(b.container(), var).map(|e| &e["valueFrom"]["fieldRef"]["fieldPath"]),
+                Some(&Value::from(field)),
+                "{}: {var} comes from the downward API's {field}",
+                b.name
+            );
+        }
+        assert_eq!(
+            b.ours("Deployment")["metadata"]["namespace"],
+            OWN_NAMESPACE,
+            "{}: the Deployment is in our namespace",
+            b.name
         );
     }
-    assert_eq!(deploy["metadata"]["namespace"], OWN_NAMESPACE);
 }
 
 // How the objects fit together, on each build scripts/check-manifests renders.
@@ -463,13 +451,14 @@ impl Build {
             .find(|rule| items(&rule["ports"]).any(|p| p["port"] == port))
             .map(|rule| rule.get("from"))
     }
+}
 
-    fn annotations(&self, object: &Value) -> Vec<String> {
-        object["metadata"]["annotations"]
-            .as_object()
-            .map(|a| a.keys().cloned().collect())
-            .unwrap_or_default()
-    }
+/// The annotation keys of `object`.
+fn annotations(object: &Value) -> Vec<String> {
+    object["metadata"]["annotations"]
+        .as_object()
+        .map(|a| a.keys().cloned().collect())
+        .unwrap_or_default()
 }
 
 fn items(v: &Value) -> impl Iterator<Item = &Value> {
@@ -783,17 +772,6 @@ fn the_container_reads_tls_from_the_whole_secret() {
                 b.name
             );
         }
-        for (var, field) in [
-            ("POD_NAME", "metadata.name"),
-            ("POD_NAMESPACE", "metadata.namespace"),
-        ] {
-            assert_eq!(
-                env(c, var).map(|e| &e["valueFrom"]["fieldRef"]["fieldPath"]),
-                Some(&Value::from(field)),
-                "{}: {var} comes from the downward API's {field}",
-                b.name
-            );
-        }
         let mount = items(&c["volumeMounts"])
             .find(|m| m["mountPath"].as_str().map(|p| p.trim_end_matches('/')) == Some(TLS_DIR));
         let mount = mount.unwrap_or_else(|| panic!("{}: nothing mounted at {TLS_DIR}", b.name));
@@ -860,7 +838,7 @@ fn openshift_builds_take_certificates_from_the_service_ca() {
             b.name
         );
         assert!(
-            !b.annotations(mwc)
+            !annotations(mwc)
                 .iter()
                 .any(|k| k.starts_with("cert-manager.io/")),
             "{}: no cert-manager annotations on OpenShift",
@@ -980,7 +958,7 @@ fn the_cert_manager_build_has_nothing_of_openshift() {
     for d in &b.docs {
         let what = format!("{} {}", d["kind"], d["metadata"]["name"]);
         assert!(
-            !b.annotations(d)
+            !annotations(d)
                 .iter()
                 .any(|k| k.starts_with("service.beta.openshift.io/")),
             "{}: {what} keeps no service-ca annotation",
