@@ -19,7 +19,8 @@ fn response_cases(update: &Value, aws: &Value, azure: &Value) -> Vec<(String, Ve
     const TARGET: &str = "projects/rhcos-cloud/global/images/rhcos-9-8-20260428-0-gcp-x86-64";
     type Edit = Box<dyn Fn(&mut Value)>;
     let set = |p: &'static str, v: Value| -> Edit {
-        Box::new(move |r: &mut Value| *r.pointer_mut(p).unwrap() = v.clone())
+        let (parent, key) = p.rsplit_once('/').unwrap();
+        Box::new(move |r: &mut Value| r.pointer_mut(parent).unwrap()[key] = v.clone())
     };
     let meta = |k: &'static str, v: Value| -> Edit {
         Box::new(move |r: &mut Value| r["request"]["object"]["metadata"][k] = v.clone())
