@@ -2,8 +2,8 @@
 //! skipping everything no rule reads, and never failing on a value of an unexpected shape.
 //! A field is [`Field::Absent`], [`Field::Null`], of the expected shape ([`Field::Is`]) or
 //! of another one ([`Field::Wrong`]), so each rule can say what it found ("disks is not an
-//! array") instead of the whole read failing. The view reads these with [`super::json`];
-//! the platforms read their own few fields with serde, through the impls here.
+//! array") instead of the whole read failing. The view, the review envelope and the
+//! platforms all read these with serde_json, through the impls here.
 //!
 //! Hand-written rather than `serde_with::DefaultOnError`: that one buffers every value
 //! into serde's `Content` tree first, the very allocation this module exists to avoid.
@@ -167,6 +167,22 @@ impl<'de, T: Shape<'de>> Shape<'de> for Vec<Field<T>> {
     }
 }
 
+/// Implements [`Shape`] (an object) for a struct with a derived, `#[serde(default)]`
+/// reader, so that `Field<S>` reads it.
+#[macro_export]
+macro_rules! object_shape {
+    ($($ty:ident),* $(,)?) => {$(
+        impl<'de: 'a, 'a> $crate::core::lenient::Shape<'de> for $ty<'a> {
+            const KIND: $crate::core::lenient::Kind = $crate::core::lenient::Kind::Object;
+
+            fn from_map<A: serde::de::MapAccess<'de>>(map: A) -> Result<Option<Self>, A::Error> {
+                serde::Deserialize::deserialize(serde::de::value::MapAccessDeserializer::new(map))
+                    .map(Some)
+            }
+        }
+    )*};
+}
+
 /// An object whose fields are read by `T`'s own (derived, `#[serde(default)]`) reader.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Object<T>(pub T);
@@ -202,6 +218,76 @@ impl<'a> StrMap<'a> {
         self.0
             .iter()
             .filter_map(|(k, v)| v.as_str().map(|v| (k.as_ref(), v)))
+    }
+}
+
+impl<'de: 'a, 'a> Shape<'de> for StrMap<'a> {
+    const KIND: Kind = Kind::Object;
+
+    fn from_map<A: MapAccess<'de>>(mut map: A) -> Result<Option<Self>, A::Error> {
+        let mut entries = Vec::with_capacity(map.size_hint().unwrap_or(8));
+        while let Some((Text(key), value)) = map.next_entry()? {
+            entries.push((key, value));
+        }
+        Ok(Some(StrMap(entries)))
+    }
+}
+
+/// A string that must be one (any other type is an error), borrowed from the input
+/// unless it has escapes; serde's own `Cow<str>` always copies.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Text<'a>(pub Cow<'a, str>);
+
+impl<'de: 'a, 'a> Deserialize<'de> for Text<'a> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_str(TextVisitor(PhantomData))
+    }
+}
+
+struct TextVisitor<'a>(PhantomData<&'a ()>);
+
+impl<'de: 'a, 'a> Visitor<'de> for TextVisitor<'a> {
+    type Value = Text<'a>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a string")
+    }
+
+    fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Text<'a>, E> {
+        Ok(Text(Cow::Borrowed(v)))
+    }
+
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<Text<'a>, E> {
+        Ok(Text(Cow::Owned(v.to_owned())))
+    }
+
+    fn visit_string<E: de::Error>(self, v: String) -> Result<Text<'a>, E> {
+        Ok(Text(Cow::Owned(v)))
+    }
+}
+
+/// A `T` read only from a JSON object: serde's derived readers also take an array of the
+/// fields in order, which no AdmissionReview is.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ObjectOnly<T>(pub T);
+
+impl<'de, T: Deserialize<'de>> Deserialize<'de> for ObjectOnly<T> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_map(ObjectVisitor(PhantomData))
+    }
+}
+
+struct ObjectVisitor<T>(PhantomData<T>);
+
+impl<'de, T: Deserialize<'de>> Visitor<'de> for ObjectVisitor<T> {
+    type Value = ObjectOnly<T>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("an object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
+        T::deserialize(MapAccessDeserializer::new(map)).map(ObjectOnly)
     }
 }
 

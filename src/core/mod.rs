@@ -5,7 +5,6 @@ pub mod age;
 pub mod arch;
 pub mod decision;
 pub mod facts;
-pub mod json;
 pub mod lenient;
 pub mod platforms;
 pub mod reason;

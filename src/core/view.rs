@@ -8,64 +8,95 @@ use std::borrow::Cow;
 
 use serde::Deserialize;
 
-use super::json::{self, Reader};
-use super::lenient::{Field, Kind, Object, StrMap};
+use serde::de::MapAccess;
+use serde_json::value::RawValue;
+
+use super::lenient::{Field, Kind, Object, ObjectOnly, Shape, StrMap, Text};
 
 type Str<'a> = Field<Cow<'a, str>>;
 
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
 pub struct MachineSetView<'a> {
+    #[serde(borrow)]
     api_version: Str<'a>,
+    #[serde(borrow)]
     kind: Str<'a>,
+    #[serde(borrow)]
     metadata: Field<Metadata<'a>>,
+    #[serde(borrow)]
     spec: Field<Spec<'a>>,
+    #[serde(borrow)]
     status: Field<Status<'a>>,
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
 struct Status<'a> {
     /// MAPI -> CAPI migration: `MachineAPI`, `ClusterAPI` or `Migrating`.
+    #[serde(borrow, rename = "authoritativeAPI")]
     authoritative_api: Str<'a>,
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
 struct Metadata<'a> {
+    #[serde(borrow)]
     name: Str<'a>,
+    #[serde(borrow)]
     generate_name: Str<'a>,
+    #[serde(borrow)]
     uid: Str<'a>,
+    #[serde(borrow)]
     labels: Field<StrMap<'a>>,
+    #[serde(borrow)]
     annotations: Field<StrMap<'a>>,
+    #[serde(borrow)]
     owner_references: Field<Vec<Field<Owner<'a>>>>,
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
 struct Owner<'a> {
+    #[serde(borrow)]
     kind: Str<'a>,
+    #[serde(borrow)]
     name: Str<'a>,
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
 struct Spec<'a> {
+    #[serde(borrow)]
     template: Field<Template<'a>>,
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
 struct Template<'a> {
+    #[serde(borrow)]
     metadata: Field<TemplateMetadata<'a>>,
+    #[serde(borrow)]
     spec: Field<TemplateSpec<'a>>,
     /// A ControlPlaneMachineSet's Machine template.
+    #[serde(borrow)]
     machines_v1beta1_machine_openshift_io: Field<CpmsMachines<'a>>,
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
 struct CpmsMachines<'a> {
+    #[serde(borrow)]
     spec: Field<CpmsMachineSpec<'a>>,
 }
 
 /// A Machine's spec: the node's metadata and the providerSpec.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
 struct CpmsMachineSpec<'a> {
+    #[serde(borrow)]
     metadata: Field<TemplateMetadata<'a>>,
+    #[serde(borrow)]
     provider_spec: Field<ProviderSpec<'a>>,
 }
 
@@ -76,197 +107,68 @@ pub const CPMS_PROVIDER_SPEC: &str =
     "/spec/template/machines_v1beta1_machine_openshift_io/spec/providerSpec/value";
 pub const CPMS_KIND: &str = "ControlPlaneMachineSet";
 
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
 struct TemplateMetadata<'a> {
+    #[serde(borrow)]
     labels: Field<StrMap<'a>>,
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
 struct TemplateSpec<'a> {
+    #[serde(borrow)]
     provider_spec: Field<ProviderSpec<'a>>,
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
 struct ProviderSpec<'a> {
+    #[serde(borrow)]
     value: Field<SpecFields<'a>>,
 }
 
-/// The readers of the structs above: each takes the keys the rules read and skips the
-/// rest (a key read twice is an error, as serde's derive had it).
-mod read {
-    use super::*;
-
-    type Result<T> = json::Result<T>;
-
-    /// An object field read by `read`.
-    fn object<'a, T>(
-        r: &mut Reader<'a>,
-        slot: &mut Field<T>,
-        read: fn(&mut Reader<'a>) -> Result<T>,
-    ) -> Result<()> {
-        r.field_into(slot, Kind::Object, read)
-    }
-
-    fn skip(r: &mut Reader<'_>) -> Result<()> {
-        r.skip().map(drop)
-    }
-
-    pub fn machine_set<'a>(r: &mut Reader<'a>) -> Result<MachineSetView<'a>> {
-        let mut v = MachineSetView::default();
-        r.object(|r, key| match key {
-            "apiVersion" => r.string_into(&mut v.api_version),
-            "kind" => r.string_into(&mut v.kind),
-            "metadata" => object(r, &mut v.metadata, metadata),
-            "spec" => object(r, &mut v.spec, spec),
-            "status" => object(r, &mut v.status, status),
-            _ => skip(r),
-        })?;
-        Ok(v)
-    }
-
-    fn status<'a>(r: &mut Reader<'a>) -> Result<Status<'a>> {
-        let mut s = Status::default();
-        r.object(|r, key| match key {
-            "authoritativeAPI" => r.string_into(&mut s.authoritative_api),
-            _ => skip(r),
-        })?;
-        Ok(s)
-    }
-
-    fn metadata<'a>(r: &mut Reader<'a>) -> Result<Metadata<'a>> {
-        let mut m = Metadata::default();
-        r.object(|r, key| match key {
-            "name" => r.string_into(&mut m.name),
-            "generateName" => r.string_into(&mut m.generate_name),
-            "uid" => r.string_into(&mut m.uid),
-            "labels" => object(r, &mut m.labels, str_map),
-            "annotations" => object(r, &mut m.annotations, str_map),
-            "ownerReferences" => r.field_into(&mut m.owner_references, Kind::Array, owners),
-            _ => skip(r),
-        })?;
-        Ok(m)
-    }
-
-    /// Labels or annotations: every entry kept, in order, whatever its value.
-    fn str_map<'a>(r: &mut Reader<'a>) -> Result<StrMap<'a>> {
-        let mut entries = Vec::with_capacity(8);
-        r.entries(|r, key| {
-            entries.push((key, r.field(Kind::String, Reader::string)?));
-            Ok(())
-        })?;
-        Ok(StrMap(entries))
-    }
-
-    fn owners<'a>(r: &mut Reader<'a>) -> Result<Vec<Field<Owner<'a>>>> {
-        let mut owners = Vec::new();
-        r.array(|r| {
-            owners.push(r.field(Kind::Object, owner)?);
-            Ok(())
-        })?;
-        Ok(owners)
-    }
-
-    fn owner<'a>(r: &mut Reader<'a>) -> Result<Owner<'a>> {
-        let mut o = Owner::default();
-        r.object(|r, key| match key {
-            "kind" => r.string_into(&mut o.kind),
-            "name" => r.string_into(&mut o.name),
-            _ => skip(r),
-        })?;
-        Ok(o)
-    }
-
-    fn spec<'a>(r: &mut Reader<'a>) -> Result<Spec<'a>> {
-        let mut s = Spec::default();
-        r.object(|r, key| match key {
-            "template" => object(r, &mut s.template, template),
-            _ => skip(r),
-        })?;
-        Ok(s)
-    }
-
-    fn template<'a>(r: &mut Reader<'a>) -> Result<Template<'a>> {
-        let mut t = Template::default();
-        r.object(|r, key| match key {
-            "metadata" => object(r, &mut t.metadata, template_metadata),
-            "spec" => object(r, &mut t.spec, template_spec),
-            "machines_v1beta1_machine_openshift_io" => object(
-                r,
-                &mut t.machines_v1beta1_machine_openshift_io,
-                cpms_machines,
-            ),
-            _ => skip(r),
-        })?;
-        Ok(t)
-    }
-
-    fn template_metadata<'a>(r: &mut Reader<'a>) -> Result<TemplateMetadata<'a>> {
-        let mut m = TemplateMetadata::default();
-        r.object(|r, key| match key {
-            "labels" => object(r, &mut m.labels, str_map),
-            _ => skip(r),
-        })?;
-        Ok(m)
-    }
-
-    fn template_spec<'a>(r: &mut Reader<'a>) -> Result<TemplateSpec<'a>> {
-        let mut s = TemplateSpec::default();
-        r.object(|r, key| match key {
-            "providerSpec" => object(r, &mut s.provider_spec, provider_spec),
-            _ => skip(r),
-        })?;
-        Ok(s)
-    }
-
-    fn cpms_machines<'a>(r: &mut Reader<'a>) -> Result<CpmsMachines<'a>> {
-        let mut m = CpmsMachines::default();
-        r.object(|r, key| match key {
-            "spec" => object(r, &mut m.spec, cpms_machine_spec),
-            _ => skip(r),
-        })?;
-        Ok(m)
-    }
-
-    fn cpms_machine_spec<'a>(r: &mut Reader<'a>) -> Result<CpmsMachineSpec<'a>> {
-        let mut s = CpmsMachineSpec::default();
-        r.object(|r, key| match key {
-            "metadata" => object(r, &mut s.metadata, template_metadata),
-            "providerSpec" => object(r, &mut s.provider_spec, provider_spec),
-            _ => skip(r),
-        })?;
-        Ok(s)
-    }
-
-    fn provider_spec<'a>(r: &mut Reader<'a>) -> Result<ProviderSpec<'a>> {
-        let mut p = ProviderSpec::default();
-        r.object(|r, key| match key {
-            "value" => object(r, &mut p.value, spec_fields),
-            _ => skip(r),
-        })?;
-        Ok(p)
-    }
-
-    fn spec_fields<'a>(r: &mut Reader<'a>) -> Result<SpecFields<'a>> {
-        // A providerSpec has a dozen or two fields: one allocation, not five.
-        let mut fields = Vec::with_capacity(24);
-        r.entries(|r, key| {
-            fields.push((key, r.skip()?));
-            Ok(())
-        })?;
-        Ok(SpecFields(fields))
-    }
-}
+crate::object_shape!(
+    MachineSetView,
+    Status,
+    Metadata,
+    Owner,
+    Spec,
+    Template,
+    CpmsMachines,
+    CpmsMachineSpec,
+    TemplateMetadata,
+    TemplateSpec,
+    ProviderSpec,
+);
 
 /// `providerSpec.value`'s top-level fields, each kept as its JSON text: one pass finds
 /// them, and a platform reads only the few it needs (`disks`, `ami`, `image`, ...) with a
 /// reader of its own, so adding a platform touches nothing here.
 #[derive(Debug, Default)]
-pub struct SpecFields<'a>(Vec<(Cow<'a, str>, &'a str)>);
+pub struct SpecFields<'a>(Vec<(Cow<'a, str>, &'a RawValue)>);
+
+impl<'de: 'a, 'a> Shape<'de> for SpecFields<'a> {
+    const KIND: Kind = Kind::Object;
+
+    fn from_map<A: MapAccess<'de>>(mut map: A) -> Result<Option<Self>, A::Error> {
+        // A providerSpec has a dozen or two fields: one allocation, not five.
+        let mut fields = Vec::with_capacity(24);
+        while let Some((Text(key), value)) = map.next_entry()? {
+            fields.push((key, value));
+        }
+        Ok(Some(SpecFields(fields)))
+    }
+}
 
 impl<'a> SpecFields<'a> {
     /// The JSON text of a top-level field (the last, if repeated).
     pub fn raw(&self, key: &str) -> Option<&'a str> {
-        self.0.iter().rev().find(|(k, _)| k == key).map(|(_, v)| *v)
+        self.0
+            .iter()
+            .rev()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.get())
     }
 
     /// A field read as `T` (lenient types: see [`super::lenient`]); absent reads as
@@ -332,21 +234,18 @@ pub enum ViewError {
     #[error("not UTF-8: {0}")]
     NotUtf8(#[from] std::str::Utf8Error),
     #[error(transparent)]
-    Json(#[from] json::Error),
+    Json(#[from] serde_json::Error),
 }
 
 impl<'a> MachineSetView<'a> {
     /// Read the fields the rules need from a MachineSet's JSON. Fails only on bytes that are
     /// not JSON, on JSON that is not an object, or on a key the rules read given twice.
     pub fn parse(json: &'a [u8]) -> Result<Self, ViewError> {
-        // Checked once, so that the reader need not check each string it borrows.
+        // Checked once, as the review's body is: serde_json's slice reader would let
+        // invalid UTF-8 through in the strings it skips.
         let text = std::str::from_utf8(json)?;
-        Ok(Reader::document(text, Self::read)?)
-    }
-
-    /// Read from the object at the reader's position (the webhook's `request.object`).
-    pub fn read(r: &mut Reader<'a>) -> json::Result<Self> {
-        read::machine_set(r)
+        let ObjectOnly(view) = serde_json::from_str(text)?;
+        Ok(view)
     }
 
     pub fn api_version(&self) -> &str {
@@ -514,7 +413,7 @@ mod tests {
     fn a_key_the_rules_read_given_twice_is_refused() {
         let err = MachineSetView::parse(br#"{"kind": "MachineSet", "kind": "X"}"#).unwrap_err();
         assert!(
-            err.to_string().starts_with("duplicate field \"kind\""),
+            err.to_string().starts_with("duplicate field `kind`"),
             "{err}"
         );
         // Keys no rule reads may repeat, as JSON allows.

@@ -2,15 +2,14 @@
 //! server, the tests and the benchmark all drive the same function.
 
 use std::borrow::Cow;
-use std::collections::BTreeMap;
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
-use serde::Serialize;
+use serde::{Deserialize, Serialize, Serializer};
+use serde_json::value::RawValue;
 
-use crate::core::decision::{self, Decision, Reason};
-use crate::core::json::{self, Category, Reader};
-use crate::core::lenient::{Field, Kind};
+use crate::core::decision::{self, Decision, Patch, Reason};
+use crate::core::lenient::{Field, ObjectOnly, Text};
 use crate::core::snapshot::Snapshot;
 use crate::core::view::MachineSetView;
 
@@ -23,11 +22,11 @@ const MAX_WARNING: usize = 120;
 #[derive(Debug, thiserror::Error)]
 pub enum ReviewError {
     #[error("request body is not JSON: {0}")]
-    NotJson(json::Error),
+    NotJson(serde_json::Error),
     #[error("request body is not JSON: not UTF-8: {0}")]
     NotUtf8(std::str::Utf8Error),
     #[error("request body is not an AdmissionReview: {0}")]
-    NotReview(json::Error),
+    NotReview(serde_json::Error),
     #[error(
         "unsupported AdmissionReview {api_version:?}/{kind:?}: only {API_VERSION} {KIND} is served"
     )]
@@ -38,133 +37,51 @@ pub enum ReviewError {
     MissingUid,
 }
 
-/// Only the fields we read, borrowed from the body; the rest (oldObject included) is
-/// skipped without being built, and the object is read straight into its view.
+/// Only the fields we read, borrowed from the body; the rest is skipped without being
+/// built, and the object is read straight into its view. Each envelope field has one type:
+/// absent reads as the default (or `None`), null as `None` where the API allows it, any
+/// other type is an error.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
 struct RawReview<'a> {
-    api_version: Cow<'a, str>,
-    kind: Cow<'a, str>,
-    request: Option<RawRequest<'a>>,
+    #[serde(borrow, default)]
+    api_version: Text<'a>,
+    #[serde(borrow, default)]
+    kind: Text<'a>,
+    #[serde(borrow, default)]
+    request: Option<ObjectOnly<RawRequest<'a>>>,
 }
 
-#[derive(Default)]
+#[derive(Default, Deserialize)]
 struct Gvk<'a> {
-    group: Cow<'a, str>,
-    kind: Cow<'a, str>,
+    #[serde(borrow, default)]
+    group: Text<'a>,
+    #[serde(borrow, default)]
+    kind: Text<'a>,
 }
 
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
 struct RawRequest<'a> {
-    uid: Cow<'a, str>,
-    kind: Gvk<'a>,
-    sub_resource: Option<Cow<'a, str>>,
-    name: Option<Cow<'a, str>>,
-    namespace: Option<Cow<'a, str>>,
-    operation: Cow<'a, str>,
+    #[serde(borrow, default)]
+    uid: Text<'a>,
+    #[serde(borrow, default)]
+    kind: ObjectOnly<Gvk<'a>>,
+    #[serde(borrow, default)]
+    sub_resource: Option<Text<'a>>,
+    #[serde(borrow, default)]
+    name: Option<Text<'a>>,
+    #[serde(borrow, default)]
+    namespace: Option<Text<'a>>,
+    #[serde(borrow, default)]
+    operation: Text<'a>,
+    #[serde(default)]
     dry_run: Option<bool>,
+    #[serde(borrow, default)]
     object: Field<MachineSetView<'a>>,
     /// Kept as text: read only when an UPDATE would be patched (revert loops).
-    old_object: Option<&'a str>,
-}
-
-/// The envelope's readers. Its fields have one type each: absent reads as the default
-/// (or `None`), null as `None` where the API allows it, any other type is an error.
-mod envelope {
-    use super::*;
-
-    type Result<T> = json::Result<T>;
-
-    pub fn review<'a>(r: &mut Reader<'a>) -> Result<RawReview<'a>> {
-        match r.kind()? {
-            Some(Kind::Object) => {}
-            other => {
-                let found = other.map_or("null", Kind::article);
-                return Err(r.data(format!("{found}, expected an AdmissionReview object")));
-            }
-        }
-        let (mut api_version, mut kind, mut request) =
-            (Field::Absent, Field::Absent, Field::Absent);
-        r.object(|r, key| match key {
-            "apiVersion" => r.string_into(&mut api_version),
-            "kind" => r.string_into(&mut kind),
-            "request" => r.field_into(&mut request, Kind::Object, self::request),
-            _ => r.skip().map(drop),
-        })?;
-        Ok(RawReview {
-            api_version: or_default(r, "apiVersion", api_version)?,
-            kind: or_default(r, "kind", kind)?,
-            request: or_none(r, "request", request)?,
-        })
-    }
-
-    fn request<'a>(r: &mut Reader<'a>) -> Result<RawRequest<'a>> {
-        let (mut uid, mut kind, mut sub_resource, mut name, mut namespace) = (
-            Field::Absent,
-            Field::Absent,
-            Field::Absent,
-            Field::Absent,
-            Field::Absent,
-        );
-        let (mut operation, mut dry_run, mut object, mut old_object) =
-            (Field::Absent, Field::Absent, Field::Absent, Field::Absent);
-        r.object(|r, key| match key {
-            "uid" => r.string_into(&mut uid),
-            "kind" => r.field_into(&mut kind, Kind::Object, gvk),
-            "subResource" => r.string_into(&mut sub_resource),
-            "name" => r.string_into(&mut name),
-            "namespace" => r.string_into(&mut namespace),
-            "operation" => r.string_into(&mut operation),
-            "dryRun" => r.field_into(&mut dry_run, Kind::Bool, Reader::bool),
-            "object" => r.field_into(&mut object, Kind::Object, MachineSetView::read),
-            // Any value but null: its text is kept.
-            "oldObject" => {
-                let any = r.kind()?.unwrap_or(Kind::Object);
-                r.field_into(&mut old_object, any, Reader::skip)
-            }
-            _ => r.skip().map(drop),
-        })?;
-        Ok(RawRequest {
-            uid: or_default(r, "uid", uid)?,
-            kind: or_default(r, "kind", kind)?,
-            sub_resource: or_none(r, "subResource", sub_resource)?,
-            name: or_none(r, "name", name)?,
-            namespace: or_none(r, "namespace", namespace)?,
-            operation: or_default(r, "operation", operation)?,
-            dry_run: or_none(r, "dryRun", dry_run)?,
-            object,
-            old_object: old_object.get().copied(),
-        })
-    }
-
-    fn gvk<'a>(r: &mut Reader<'a>) -> Result<Gvk<'a>> {
-        let (mut group, mut kind) = (Field::Absent, Field::Absent);
-        r.object(|r, key| match key {
-            "group" => r.string_into(&mut group),
-            "kind" => r.string_into(&mut kind),
-            _ => r.skip().map(drop),
-        })?;
-        Ok(Gvk {
-            group: or_default(r, "group", group)?,
-            kind: or_default(r, "kind", kind)?,
-        })
-    }
-
-    /// A field that may be absent (the default) but not null nor of another type.
-    fn or_default<T: Default>(r: &Reader<'_>, name: &str, field: Field<T>) -> Result<T> {
-        match field {
-            Field::Is(v) => Ok(v),
-            Field::Absent => Ok(T::default()),
-            Field::Null => Err(r.data(format!("{name} is null"))),
-            Field::Wrong(kind) => Err(r.data(format!("{name} is {}", kind.article()))),
-        }
-    }
-
-    /// A field that may be absent or null (none) but not of another type.
-    fn or_none<T>(r: &Reader<'_>, name: &str, field: Field<T>) -> Result<Option<T>> {
-        match field {
-            Field::Is(v) => Ok(Some(v)),
-            Field::Absent | Field::Null => Ok(None),
-            Field::Wrong(kind) => Err(r.data(format!("{name} is {}", kind.article()))),
-        }
-    }
+    #[serde(borrow, default)]
+    old_object: Option<&'a RawValue>,
 }
 
 /// A request answered: the response body plus what the logs and metrics need (borrowed
@@ -183,47 +100,29 @@ pub struct Reviewed<'a> {
 /// Answer one AdmissionReview. Never denies: a well-formed review always gets
 /// `allowed: true`, with a patch when the boot image moves.
 pub fn review<'a>(body: &'a [u8], snap: &Snapshot) -> Result<Reviewed<'a>, ReviewError> {
-    // Checked once here, so that the parser need not check each string it borrows.
+    // Checked once here: serde_json's slice reader would let invalid UTF-8 through in the
+    // strings it skips.
     let body = std::str::from_utf8(body).map_err(ReviewError::NotUtf8)?;
-    let raw = Reader::document(body, envelope::review).map_err(|e| match e.category {
-        Category::Data => ReviewError::NotReview(e),
-        Category::Syntax => ReviewError::NotJson(e),
+    let ObjectOnly(raw) = serde_json::from_str::<ObjectOnly<RawReview<'a>>>(body).map_err(|e| {
+        match e.classify() {
+            serde_json::error::Category::Data => ReviewError::NotReview(e),
+            _ => ReviewError::NotJson(e),
+        }
     })?;
-    if raw.api_version != API_VERSION || raw.kind != KIND {
+    let (api_version, kind) = (raw.api_version.0, raw.kind.0);
+    if api_version != API_VERSION || kind != KIND {
         return Err(ReviewError::WrongVersion {
-            api_version: raw.api_version.into_owned(),
-            kind: raw.kind.into_owned(),
+            api_version: api_version.into_owned(),
+            kind: kind.into_owned(),
         });
     }
-    let req = raw.request.ok_or(ReviewError::MissingRequest)?;
-    if req.uid.is_empty() {
+    let ObjectOnly(req) = raw.request.ok_or(ReviewError::MissingRequest)?;
+    if req.uid.0.is_empty() {
         return Err(ReviewError::MissingUid);
     }
-    let decision = if req.kind.group != "machine.openshift.io"
-        || !matches!(&*req.kind.kind, "MachineSet" | "ControlPlaneMachineSet")
-    {
-        Decision::not_applicable(format!(
-            "not a MachineSet ({}/{})",
-            req.kind.group, req.kind.kind
-        ))
-    } else if req.sub_resource.as_deref().is_some_and(|s| !s.is_empty()) {
-        Decision::not_applicable("subresource requests are not mutated")
-    } else if req.operation != "CREATE" && req.operation != "UPDATE" {
-        Decision::not_applicable(format!("operation {} is not mutated", req.operation))
-    } else {
-        match &req.object {
-            Field::Is(object) if req.operation == "UPDATE" => {
-                decision::decide_update(object, req.old_object, snap)
-            }
-            Field::Is(object) => decision::decide(object, snap),
-            Field::Wrong(kind) => {
-                Decision::not_applicable(format!("request object is {}", kind.article()))
-            }
-            Field::Absent | Field::Null => Decision::not_applicable("request has no object"),
-        }
-    };
+    let decision = decide(&req, snap);
     let name = match req.name {
-        Some(name) if !name.is_empty() => name,
+        Some(Text(name)) if !name.is_empty() => name,
         // CREATE with generateName has no name yet.
         _ => req
             .object
@@ -231,16 +130,43 @@ pub fn review<'a>(body: &'a [u8], snap: &Snapshot) -> Result<Reviewed<'a>, Revie
             .and_then(|o| o.name_or_generate_name())
             .map_or(Cow::Borrowed(""), |n| Cow::Owned(n.to_owned())),
     };
-    let body = response_body(&req.uid, &decision);
+    let body = response_body(&req.uid.0, &decision);
     Ok(Reviewed {
         body,
         decision,
-        uid: req.uid,
-        namespace: req.namespace.unwrap_or_default(),
+        uid: req.uid.0,
+        namespace: req.namespace.map(|n| n.0).unwrap_or_default(),
         name,
-        operation: req.operation,
+        operation: req.operation.0,
         dry_run: req.dry_run.unwrap_or(false),
     })
+}
+
+/// What the request asks of us: only a CREATE or UPDATE of a MachineSet's own object is
+/// decided; anything else is let through as it is.
+fn decide(req: &RawRequest<'_>, snap: &Snapshot) -> Decision {
+    let ObjectOnly(Gvk { group, kind }) = &req.kind;
+    let operation = &*req.operation.0;
+    if group.0 != "machine.openshift.io"
+        || !matches!(&*kind.0, "MachineSet" | "ControlPlaneMachineSet")
+    {
+        Decision::not_applicable(format!("not a MachineSet ({}/{})", group.0, kind.0))
+    } else if req.sub_resource.as_ref().is_some_and(|s| !s.0.is_empty()) {
+        Decision::not_applicable("subresource requests are not mutated")
+    } else if operation != "CREATE" && operation != "UPDATE" {
+        Decision::not_applicable(format!("operation {operation} is not mutated"))
+    } else {
+        match &req.object {
+            Field::Is(object) if operation == "UPDATE" => {
+                decision::decide_update(object, req.old_object.map(RawValue::get), snap)
+            }
+            Field::Is(object) => decision::decide(object, snap),
+            Field::Wrong(kind) => {
+                Decision::not_applicable(format!("request object is {}", kind.article()))
+            }
+            Field::Absent | Field::Null => Decision::not_applicable("request has no object"),
+        }
+    }
 }
 
 /// The response envelope. Our own, not kube-core's `AdmissionResponse`: that one writes
@@ -259,14 +185,24 @@ struct Response<'a> {
     uid: &'a str,
     allowed: bool,
     status: Status<'a>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    patch: Option<String>,
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "base64_json"
+    )]
+    patch: Option<&'a Patch>,
     #[serde(skip_serializing_if = "Option::is_none")]
     patch_type: Option<&'static str>,
-    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
-    audit_annotations: BTreeMap<&'static str, &'a str>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    warnings: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    audit_annotations: Option<AuditAnnotations<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    warnings: Option<[String; 1]>,
+}
+
+#[derive(Serialize)]
+struct AuditAnnotations<'a> {
+    #[serde(rename = "boot-image", skip_serializing_if = "Option::is_none")]
+    boot_image: Option<&'a str>,
+    reason: &'static str,
 }
 
 /// `metav1.Status`; with `allowed: true` the apiserver ignores it, people reading the
@@ -282,61 +218,46 @@ struct Status<'a> {
     reason: Option<&'static str>,
 }
 
+/// The patch as the API wants it: its JSON, base64-encoded.
+fn base64_json<S: Serializer>(patch: &Option<&Patch>, s: S) -> Result<S::Ok, S::Error> {
+    let json = serde_json::to_vec(patch).map_err(serde::ser::Error::custom)?;
+    s.serialize_str(&BASE64.encode(json))
+}
+
 fn encode(review: &ResponseReview<'_>) -> Vec<u8> {
     // Plain structs of strings and numbers: serializing cannot fail.
     serde_json::to_vec(review).unwrap_or_default()
 }
 
-/// The answer to a review, written straight into one buffer: it is the same small
-/// envelope every time, and this is the request path (serde's structs here cost three
-/// times as much, in growing buffers and escaping base64 that never needs it).
+/// The answer to a review: allowed, with the patch when there is one (`Updated` moves the
+/// image, `RevertLoop` only records the count).
 fn response_body(uid: &str, decision: &Decision) -> Vec<u8> {
-    // A patch moves the image (`Updated`), or only records a revert loop (`RevertLoop`).
-    let updated = !decision.patch.0.is_empty();
-    let mut out = Vec::with_capacity(if updated { 1536 } else { 384 });
-    out.extend_from_slice(
-        br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","response":{"uid":"#,
-    );
-    json_string(&mut out, uid);
-    out.extend_from_slice(br#","allowed":true,"status":{"message":"#);
-    json_string(&mut out, &decision.message);
-    out.push(b'}');
-    if updated {
-        let mut ops = Vec::with_capacity(512);
-        decision.patch.write_json(&mut ops);
-        out.extend_from_slice(br#","patch":""#);
-        let start = out.len();
-        out.resize(start + base64::encoded_len(ops.len(), true).unwrap_or(0), 0);
-        let _ = BASE64.encode_slice(&ops, &mut out[start..]);
-        out.extend_from_slice(br#"","patchType":"JSONPatch","auditAnnotations":{"#);
-        if let Some(target) = decision
-            .target
-            .as_ref()
-            .filter(|_| decision.reason == Reason::Updated)
-        {
-            out.extend_from_slice(br#""boot-image":"#);
-            json_string(&mut out, target);
-            out.push(b',');
-        }
-        out.extend_from_slice(br#""reason":""#);
-        out.extend_from_slice(decision.reason.as_str().as_bytes());
-        out.extend_from_slice(br#""},"warnings":["#);
-        json_string(&mut out, &warning(decision));
-        out.push(b']');
-    } else {
-        // Reason names are ASCII words: nothing to escape.
-        out.extend_from_slice(br#","auditAnnotations":{"reason":""#);
-        out.extend_from_slice(decision.reason.as_str().as_bytes());
-        out.extend_from_slice(br#""}"#);
-    }
-    out.extend_from_slice(b"}}");
-    out
-}
-
-/// A JSON string, quoted and escaped.
-fn json_string(out: &mut Vec<u8>, s: &str) {
-    // Writing a str into a Vec cannot fail.
-    let _ = serde_json::to_writer(&mut *out, s);
+    let patched = !decision.patch.0.is_empty();
+    let boot_image = decision
+        .target
+        .as_deref()
+        .filter(|_| patched && decision.reason == Reason::Updated);
+    encode(&ResponseReview {
+        api_version: API_VERSION,
+        kind: KIND,
+        response: Response {
+            uid,
+            allowed: true,
+            status: Status {
+                status: None,
+                code: None,
+                message: &decision.message,
+                reason: None,
+            },
+            patch: Some(&decision.patch).filter(|_| patched),
+            patch_type: patched.then_some("JSONPatch"),
+            audit_annotations: Some(AuditAnnotations {
+                boot_image,
+                reason: decision.reason.as_str(),
+            }),
+            warnings: patched.then(|| [warning(decision)]),
+        },
+    })
 }
 
 /// `boot image set to <name> (was <name>)`, cut to the length Kubernetes asks for.
@@ -402,8 +323,8 @@ pub fn error_body(code: u16, message: &str) -> Vec<u8> {
             },
             patch: None,
             patch_type: None,
-            audit_annotations: BTreeMap::new(),
-            warnings: Vec::new(),
+            audit_annotations: None,
+            warnings: None,
         },
     })
 }

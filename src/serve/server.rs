@@ -312,8 +312,10 @@ async fn mutate(State(st): St, req: Request) -> Response {
 }
 
 /// One line per decision: at info when the image moves, at debug otherwise (a MachineSet
-/// scaled a hundred times a day is not news).
+/// scaled a hundred times a day is not news). Strings are written as they are (`%`):
+/// `Debug` would escape them a character at a time.
 fn log_decision(r: &Reviewed<'_>, snapshot: &str) {
+    use tracing::field::display as text;
     macro_rules! line {
         ($level:expr) => {
             tracing::event!(
@@ -323,11 +325,11 @@ fn log_decision(r: &Reviewed<'_>, snapshot: &str) {
                 operation = %r.operation,
                 dry_run = r.dry_run,
                 reason = %r.decision.reason,
-                platform = r.decision.platform,
-                arch = r.decision.arch.map(|a| a.rpm()),
-                current = r.decision.current.as_deref(),
-                target = r.decision.target.as_deref(),
-                snapshot,
+                platform = r.decision.platform.map(text),
+                arch = r.decision.arch.map(|a| text(a.rpm())),
+                current = r.decision.current.as_deref().map(text),
+                target = r.decision.target.as_deref().map(text),
+                snapshot = %snapshot,
                 "{}", r.decision.story(&r.name)
             )
         };
