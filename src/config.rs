@@ -285,6 +285,11 @@ pub struct ClusterArgs {
     /// Delay before the second touch of a MachineSet whose image did not move (doubles).
     #[arg(long, env = "BOOTIMAGE_WEBHOOK_TOUCH_BACKOFF", value_parser = duration, default_value = "2s")]
     pub touch_backoff: Duration,
+    /// vSphere: a template of ours (a versioned or installer name) that no MachineSet or
+    /// ControlPlaneMachineSet has named for this long is deleted by the Lease holder's
+    /// importer.
+    #[arg(long, env = "BOOTIMAGE_WEBHOOK_VSPHERE_TEMPLATE_RETENTION", value_parser = period, default_value = "7d")]
+    pub vsphere_template_retention: Duration,
 }
 
 #[derive(Debug, Args)]
@@ -319,6 +324,11 @@ pub struct OfflineArgs {
     /// Offline: behave as on a multi-arch cluster (no architecture guessing).
     #[arg(long, env = "BOOTIMAGE_WEBHOOK_MULTI_ARCH")]
     pub multi_arch: bool,
+    /// Offline: Infrastructure `cluster`, YAML or JSON (`oc get infrastructure cluster -o
+    /// yaml`), for its vSphere failure domains and infrastructure id: without it a vSphere
+    /// MachineSet is `NoFailureDomain`.
+    #[arg(long, env = "BOOTIMAGE_WEBHOOK_INFRASTRUCTURE_FILE")]
+    pub infrastructure_file: Option<PathBuf>,
 }
 
 impl OfflineArgs {
@@ -328,6 +338,7 @@ impl OfflineArgs {
             assume_masters_updated: self.assume_masters_updated,
             control_plane_arch: self.control_plane_arch.as_deref(),
             multi_arch: self.multi_arch,
+            infrastructure_file: self.infrastructure_file.as_deref(),
         }
     }
 }

@@ -2,7 +2,10 @@
 //! a ConfigMap file or the embedded one, and the operator's word for the rest.
 
 use std::path::Path;
+use std::sync::Arc;
 
+use crate::core::facts;
+use crate::core::platforms::vsphere::VSphereInfra;
 use crate::core::snapshot::{self, Arch, BootImages, Snapshot};
 
 #[derive(Debug, thiserror::Error)]
@@ -13,6 +16,8 @@ pub enum OfflineError {
     Parse { path: String, message: String },
     #[error("{0}")]
     BootImages(#[from] snapshot::BootImagesError),
+    #[error("{path}: {message}")]
+    Infrastructure { path: String, message: String },
     #[error("unknown architecture {0:?} (use amd64, arm64, ppc64le or s390x)")]
     Arch(String),
 }
@@ -23,6 +28,9 @@ pub struct Offline<'a> {
     pub assume_masters_updated: bool,
     pub control_plane_arch: Option<&'a str>,
     pub multi_arch: bool,
+    /// Infrastructure `cluster` (`oc get infrastructure cluster -o yaml`): its vSphere
+    /// failure domains, which a vSphere MachineSet's template depends on.
+    pub infrastructure_file: Option<&'a Path>,
 }
 
 impl Offline<'_> {
@@ -44,11 +52,31 @@ impl Offline<'_> {
             Some(a) => Some(Arch::parse(a).ok_or_else(|| OfflineError::Arch(a.to_owned()))?),
             None => Arch::host(),
         };
-        Ok(Snapshot::offline(
+        let snap = Snapshot::offline(
             boot_images,
             self.assume_masters_updated,
             arch,
             self.multi_arch,
-        ))
+        );
+        let Some(path) = self.infrastructure_file else {
+            return Ok(snap);
+        };
+        let mut cluster = snap.cluster.clone();
+        cluster.vsphere = Some(Arc::new(read_vsphere(path)?));
+        Ok(Snapshot::new(snap.boot_images, cluster))
     }
+}
+
+/// The vSphere facts of an Infrastructure document.
+fn read_vsphere(path: &Path) -> Result<VSphereInfra, OfflineError> {
+    let error = |message: String| OfflineError::Infrastructure {
+        path: path.display().to_string(),
+        message,
+    };
+    let text = std::fs::read_to_string(path).map_err(|cause| OfflineError::Read {
+        path: path.display().to_string(),
+        cause,
+    })?;
+    let doc = snapshot::parse_document(&text).map_err(|e| error(e.to_string()))?;
+    facts::vsphere(&doc).ok_or_else(|| error("no status.infrastructureName".into()))
 }

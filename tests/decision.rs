@@ -8,6 +8,7 @@ mod support;
 use std::collections::{BTreeMap, BTreeSet};
 
 use bootimage_webhook::core::decision::{self, BOOT_IMAGE_ANNOTATION, Decision, Reason};
+use bootimage_webhook::core::facts;
 use bootimage_webhook::core::platforms::aws::{self, AwsLearned, Described};
 use bootimage_webhook::core::snapshot::{
     Arch, BootImages, ClusterFacts, Enrollment, Gate, KEY_MCO_RELEASE_IMAGE_VERSION,
@@ -441,11 +442,11 @@ fn rule_7_unknown_control_plane_arch() {
 fn rule_8_unsupported_platform() {
     let snap = offline_snapshot();
     let aws = fixture("machineset-aws-build01-ci-tests-worker-us-east-1a.yaml");
-    let mut vsphere = gcp_ms();
-    vsphere["spec"]["template"]["spec"]["providerSpec"]["value"]["kind"] =
-        json!("VSphereMachineProviderSpec");
-    let d = expect(&vsphere, &snap, Reason::UnsupportedPlatform);
-    assert!(d.message.contains("VSphere"), "{}", d.message);
+    let mut openstack = gcp_ms();
+    openstack["spec"]["template"]["spec"]["providerSpec"]["value"]["kind"] =
+        json!("OpenstackProviderSpec");
+    let d = expect(&openstack, &snap, Reason::UnsupportedPlatform);
+    assert!(d.message.contains("OpenStack"), "{}", d.message);
     let on_stack = snap_with(|c| c.platform = Some("AzureStackCloud".into()));
     expect(&azure_ms(), &on_stack, Reason::UnsupportedPlatform);
     let mut weird = gcp_ms();
@@ -794,9 +795,20 @@ fn every_reason_code_is_reachable() {
     check(
         with(&|m| {
             m["spec"]["template"]["spec"]["providerSpec"]["value"]["kind"] =
-                json!("VSphereMachineProviderSpec")
+                json!("OpenstackProviderSpec")
         }),
         &snap,
+    );
+    // vSphere: no Infrastructure offline (NoFailureDomain), then its failure domains with
+    // nothing imported (TemplateNotImported).
+    let vsphere = support::example("machineset-vsphere.yaml");
+    check(vsphere.clone(), &snap);
+    check(
+        vsphere,
+        &snap_with(|c| {
+            c.vsphere = facts::vsphere(&support::example("infrastructure-vsphere.yaml"))
+                .map(std::sync::Arc::new)
+        }),
     );
     // A marketplace AMI whose product has no image at or below the stream's version.
     let aws = fixture("machineset-aws-build01-ci-tests-worker-us-east-1a.yaml");

@@ -333,7 +333,7 @@ fn provider_spec() -> impl Strategy<Value = (&'static str, Value)> {
         3 => aws_spec().prop_map(|s| ("aws", s)),
         3 => azure_spec().prop_map(|s| ("azure", s)),
         // Another kind, a kind that is not a string, a value that is not an object.
-        1 => (prop_oneof![Just(json!("VSphereMachineProviderSpec")), Just(json!(7)), Just(Value::Null)], unknown())
+        1 => (prop_oneof![Just(json!("OpenstackProviderSpec")), Just(json!(7)), Just(Value::Null)], unknown())
             .prop_map(|(kind, extra)| {
                 let mut s = json!({"apiVersion": "machine.openshift.io/v1beta1", "kind": kind});
                 merge(&mut s, extra);

@@ -121,9 +121,9 @@ fn kubectl_create_is_patched_through_the_shipped_webhook_and_its_cel_conditions(
             answered("UnsupportedOSStream", false),
         ),
         (
-            with("vsphere", OLD, &|ms| {
+            with("openstack", OLD, &|ms| {
                 ms["spec"]["template"]["spec"]["providerSpec"]["value"]["kind"] =
-                    json!("VSphereMachineProviderSpec");
+                    json!("OpenstackProviderSpec");
             }),
             Call::NotCalled,
         ),
@@ -1046,8 +1046,8 @@ fn status_shows_every_machineset_with_its_reason_and_the_gate() {
             "NoImageInStream",
         ),
         (
-            with("ms-vsphere", &|m| {
-                spec(m, "/kind", json!("VSphereMachineProviderSpec"))
+            with("ms-openstack", &|m| {
+                spec(m, "/kind", json!("OpenstackProviderSpec"))
             }),
             "UnsupportedPlatform",
         ),

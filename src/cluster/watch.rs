@@ -240,6 +240,10 @@ impl Builder {
                     unchecked: false,
                     by_name: BTreeMap::clone(&s.stubs.load()),
                 },
+                vsphere: infra
+                    .as_ref()
+                    .and_then(|i| facts::vsphere(&i.data))
+                    .map(Arc::new),
                 learned,
             },
         )

@@ -12,7 +12,7 @@ use serde_json::{Map, Value};
 use super::arch::Arch;
 use super::platforms::{self, Context, Edit, Outcome, Platform, Target};
 pub use super::reason::Reason;
-use super::snapshot::{BootImages, ClusterFacts, Enrollment, Learned, Snapshot, Stub};
+use super::snapshot::{BootImages, ClusterFacts, Enrollment, Snapshot, Stub};
 use super::view::{Annotations, MachineSetView, ProviderSpecValue, SpecFields};
 
 /// Per-MachineSet opt-out: this label with the value `"false"`.
@@ -198,7 +198,7 @@ fn rules(ms: &MachineSetView<'_>, snap: &Snapshot) -> Result<Decision, Decision>
     let boot_images = ready(snap)?; // 6
     let arch = architecture(ms, &snap.cluster)?; // 7
     let (platform, target) = platform_and_target(spec, arch, snap, boot_images)?; // 8
-    let change = platform_rule(platform, arch, spec, target, &snap.cluster.learned)?; // 9
+    let change = platform_rule(platform, arch, spec, target, &snap.cluster)?; // 9
     stub_ignition_can_boot(spec, &change, &snap.cluster).map_err(|d| d.on(platform, arch))?; // 10
     let d = patch(ms, change).on(platform, arch);
     not_given_up(ms, d) // 11
@@ -642,9 +642,13 @@ fn platform_rule(
     arch: Arch,
     spec: &SpecFields<'_>,
     target: &Target,
-    learned: &Learned,
+    cluster: &ClusterFacts,
 ) -> Result<Change, Decision> {
-    let ctx = Context { arch, learned };
+    let ctx = Context {
+        arch,
+        learned: &cluster.learned,
+        vsphere: cluster.vsphere.as_deref(),
+    };
     match target.reconcile(spec, &ctx) {
         Outcome::Changes {
             edits,

@@ -7,6 +7,7 @@ use std::collections::BTreeSet;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use serde_json::Value;
 
+use crate::core::platforms::vsphere::VSphereInfra;
 use crate::core::snapshot::{Arch, Enrollment, Gate, KEY_MCO_RELEASE_IMAGE_VERSION, Stub};
 
 /// On the rendered MachineConfig: the release it was rendered for.
@@ -219,6 +220,13 @@ pub fn platform(infrastructure: &Value) -> Option<String> {
 }
 
 /// ClusterVersion `version`: `status.desired.architecture == Multi`.
+/// Infrastructure `cluster`'s infrastructure id and vSphere failure domains
+/// (`spec.platformSpec.vsphere.failureDomains`), which the vSphere rule matches a
+/// MachineSet's workspace against.
+pub fn vsphere(infrastructure: &Value) -> Option<VSphereInfra> {
+    super::platforms::vsphere::infra(infrastructure)
+}
+
 pub fn multi_arch(cluster_version: &Value) -> bool {
     cluster_version
         .pointer("/status/desired/architecture")

@@ -34,6 +34,12 @@ pub enum Reason {
     /// Azure: `securityProfile.settings.securityType` is set (Confidential VM, Trusted Launch).
     SecurityTypeUnsupported,
     CustomImage,
+    /// vSphere: the MachineSet's workspace matches no failure domain of Infrastructure
+    /// `cluster` (or it names none): no template can be chosen.
+    NoFailureDomain,
+    /// vSphere: the stream's template is not imported in the MachineSet's failure domain yet;
+    /// the MachineSet moves once the background importer has made it.
+    TemplateNotImported,
     /// No disk is marked `boot: true`: there is no boot image to move.
     NoBootDisk,
     /// The user-data Secret's stub Ignition is not spec 3: new images cannot boot with it.
@@ -58,7 +64,7 @@ pub enum Reason {
 }
 
 impl Reason {
-    pub const ALL: [Reason; 28] = [
+    pub const ALL: [Reason; 30] = [
         Reason::NotApplicable,
         Reason::OptedOut,
         Reason::OwnedByController,
@@ -78,6 +84,8 @@ impl Reason {
         Reason::NoMarketplaceImage,
         Reason::SecurityTypeUnsupported,
         Reason::CustomImage,
+        Reason::NoFailureDomain,
+        Reason::TemplateNotImported,
         Reason::NoBootDisk,
         Reason::StubIgnitionSpec2,
         Reason::StubIgnitionUnknown,
@@ -110,6 +118,8 @@ impl Reason {
             Reason::NoMarketplaceImage => "NoMarketplaceImage",
             Reason::SecurityTypeUnsupported => "SecurityTypeUnsupported",
             Reason::CustomImage => "CustomImage",
+            Reason::NoFailureDomain => "NoFailureDomain",
+            Reason::TemplateNotImported => "TemplateNotImported",
             Reason::NoBootDisk => "NoBootDisk",
             Reason::StubIgnitionSpec2 => "StubIgnitionSpec2",
             Reason::StubIgnitionUnknown => "StubIgnitionUnknown",

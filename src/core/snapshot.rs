@@ -14,6 +14,7 @@ use serde_json::Value;
 
 pub use super::arch::Arch;
 use super::platforms::aws::AwsLearned;
+use super::platforms::vsphere::{VSphereInfra, VSphereLearned};
 use super::platforms::{EntryError, Platform, Target};
 
 /// ConfigMap keys, exactly as the MCO and the CVO write them.
@@ -263,6 +264,8 @@ pub struct ClusterFacts {
     pub cpms_enrollment: Enrollment,
     /// The stub Ignition of the user-data Secrets the MachineSets name (rule 10).
     pub stubs: Stubs,
+    /// Infrastructure `cluster`'s infrastructure id and vSphere failure domains.
+    pub vsphere: Option<Arc<VSphereInfra>>,
     /// What the cluster side learned from clouds in the background.
     pub learned: Learned,
 }
@@ -272,6 +275,8 @@ pub struct ClusterFacts {
 #[derive(Debug, Clone, Default)]
 pub struct Learned {
     pub aws: Option<Arc<AwsLearned>>,
+    /// The vSphere templates the importer found ready.
+    pub vsphere: Option<Arc<VSphereLearned>>,
     /// Moves whenever anything here changes: part of the snapshot id.
     pub generation: u64,
 }
@@ -281,6 +286,16 @@ impl Learned {
     pub fn with_aws(&self, aws: AwsLearned) -> Learned {
         Learned {
             aws: Some(Arc::new(aws)),
+            vsphere: self.vsphere.clone(),
+            generation: self.generation + 1,
+        }
+    }
+
+    /// These facts with the importer's templates replaced.
+    pub fn with_vsphere(&self, vsphere: VSphereLearned) -> Learned {
+        Learned {
+            aws: self.aws.clone(),
+            vsphere: Some(Arc::new(vsphere)),
             generation: self.generation + 1,
         }
     }
@@ -297,6 +312,7 @@ impl Default for ClusterFacts {
             control_plane_machine_sets: false,
             cpms_enrollment: Enrollment::All,
             stubs: Stubs::default(),
+            vsphere: None,
             learned: Learned::default(),
         }
     }
@@ -374,6 +390,7 @@ impl Snapshot {
             words(&cluster.cpms_enrollment)
         );
         let stubs = cluster.stubs.digest_words();
+        let vsphere = format!("{:?}", cluster.vsphere);
         // Everything a decision reads, so that a new id means "targets may have moved".
         let id = digest(&[
             stream_digest.as_bytes(),
@@ -383,6 +400,7 @@ impl Snapshot {
             arch.as_bytes(),
             enrollment.as_bytes(),
             stubs.as_bytes(),
+            vsphere.as_bytes(),
         ]);
         Snapshot {
             id,
@@ -436,10 +454,19 @@ impl Snapshot {
                     unchecked: true,
                     by_name: BTreeMap::new(),
                 },
-                learned: Learned::default().with_aws(AwsLearned {
-                    unavailable: Some("nothing asks EC2 offline".into()),
-                    ..Default::default()
-                }),
+                vsphere: None,
+                learned: Learned::default()
+                    .with_aws(AwsLearned {
+                        unavailable: Some("nothing asks EC2 offline".into()),
+                        ..Default::default()
+                    })
+                    .with_vsphere(VSphereLearned {
+                        unavailable: Some(
+                            "nothing imports offline: this is the template the importer would make"
+                                .into(),
+                        ),
+                        ..Default::default()
+                    }),
             },
         )
     }

@@ -65,12 +65,12 @@ pub fn without_image_fields(doc: &Value) -> Value {
     if d.pointer("/metadata/annotations").is_some_and(empty) {
         d["metadata"].as_object_mut().unwrap().remove("annotations");
     }
-    // AWS `ami` and Azure `image` are replaced as a whole.
+    // AWS `ami`, Azure `image` and vSphere `template` are replaced as a whole.
     if let Some(spec) = d
         .pointer_mut("/spec/template/spec/providerSpec/value")
         .and_then(Value::as_object_mut)
     {
-        for key in ["ami", "image"] {
+        for key in ["ami", "image", "template"] {
             spec.remove(key);
         }
     }
@@ -87,4 +87,13 @@ pub fn without_image_fields(doc: &Value) -> Value {
         }
     }
     d
+}
+
+/// `examples/<name>` as JSON (the first document of a YAML stream).
+pub fn example(name: &str) -> Value {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("examples")
+        .join(name);
+    let text = std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+    snapshot::parse_documents(&text).unwrap().swap_remove(0)
 }

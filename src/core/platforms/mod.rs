@@ -15,6 +15,7 @@ use super::view::SpecFields;
 pub mod aws;
 pub mod azure;
 mod gcp;
+pub mod vsphere;
 
 /// The platforms served, in the order they are tried.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -22,6 +23,7 @@ pub enum Platform {
     Gcp,
     Aws,
     Azure,
+    VSphere,
 }
 
 /// A platform's boot image for one architecture, as its module reads the stream.
@@ -30,6 +32,7 @@ pub enum Target {
     Gcp(gcp::GcpTarget),
     Aws(aws::AwsTarget),
     Azure(azure::AzureTarget),
+    VSphere(vsphere::VSphereTarget),
 }
 
 /// What a platform's rule gets besides the providerSpec and its target.
@@ -37,10 +40,17 @@ pub struct Context<'s> {
     pub arch: Arch,
     /// What the cluster side learned in the background (e.g. EC2's answers about AMIs).
     pub learned: &'s Learned,
+    /// Infrastructure `cluster`'s vSphere failure domains and infrastructure id.
+    pub vsphere: Option<&'s vsphere::VSphereInfra>,
 }
 
 impl Platform {
-    pub const ALL: [Platform; 3] = [Platform::Gcp, Platform::Aws, Platform::Azure];
+    pub const ALL: [Platform; 4] = [
+        Platform::Gcp,
+        Platform::Aws,
+        Platform::Azure,
+        Platform::VSphere,
+    ];
 
     /// Infrastructure `status.platformStatus.type`, e.g. `GCP`.
     pub fn name(self) -> &'static str {
@@ -48,6 +58,7 @@ impl Platform {
             Platform::Gcp => gcp::NAME,
             Platform::Aws => aws::NAME,
             Platform::Azure => azure::NAME,
+            Platform::VSphere => vsphere::NAME,
         }
     }
 
@@ -57,6 +68,7 @@ impl Platform {
             Platform::Gcp => gcp::KIND,
             Platform::Aws => aws::KIND,
             Platform::Azure => azure::KIND,
+            Platform::VSphere => vsphere::KIND,
         }
     }
 
@@ -64,7 +76,7 @@ impl Platform {
     pub fn serves(self, arch: Arch) -> bool {
         match self {
             Platform::Azure => azure::serves(arch),
-            Platform::Gcp | Platform::Aws => true,
+            Platform::Gcp | Platform::Aws | Platform::VSphere => true,
         }
     }
 
@@ -88,6 +100,7 @@ impl Platform {
             Platform::Gcp => typed(gcp::targets(architectures), Target::Gcp),
             Platform::Aws => typed(aws::targets(architectures), Target::Aws),
             Platform::Azure => typed(azure::targets(architectures), Target::Azure),
+            Platform::VSphere => typed(vsphere::targets(architectures), Target::VSphere),
         }
     }
 
@@ -109,6 +122,7 @@ impl Target {
             Target::Gcp(t) => gcp::reconcile(spec, t),
             Target::Aws(t) => aws::reconcile(spec, t, ctx),
             Target::Azure(t) => azure::reconcile(spec, t, ctx),
+            Target::VSphere(t) => vsphere::reconcile(spec, t, ctx),
         }
     }
 }
@@ -166,7 +180,6 @@ impl Outcome {
 /// the served ones come from [`Platform::ALL`].
 pub fn known_platform_of_kind(kind: &str) -> Option<&'static str> {
     Platform::by_kind(kind).map(Platform::name).or(match kind {
-        "VSphereMachineProviderSpec" => Some("VSphere"),
         "OpenstackProviderSpec" => Some("OpenStack"),
         "IBMCloudMachineProviderSpec" => Some("IBMCloud"),
         "NutanixMachineProviderConfig" => Some("Nutanix"),
@@ -257,10 +270,16 @@ mod tests {
                 .name(),
             "AWS"
         );
-        assert!(Platform::by_kind("VSphereMachineProviderSpec").is_none());
         assert_eq!(
-            known_platform_of_kind("VSphereMachineProviderSpec"),
-            Some("VSphere")
+            Platform::by_kind("VSphereMachineProviderSpec")
+                .unwrap()
+                .name(),
+            "VSphere"
+        );
+        assert!(Platform::by_kind("OpenstackProviderSpec").is_none());
+        assert_eq!(
+            known_platform_of_kind("OpenstackProviderSpec"),
+            Some("OpenStack")
         );
         assert_eq!(
             known_platform_of_kind("AWSMachineProviderConfig"),

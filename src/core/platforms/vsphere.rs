@@ -1,0 +1,517 @@
+//! vSphere: `template` becomes the versioned template of the stream's OVA in the
+//! MachineSet's failure domain, `<infra-id>-rhcos-<release>-<failure domain>` (behaviour
+//! §4.9, §11).
+//!
+//! The MCO imports the OVA itself and swaps it in under the installer's fixed name by two
+//! renames. An admission call cannot import a disk, and renaming a template under running
+//! machines has a window where it is missing, so here each release gets its own name: the
+//! background importer (`cluster::vsphere`) imports it, the snapshot learns the names that
+//! are ready ([`VSphereLearned`]), and only then does a MachineSet move to it
+//! (`TemplateNotImported` until then).
+
+use std::borrow::Cow;
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::{Context, Edit, EntryError, Outcome, per_arch};
+use crate::core::arch::Arch;
+use crate::core::lenient::{Field, Object};
+use crate::core::reason::Reason;
+use crate::core::view::SpecFields;
+
+pub const NAME: &str = "VSphere";
+pub const KIND: &str = "VSphereMachineProviderSpec";
+/// vSphere refuses longer inventory names.
+pub const MAX_NAME_CHARS: usize = 80;
+/// Hex digits of the name's SHA-256 that end a shortened name.
+const SHORT_HASH_HEX: usize = 8;
+
+/// The stream's OVA for one architecture (`artifacts.vmware`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VSphereTarget {
+    /// `artifacts.vmware.release`, e.g. `9.8.20260428-0`: part of the template's name.
+    pub release: String,
+    /// `formats.ova.disk.location`, where the importer downloads it.
+    pub location: String,
+    /// `formats.ova.disk.sha256`, lowercase hex, checked before anything is imported.
+    pub sha256: String,
+}
+
+/// A failure domain of Infrastructure `cluster`'s `spec.platformSpec.vsphere`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FailureDomain {
+    pub name: String,
+    pub region: String,
+    pub zone: String,
+    pub server: String,
+    pub datacenter: String,
+    pub datastore: String,
+    pub compute_cluster: String,
+    pub resource_pool: String,
+    pub folder: String,
+    pub networks: Vec<String>,
+    /// `zoneAffinity.hostGroup.vmGroup`, empty when none.
+    pub vm_group: String,
+}
+
+/// What the vSphere rule needs from Infrastructure `cluster`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct VSphereInfra {
+    /// `status.infrastructureName`: the prefix of every template name.
+    pub infra_id: String,
+    pub failure_domains: Vec<FailureDomain>,
+}
+
+/// What the importer found ready in vCenter: (failure domain, template name) pairs of
+/// templates it imported (or found imported) and marked as templates.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct VSphereLearned {
+    pub templates: BTreeSet<(String, String)>,
+    /// Why nothing can be imported now (no credentials, vCenter unreachable, a bad
+    /// checksum), for `TemplateNotImported` messages.
+    pub unavailable: Option<String>,
+}
+
+impl VSphereLearned {
+    fn is_ready(&self, failure_domain: &str, template: &str) -> bool {
+        self.templates
+            .contains(&(failure_domain.to_owned(), template.to_owned()))
+    }
+
+    fn imported_by_us(&self, template: &str) -> bool {
+        self.templates.iter().any(|(_, name)| name == template)
+    }
+}
+
+/// `<infra-id>-rhcos-<release>-<failure domain>`, within vSphere's 80 characters: a
+/// longer name keeps its beginning and ends with a short SHA-256 of the whole name, so
+/// that it stays the same for the same inputs and differs between failure domains.
+pub fn template_name(infra_id: &str, release: &str, failure_domain: &str) -> String {
+    shorten(&format!("{infra_id}-rhcos-{release}-{failure_domain}"))
+}
+
+fn shorten(full: &str) -> String {
+    if full.chars().count() <= MAX_NAME_CHARS {
+        return full.to_owned();
+    }
+    let hash = ring::digest::digest(&ring::digest::SHA256, full.as_bytes());
+    let hex: String = hash.as_ref().iter().map(|b| format!("{b:02x}")).collect();
+    let keep: String = full
+        .chars()
+        .take(MAX_NAME_CHARS - SHORT_HASH_HEX - 1)
+        .collect();
+    format!("{keep}-{}", &hex[..SHORT_HASH_HEX])
+}
+
+/// The names the installer gives a failure domain's template: per region and zone, per
+/// failure domain, and the single template of clusters without failure domains.
+pub fn installer_names(infra_id: &str, fd: &FailureDomain) -> [String; 3] {
+    [
+        format!("{infra_id}-rhcos-{}-{}", fd.region, fd.zone),
+        format!("{infra_id}-rhcos-{}", fd.name),
+        format!("{infra_id}-rhcos"),
+    ]
+}
+
+/// Whether a template name is one we may move a MachineSet away from: the installer's
+/// names, or a versioned name of ours (of any release, shortened or not).
+fn is_ours(
+    name: &str,
+    infra_id: &str,
+    fd: &FailureDomain,
+    learned: Option<&VSphereLearned>,
+) -> bool {
+    if installer_names(infra_id, fd).iter().any(|n| n == name) {
+        return true;
+    }
+    if learned.is_some_and(|l| l.imported_by_us(name)) {
+        return true;
+    }
+    let prefix = format!("{infra_id}-rhcos-");
+    let Some(rest) = name.strip_prefix(&prefix) else {
+        return false;
+    };
+    let versioned = rest
+        .strip_suffix(&fd.name)
+        .and_then(|r| r.strip_suffix('-'))
+        .is_some_and(is_release);
+    versioned || is_shortened(name)
+}
+
+/// A name [`shorten`] made: the longest allowed, ending in `-` and hex digits.
+fn is_shortened(name: &str) -> bool {
+    let (len, tail) = (
+        name.chars().count(),
+        name.len().checked_sub(SHORT_HASH_HEX + 1),
+    );
+    len == MAX_NAME_CHARS
+        && tail.is_some_and(|t| {
+            name.as_bytes()[t] == b'-'
+                && name.as_bytes()[t + 1..]
+                    .iter()
+                    .all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(c))
+        })
+}
+
+/// An RHCOS release as streams write it (`9.8.20260428-0`, `418.94.202511191518-0`).
+fn is_release(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 40
+        && s.as_bytes()[0].is_ascii_digit()
+        && s.bytes()
+            .all(|c| c.is_ascii_alphanumeric() || c == b'.' || c == b'-' || c == b'_')
+}
+
+/// `folder` with no trailing slash and single slashes, as Go's `path.Clean` leaves the
+/// inventory paths it compares.
+fn clean_path(p: &str) -> String {
+    let absolute = p.starts_with('/');
+    let parts: Vec<&str> = p
+        .split('/')
+        .filter(|s| !s.is_empty() && *s != ".")
+        .collect();
+    let joined = parts.join("/");
+    if absolute {
+        format!("/{joined}")
+    } else {
+        joined
+    }
+}
+
+/// Whether the VM at `inventory_path` is a direct child of `folder` (the MCO's
+/// `isInFolder`); no folder means anywhere.
+pub fn is_in_folder(inventory_path: &str, folder: Option<&str>) -> bool {
+    let Some(folder) = folder.filter(|f| !f.is_empty()) else {
+        return true;
+    };
+    let path = clean_path(inventory_path);
+    match path.rsplit_once('/') {
+        Some((parent, _)) => parent == clean_path(folder),
+        None => false,
+    }
+}
+
+pub(super) fn targets(
+    architectures: &BTreeMap<Arch, &Value>,
+) -> BTreeMap<Arch, Result<VSphereTarget, EntryError>> {
+    per_arch(architectures, |_, entry| target(entry))
+}
+
+fn target(entry: &Value) -> Result<Option<VSphereTarget>, EntryError> {
+    let Some(vmware) = entry.pointer("/artifacts/vmware") else {
+        return Ok(None);
+    };
+    let field = |pointer: &str, valid: fn(&str) -> bool, what: &'static str| {
+        let name = format!("artifacts.vmware{}", pointer.replace('/', "."));
+        let value = vmware
+            .pointer(pointer)
+            .and_then(Value::as_str)
+            .ok_or_else(|| EntryError::Missing(name.clone()))?;
+        match valid(value) {
+            true => Ok(value),
+            false => Err(EntryError::Invalid {
+                field: name,
+                value: value.to_owned(),
+                what,
+            }),
+        }
+    };
+    let release = field("/release", is_release, "RHCOS release")?;
+    let is_url = |s: &str| s.starts_with("https://") || s.starts_with("http://");
+    let location = field("/formats/ova/disk/location", is_url, "URL")?;
+    let is_sha256 = |s: &str| s.len() == 64 && s.bytes().all(|c| c.is_ascii_hexdigit());
+    let sha256 = field("/formats/ova/disk/sha256", is_sha256, "SHA-256")?;
+    Ok(Some(VSphereTarget {
+        release: release.to_owned(),
+        location: location.to_owned(),
+        sha256: sha256.to_ascii_lowercase(),
+    }))
+}
+
+/// Infrastructure `cluster`'s vSphere facts; `None` when it names no infrastructure id.
+/// Failure domains that are not objects are left out (nothing can match them).
+pub fn infra(infrastructure: &Value) -> Option<VSphereInfra> {
+    let infra_id = infrastructure
+        .pointer("/status/infrastructureName")
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty())?;
+    let failure_domains = infrastructure
+        .pointer("/spec/platformSpec/vsphere/failureDomains")
+        .and_then(Value::as_array)
+        .map(|fds| fds.iter().filter_map(failure_domain).collect())
+        .unwrap_or_default();
+    Some(VSphereInfra {
+        infra_id: infra_id.to_owned(),
+        failure_domains,
+    })
+}
+
+fn failure_domain(fd: &Value) -> Option<FailureDomain> {
+    let s = |pointer: &str| {
+        fd.pointer(pointer)
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_owned()
+    };
+    let name = s("/name");
+    if name.is_empty() {
+        return None;
+    }
+    Some(FailureDomain {
+        name,
+        region: s("/region"),
+        zone: s("/zone"),
+        server: s("/server"),
+        datacenter: s("/topology/datacenter"),
+        datastore: s("/topology/datastore"),
+        compute_cluster: s("/topology/computeCluster"),
+        resource_pool: s("/topology/resourcePool"),
+        folder: s("/topology/folder"),
+        networks: fd
+            .pointer("/topology/networks")
+            .and_then(Value::as_array)
+            .map(|n| {
+                n.iter()
+                    .filter_map(Value::as_str)
+                    .map(str::to_owned)
+                    .collect()
+            })
+            .unwrap_or_default(),
+        vm_group: s("/zoneAffinity/hostGroup/vmGroup"),
+    })
+}
+
+/// `providerSpec.value.workspace`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+struct Workspace<'a> {
+    #[serde(borrow)]
+    server: Field<Cow<'a, str>>,
+    #[serde(borrow)]
+    datacenter: Field<Cow<'a, str>>,
+    #[serde(borrow)]
+    datastore: Field<Cow<'a, str>>,
+    #[serde(borrow)]
+    resource_pool: Field<Cow<'a, str>>,
+    #[serde(borrow)]
+    folder: Field<Cow<'a, str>>,
+    #[serde(borrow, rename = "vmGroup")]
+    vm_group: Field<Cow<'a, str>>,
+}
+
+/// The workspace's fields as strings (absent or null: empty), or which one is not.
+fn workspace_fields<'w>(w: &'w Workspace<'_>) -> Result<[&'w str; 6], Outcome> {
+    let mut out = [""; 6];
+    for (slot, (name, field)) in out.iter_mut().zip([
+        ("server", &w.server),
+        ("datacenter", &w.datacenter),
+        ("datastore", &w.datastore),
+        ("resourcePool", &w.resource_pool),
+        ("folder", &w.folder),
+        ("vmGroup", &w.vm_group),
+    ]) {
+        *slot = match field {
+            Field::Is(s) => s.as_ref(),
+            Field::Absent | Field::Null => "",
+            Field::Wrong(_) => {
+                return Err(Outcome::skip(
+                    Reason::InvalidProviderSpec,
+                    format!("providerSpec.value.workspace.{name} is not a string"),
+                ));
+            }
+        };
+    }
+    Ok(out)
+}
+
+/// The failure domain the workspace is placed in, matched as the MCO (and the control
+/// plane machine set operator) match it: server, datacenter, datastore, VM group and the
+/// path-cleaned resource pool.
+fn matching<'i>(infra: &'i VSphereInfra, ws: &[&str; 6]) -> Option<&'i FailureDomain> {
+    let [server, datacenter, datastore, pool, _, vm_group] = *ws;
+    infra.failure_domains.iter().find(|fd| {
+        fd.server == server
+            && fd.datacenter == datacenter
+            && fd.datastore == datastore
+            && fd.vm_group == vm_group
+            && clean_path(&fd.resource_pool) == clean_path(pool)
+    })
+}
+
+/// The MachineSet's template moves to the versioned template of the stream's OVA in its
+/// failure domain, once that template is ready in vCenter.
+pub(super) fn reconcile(
+    spec: &SpecFields<'_>,
+    target: &VSphereTarget,
+    ctx: &Context<'_>,
+) -> Outcome {
+    let workspace = match spec.read::<Field<Object<Workspace<'_>>>>("workspace") {
+        Field::Is(Object(w)) => w,
+        Field::Absent | Field::Null => Workspace::default(),
+        Field::Wrong(_) => {
+            return Outcome::skip(
+                Reason::InvalidProviderSpec,
+                "providerSpec.value.workspace is not an object",
+            );
+        }
+    };
+    let ws = match workspace_fields(&workspace) {
+        Ok(ws) => ws,
+        Err(skip) => return skip,
+    };
+    let current = match spec.read::<Field<Cow<'_, str>>>("template") {
+        Field::Is(t) => t.into_owned(),
+        Field::Absent | Field::Null => String::new(),
+        Field::Wrong(_) => {
+            return Outcome::skip(
+                Reason::InvalidProviderSpec,
+                "providerSpec.value.template is not a string",
+            );
+        }
+    };
+    let Some(infra) = ctx.vsphere else {
+        return Outcome::skip(
+            Reason::NoFailureDomain,
+            "Infrastructure cluster names no infrastructure id and no vSphere failure domains",
+        )
+        .with_current(&current);
+    };
+    let Some(fd) = matching(infra, &ws) else {
+        let [server, datacenter, datastore, pool, _, vm_group] = ws;
+        return Outcome::skip(
+            Reason::NoFailureDomain,
+            format!(
+                "providerSpec workspace (server: {server}, datacenter: {datacenter}, datastore: {datastore}, resourcePool: {pool}, vmGroup: {vm_group}) does not match any vCenter/failure domain in the Infrastructure object"
+            ),
+        )
+        .with_current(&current);
+    };
+    let exists = spec.raw("template").is_some();
+    decide_template(current, exists, ws[4], infra, fd, target, ctx)
+}
+
+/// The template rule, once the failure domain is known.
+fn decide_template(
+    current: String,
+    exists: bool,
+    folder: &str,
+    infra: &VSphereInfra,
+    fd: &FailureDomain,
+    target: &VSphereTarget,
+    ctx: &Context<'_>,
+) -> Outcome {
+    let wanted = template_name(&infra.infra_id, &target.release, &fd.name);
+    if current == wanted {
+        return Outcome::UpToDate {
+            current,
+            target: wanted,
+        };
+    }
+    let learned = ctx.learned.vsphere.as_deref();
+    // A path names where the template lives: only the workspace folder's are ours.
+    let (parent, name) = match current.rsplit_once('/') {
+        Some((parent, name)) => (Some(parent), name),
+        None => (None, current.as_str()),
+    };
+    let outside = parent.is_some_and(|p| !folder.is_empty() && clean_path(p) != clean_path(folder));
+    // An empty template has nothing to keep: it gets the target.
+    if outside || !(current.is_empty() || is_ours(name, &infra.infra_id, fd, learned)) {
+        let why = if outside {
+            format!("is outside the workspace folder {folder}")
+        } else {
+            "is neither the installer's nor one this webhook imports".to_owned()
+        };
+        return Outcome::Skip {
+            reason: Reason::CustomImage,
+            message: format!(
+                "template {current:?} {why}: the customer's, leaving the MachineSet alone"
+            ),
+            current: Some(current),
+            target: Some(wanted),
+        };
+    }
+    if !learned.is_some_and(|l| l.is_ready(&fd.name, &wanted)) {
+        let why = match learned {
+            Some(l) => l
+                .unavailable
+                .as_deref()
+                .map(|u| format!(" ({u})"))
+                .unwrap_or_default(),
+            None => " (no importer has reported here)".to_owned(),
+        };
+        return Outcome::Skip {
+            reason: Reason::TemplateNotImported,
+            message: format!(
+                "template {wanted} (RHCOS {}) is not imported in failure domain {} yet{why}: the MachineSet moves once it is",
+                target.release, fd.name
+            ),
+            current: Some(current),
+            target: Some(wanted),
+        };
+    }
+    Outcome::Changes {
+        edits: vec![Edit {
+            pointer: "/template".into(),
+            exists,
+            value: Value::String(wanted.clone()),
+        }],
+        current,
+        target: wanted,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_within_eighty_characters() {
+        assert_eq!(
+            template_name("ci-ln-abc12-xyz9q", "9.8.20260428-0", "us-east-1a"),
+            "ci-ln-abc12-xyz9q-rhcos-9.8.20260428-0-us-east-1a"
+        );
+        let long_fd = "a-failure-domain-whose-name-is-very-long-indeed-and-goes-on";
+        let a = template_name("ci-ln-abc12-xyz9q", "9.8.20260428-0", long_fd);
+        let b = template_name(
+            "ci-ln-abc12-xyz9q",
+            "9.8.20260428-0",
+            &format!("{long_fd}-2"),
+        );
+        assert_eq!(a.chars().count(), MAX_NAME_CHARS);
+        assert_eq!(
+            a,
+            template_name("ci-ln-abc12-xyz9q", "9.8.20260428-0", long_fd)
+        );
+        assert_ne!(a, b);
+        assert!(a.starts_with("ci-ln-abc12-xyz9q-rhcos-9.8.20260428-0-a-failure"));
+        assert!(is_shortened(&a) && is_shortened(&b));
+        // Exactly eighty is left as it is.
+        let eighty = "x".repeat(MAX_NAME_CHARS);
+        assert_eq!(shorten(&eighty), eighty);
+        // Multi-byte characters are counted as characters and never split.
+        let wide = template_name("é".repeat(70).as_str(), "9.8.20260428-0", "fd");
+        assert_eq!(wide.chars().count(), MAX_NAME_CHARS);
+    }
+
+    #[test]
+    fn releases() {
+        for ok in ["9.8.20260428-0", "418.94.202511191518-0"] {
+            assert!(is_release(ok), "{ok}");
+        }
+        for bad in ["", "us-east", "9 8", "9/8"] {
+            assert!(!is_release(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn paths_are_cleaned_as_go_does() {
+        assert_eq!(
+            clean_path("/dc1/host/cluster1/Resources/"),
+            "/dc1/host/cluster1/Resources"
+        );
+        assert_eq!(clean_path("//dc1//vm/./f"), "/dc1/vm/f");
+        assert_eq!(clean_path("dc1/vm"), "dc1/vm");
+    }
+}
