@@ -27,6 +27,17 @@ pub enum Kind {
 }
 
 impl Kind {
+    /// The kind of a JSON text, by its first character.
+    pub fn of_json(text: &str) -> Kind {
+        match text.trim_start().as_bytes().first() {
+            Some(b'"') => Kind::String,
+            Some(b'{') => Kind::Object,
+            Some(b'[') => Kind::Array,
+            Some(b't' | b'f') => Kind::Bool,
+            _ => Kind::Number,
+        }
+    }
+
     /// "a string", "an object", ...
     pub fn article(self) -> &'static str {
         match self {

@@ -171,12 +171,16 @@ impl<'a> SpecFields<'a> {
             .map(|(_, v)| v.get())
     }
 
-    /// A field read as `T` (lenient types: see [`super::lenient`]); absent reads as
-    /// `T::default()`.
-    pub fn read<T: Deserialize<'a> + Default>(&self, key: &str) -> T {
-        self.raw(key)
-            .and_then(|raw| serde_json::from_str(raw).ok())
-            .unwrap_or_default()
+    /// A field as a lenient [`Field`]: absent, null, of `T`'s shape, or another. A value
+    /// `T` cannot read (a number beyond `f64`) is of another shape, never absent.
+    pub fn read<T>(&self, key: &str) -> Field<T>
+    where
+        Field<T>: Deserialize<'a>,
+    {
+        match self.raw(key) {
+            None => Field::Absent,
+            Some(raw) => serde_json::from_str(raw).unwrap_or(Field::Wrong(Kind::of_json(raw))),
+        }
     }
 
     /// `kind`, e.g. `GCPMachineProviderSpec`.
@@ -192,7 +196,7 @@ impl<'a> SpecFields<'a> {
             #[serde(borrow)]
             name: Field<Cow<'a, str>>,
         }
-        match self.read::<Field<Object<SecretRef<'a>>>>("userDataSecret") {
+        match self.read::<Object<SecretRef<'a>>>("userDataSecret") {
             Field::Is(Object(r)) => match r.name {
                 Field::Is(name) => Some(name),
                 _ => None,
@@ -418,5 +422,24 @@ mod tests {
         );
         // Keys no rule reads may repeat, as JSON allows.
         assert!(MachineSetView::parse(br#"{"zz": 1, "zz": 2}"#).is_ok());
+    }
+
+    #[test]
+    fn a_provider_spec_field_nothing_can_read_is_of_another_shape_not_absent() {
+        let text = br#"{"spec": {"template": {"spec": {"providerSpec": {"value":
+            {"disks": 1e400, "ami": "x"}}}}}}"#;
+        let view = MachineSetView::parse(text).unwrap();
+        let ProviderSpecValue::Object(spec) = view.provider_spec() else {
+            panic!("providerSpec.value is an object");
+        };
+        assert!(matches!(
+            spec.read::<Vec<Field<bool>>>("disks"),
+            Field::Wrong(Kind::Number)
+        ));
+        assert!(matches!(
+            spec.read::<StrMap<'_>>("ami"),
+            Field::Wrong(Kind::String)
+        ));
+        assert!(matches!(spec.read::<Cow<'_, str>>("nope"), Field::Absent));
     }
 }

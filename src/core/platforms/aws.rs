@@ -189,7 +189,7 @@ struct Placement<'a> {
 
 /// The MachineSet's AMI and region, or why it has none to move.
 fn ami_and_region<'a>(spec: &SpecFields<'a>) -> Result<(Cow<'a, str>, Cow<'a, str>), Outcome> {
-    let ami = match spec.read::<Field<Object<AmiRef<'a>>>>("ami") {
+    let ami = match spec.read::<Object<AmiRef<'a>>>("ami") {
         Field::Is(Object(r)) => match r.id {
             Field::Is(id) if !id.is_empty() => id,
             Field::Wrong(_) => {
@@ -218,7 +218,7 @@ fn ami_and_region<'a>(spec: &SpecFields<'a>) -> Result<(Cow<'a, str>, Cow<'a, st
             ));
         }
     };
-    let region = match spec.read::<Field<Object<Placement<'a>>>>("placement") {
+    let region = match spec.read::<Object<Placement<'a>>>("placement") {
         Field::Is(Object(p)) => p.region,
         _ => Field::Absent,
     };

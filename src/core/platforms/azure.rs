@@ -188,7 +188,7 @@ pub(super) fn reconcile(
     AzureTarget(variants): &AzureTarget,
     ctx: &Context<'_>,
 ) -> Outcome {
-    let security = spec.read::<Field<Object<SecurityProfile<'_>>>>("securityProfile");
+    let security = spec.read::<Object<SecurityProfile<'_>>>("securityProfile");
     if let Field::Is(Object(profile)) = &security
         && let Field::Is(Object(settings)) = &profile.settings
         && let Some(kind) = settings.security_type.as_str().filter(|t| !t.is_empty())
@@ -200,7 +200,7 @@ pub(super) fn reconcile(
             ),
         );
     }
-    let image = match spec.read::<Field<Object<CurrentImage<'_>>>>("image") {
+    let image = match spec.read::<Object<CurrentImage<'_>>>("image") {
         Field::Is(Object(image)) => image,
         Field::Absent | Field::Null => CurrentImage::default(),
         Field::Wrong(_) => {

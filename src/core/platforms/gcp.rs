@@ -32,7 +32,7 @@ struct Disk<'a> {
     image: Field<Cow<'a, str>>,
 }
 
-type Disks<'a> = Field<Vec<Field<Object<Disk<'a>>>>>;
+type Disks<'a> = Vec<Field<Object<Disk<'a>>>>;
 
 pub(super) fn targets(
     architectures: &BTreeMap<Arch, &Value>,

@@ -347,7 +347,7 @@ pub(super) fn reconcile(
     target: &VSphereTarget,
     ctx: &Context<'_>,
 ) -> Outcome {
-    let workspace = match spec.read::<Field<Object<Workspace<'_>>>>("workspace") {
+    let workspace = match spec.read::<Object<Workspace<'_>>>("workspace") {
         Field::Is(Object(w)) => w,
         Field::Absent | Field::Null => Workspace::default(),
         Field::Wrong(_) => {
@@ -361,7 +361,7 @@ pub(super) fn reconcile(
         Ok(ws) => ws,
         Err(skip) => return skip,
     };
-    let current = match spec.read::<Field<Cow<'_, str>>>("template") {
+    let current = match spec.read::<Cow<'_, str>>("template") {
         Field::Is(t) => t.into_owned(),
         Field::Absent | Field::Null => String::new(),
         Field::Wrong(_) => {
