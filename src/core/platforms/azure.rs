@@ -182,55 +182,73 @@ pub(super) fn targets(
     per_arch(architectures, |_, entry| target(entry))
 }
 
+/// Confidential and trusted-launch machines (any `securityType`) are not managed.
+fn security_type(spec: &SpecFields<'_>) -> Option<Outcome> {
+    let security = spec.read::<Object<SecurityProfile<'_>>>("securityProfile");
+    if let Field::Is(Object(profile)) = &security
+        && let Field::Is(Object(settings)) = &profile.settings
+        && let Some(kind) = settings.security_type.as_str().filter(|t| !t.is_empty())
+    {
+        return Some(Outcome::skip(
+            Reason::SecurityTypeUnsupported,
+            format!(
+                "securityProfile.settings.securityType is {kind}: boot images of such machines are not managed on Azure"
+            ),
+        ));
+    }
+    None
+}
+
+/// `image`'s publisher, offer, sku, version, resourceID and type (absent or null: empty).
+fn image_fields<'s>(spec: &'s SpecFields<'_>) -> Result<[Cow<'s, str>; 6], Outcome> {
+    let image = match spec.read::<Object<CurrentImage<'s>>>("image") {
+        Field::Is(Object(image)) => image,
+        Field::Absent | Field::Null => CurrentImage::default(),
+        Field::Wrong(_) => {
+            return Err(Outcome::skip(
+                Reason::InvalidProviderSpec,
+                "providerSpec.value.image is not an object",
+            ));
+        }
+    };
+    let fields = [
+        ("publisher", image.publisher),
+        ("offer", image.offer),
+        ("sku", image.sku),
+        ("version", image.version),
+        ("resourceID", image.resource_id),
+        ("type", image.kind),
+    ];
+    let mut out: [Cow<'s, str>; 6] = Default::default();
+    for (slot, (name, field)) in out.iter_mut().zip(fields) {
+        *slot = match field {
+            Field::Is(s) => s,
+            Field::Absent | Field::Null => Cow::Borrowed(""),
+            Field::Wrong(_) => {
+                return Err(Outcome::skip(
+                    Reason::InvalidProviderSpec,
+                    format!("providerSpec.value.image.{name} is not a string"),
+                ));
+            }
+        };
+    }
+    Ok(out)
+}
+
 /// The image of the same variant and Hyper-V generation from the stream.
 pub(super) fn reconcile(
     spec: &SpecFields<'_>,
     AzureTarget(variants): &AzureTarget,
     ctx: &Context<'_>,
 ) -> Outcome {
-    let security = spec.read::<Object<SecurityProfile<'_>>>("securityProfile");
-    if let Field::Is(Object(profile)) = &security
-        && let Field::Is(Object(settings)) = &profile.settings
-        && let Some(kind) = settings.security_type.as_str().filter(|t| !t.is_empty())
-    {
-        return Outcome::skip(
-            Reason::SecurityTypeUnsupported,
-            format!(
-                "securityProfile.settings.securityType is {kind}: boot images of such machines are not managed on Azure"
-            ),
-        );
+    if let Some(skip) = security_type(spec) {
+        return skip;
     }
-    let image = match spec.read::<Object<CurrentImage<'_>>>("image") {
-        Field::Is(Object(image)) => image,
-        Field::Absent | Field::Null => CurrentImage::default(),
-        Field::Wrong(_) => {
-            return Outcome::skip(
-                Reason::InvalidProviderSpec,
-                "providerSpec.value.image is not an object",
-            );
-        }
+    let fields = match image_fields(spec) {
+        Ok(fields) => fields,
+        Err(invalid) => return invalid,
     };
-    let mut fields = [("", ""); 6];
-    for (slot, (name, field)) in fields.iter_mut().zip([
-        ("publisher", &image.publisher),
-        ("offer", &image.offer),
-        ("sku", &image.sku),
-        ("version", &image.version),
-        ("resourceID", &image.resource_id),
-        ("type", &image.kind),
-    ]) {
-        *slot = match field {
-            Field::Is(s) => (name, s.as_ref()),
-            Field::Absent | Field::Null => (name, ""),
-            Field::Wrong(_) => {
-                return Outcome::skip(
-                    Reason::InvalidProviderSpec,
-                    format!("providerSpec.value.image.{name} is not a string"),
-                );
-            }
-        };
-    }
-    let [publisher, offer, sku, version, resource_id, kind] = fields.map(|(_, v)| v);
+    let [publisher, offer, sku, version, resource_id, kind] = fields.each_ref().map(|f| f.as_ref());
     let legacy = (!resource_id.is_empty()).then_some(resource_id);
     let current = match legacy {
         Some(resource) => resource.to_owned(),

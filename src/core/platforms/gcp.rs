@@ -65,6 +65,34 @@ fn target(arch_entry: &Value) -> Result<Option<GcpTarget>, EntryError> {
     ))))
 }
 
+/// A boot disk's image, and whether the key is there (`None`: not a boot disk; a missing
+/// `boot` is false, as in the Go type); `Err`: the disk cannot be read.
+fn boot_image<'d>(
+    i: usize,
+    disk: &'d Field<Object<Disk<'_>>>,
+) -> Result<Option<(&'d str, bool)>, Outcome> {
+    let invalid = |what: &str| {
+        Err(Outcome::skip(
+            Reason::InvalidProviderSpec,
+            format!("providerSpec.value.disks[{i}]{what}"),
+        ))
+    };
+    let Field::Is(Object(disk)) = disk else {
+        return invalid(" is not an object");
+    };
+    match disk.boot {
+        Field::Is(true) => {}
+        Field::Absent | Field::Is(false) | Field::Null => return Ok(None),
+        Field::Wrong(_) => return invalid(".boot is not a boolean"),
+    }
+    match &disk.image {
+        Field::Absent => Ok(Some(("", false))),
+        Field::Null => Ok(Some(("", true))),
+        Field::Is(s) => Ok(Some((s.as_ref(), true))),
+        Field::Wrong(_) => invalid(".image is not a string"),
+    }
+}
+
 /// The boot disks' images move to `target`; a custom image anywhere leaves the whole
 /// MachineSet alone (behaviour §4.9).
 pub(super) fn reconcile(spec: &SpecFields<'_>, GcpTarget(target): &GcpTarget) -> Outcome {
@@ -82,35 +110,12 @@ pub(super) fn reconcile(spec: &SpecFields<'_>, GcpTarget(target): &GcpTarget) ->
     let mut current = None;
     let mut boot_disks = 0;
     for (i, disk) in disks.iter().enumerate() {
-        let Field::Is(Object(disk)) = disk else {
-            return Outcome::skip(
-                Reason::InvalidProviderSpec,
-                format!("providerSpec.value.disks[{i}] is not an object"),
-            );
+        let (image, exists) = match boot_image(i, disk) {
+            Ok(Some(found)) => found,
+            Ok(None) => continue,
+            Err(invalid) => return invalid,
         };
-        // Only disks marked boot: a missing `boot` is false, as in the Go type.
-        match disk.boot {
-            Field::Is(true) => {}
-            Field::Absent | Field::Is(false) | Field::Null => continue,
-            Field::Wrong(_) => {
-                return Outcome::skip(
-                    Reason::InvalidProviderSpec,
-                    format!("providerSpec.value.disks[{i}].boot is not a boolean"),
-                );
-            }
-        }
         boot_disks += 1;
-        let (image, exists) = match &disk.image {
-            Field::Absent => ("", false),
-            Field::Null => ("", true),
-            Field::Is(s) => (s.as_ref(), true),
-            Field::Wrong(_) => {
-                return Outcome::skip(
-                    Reason::InvalidProviderSpec,
-                    format!("providerSpec.value.disks[{i}].image is not a string"),
-                );
-            }
-        };
         current.get_or_insert(image);
         if image == target {
             continue;
