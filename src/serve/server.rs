@@ -226,11 +226,14 @@ fn is_json(content_type: Option<&HeaderValue>) -> bool {
         .is_some_and(|essence| essence.trim().eq_ignore_ascii_case("application/json"))
 }
 
-async fn mutate(State(st): St, req: Request) -> Response {
-    let start = Instant::now();
-    let _in_flight = InFlight::new(&st.metrics.requests.in_flight);
-    let peer = peer(&req);
-
+/// The review's bytes, or the answer that refuses them: not JSON, too large, truncated,
+/// or too slow to arrive.
+async fn body(
+    st: &AppState,
+    req: Request,
+    peer: Option<SocketAddr>,
+    start: Instant,
+) -> Result<axum::body::Bytes, Response> {
     if !is_json(req.headers().get(header::CONTENT_TYPE)) {
         let got = req
             .headers()
@@ -238,14 +241,14 @@ async fn mutate(State(st): St, req: Request) -> Response {
             .and_then(|v| v.to_str().ok())
             .unwrap_or("none");
         let msg = format!("Content-Type must be application/json, got {got}");
-        return fail(
-            &st,
+        return Err(fail(
+            st,
             peer,
             start,
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
             "UnsupportedMediaType",
             &msg,
-        );
+        ));
     }
     let too_large = |st: &AppState| {
         let msg = format!("request body is larger than the {MAX_BODY}-byte limit");
@@ -264,29 +267,38 @@ async fn mutate(State(st): St, req: Request) -> Response {
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok());
     if declared.is_some_and(|n| n > MAX_BODY as u64) {
-        return too_large(&st);
+        return Err(too_large(st));
     }
     let body = Limited::new(req.into_body(), MAX_BODY).collect();
-    let bytes = match tokio::time::timeout(st.body_timeout, body).await {
-        Ok(Ok(collected)) => collected.to_bytes(),
-        Ok(Err(e)) if e.downcast_ref::<LengthLimitError>().is_some() => {
-            return too_large(&st);
-        }
+    match tokio::time::timeout(st.body_timeout, body).await {
+        Ok(Ok(collected)) => Ok(collected.to_bytes()),
+        Ok(Err(e)) if e.downcast_ref::<LengthLimitError>().is_some() => Err(too_large(st)),
         Ok(Err(e)) => {
             let msg = format!("request body truncated or unreadable: {e}");
-            return fail(&st, peer, start, StatusCode::BAD_REQUEST, "BadBody", &msg);
+            Err(fail(
+                st,
+                peer,
+                start,
+                StatusCode::BAD_REQUEST,
+                "BadBody",
+                &msg,
+            ))
         }
         Err(_) => {
             let msg = format!("request body did not arrive within {:?}", st.body_timeout);
-            return fail(
-                &st,
-                peer,
-                start,
-                StatusCode::REQUEST_TIMEOUT,
-                "BodyTimeout",
-                &msg,
-            );
+            let code = StatusCode::REQUEST_TIMEOUT;
+            Err(fail(st, peer, start, code, "BodyTimeout", &msg))
         }
+    }
+}
+
+async fn mutate(State(st): St, req: Request) -> Response {
+    let start = Instant::now();
+    let _in_flight = InFlight::new(&st.metrics.requests.in_flight);
+    let peer = peer(&req);
+    let bytes = match body(&st, req, peer, start).await {
+        Ok(bytes) => bytes,
+        Err(refused) => return refused,
     };
 
     let snapshot = st.snapshot.load();
