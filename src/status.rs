@@ -312,6 +312,27 @@ pub fn render(report: &Report, output: StatusOutput) -> String {
         return serde_json::to_string_pretty(report).unwrap_or_default() + "\n";
     }
     let wide = output == StatusOutput::Wide;
+    let mut out = heading(report, wide);
+    if let Some(ec2) = &report.ec2 {
+        let asked = match &ec2.credentials {
+            Some(c) => format!("asked with {c}"),
+            None => "not asked".into(),
+        };
+        match &ec2.error {
+            Some(e) => out.push_str(&format!("EC2: {asked} ({e})\n")),
+            None => out.push_str(&format!("EC2: {asked}\n")),
+        }
+    }
+    out.push('\n');
+    out.push_str(&aligned(&table(report, wide)));
+    if report.machine_sets.is_empty() {
+        out.push_str("(no MachineSets)\n");
+    }
+    out
+}
+
+/// The header and one row per MachineSet.
+fn table(report: &Report, wide: bool) -> Vec<Vec<String>> {
     let short = |s: &Option<String>| -> String {
         match s.as_deref() {
             None => "-".into(),
@@ -354,7 +375,12 @@ pub fn render(report: &Report, output: StatusOutput) -> String {
         }
         table.push(row);
     }
-    let columns = table[0].len();
+    table
+}
+
+/// Columns padded to their widest cell plus two spaces, as `oc get` prints them.
+fn aligned(table: &[Vec<String>]) -> String {
+    let columns = table.first().map_or(0, Vec::len);
     let widths: Vec<usize> = (0..columns)
         .map(|c| {
             table
@@ -364,19 +390,8 @@ pub fn render(report: &Report, output: StatusOutput) -> String {
                 .unwrap_or(0)
         })
         .collect();
-    let mut out = heading(report, wide);
-    if let Some(ec2) = &report.ec2 {
-        let asked = match &ec2.credentials {
-            Some(c) => format!("asked with {c}"),
-            None => "not asked".into(),
-        };
-        match &ec2.error {
-            Some(e) => out.push_str(&format!("EC2: {asked} ({e})\n")),
-            None => out.push_str(&format!("EC2: {asked}\n")),
-        }
-    }
-    out.push('\n');
-    for row in &table {
+    let mut out = String::new();
+    for row in table {
         let mut line = String::new();
         for (c, cell) in row.iter().enumerate() {
             line.push_str(cell);
@@ -387,9 +402,6 @@ pub fn render(report: &Report, output: StatusOutput) -> String {
         }
         out.push_str(line.trim_end());
         out.push('\n');
-    }
-    if report.machine_sets.is_empty() {
-        out.push_str("(no MachineSets)\n");
     }
     out
 }
