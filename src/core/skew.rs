@@ -670,11 +670,7 @@ mod tests {
             ("rhcos-9-6-latest-gcp-x86-64", None),
             (
                 "rhcos-9-6-20251399-1-gcp-x86-64",
-                Some((
-                    Some("9.6.20251399-1".into()),
-                    (9, 6),
-                    Some("4.19-4.21".into()),
-                )),
+                some(Some("9.6.20251399-1"), (9, 6), Some("4.19-4.21")),
             ),
             ("redhat:rh-ocp-worker:rh-ocp-worker:latest", None),
             ("redhat:rh-ocp-worker:rh-ocp-worker:4.3.2020010100", None),
@@ -827,21 +823,27 @@ mod tests {
                {"type": "BootImageUpdateDegraded", "status": "False", "reason": "x", "message": ""}])
     }
 
+    fn judge(status: Value) -> (Upgrade, String) {
+        let e = enforcement(Some(&mc(status)));
+        (e.upgrade, e.message)
+    }
+
+    fn manual(field: &str, v: &str) -> Value {
+        let mode = if field == "ocpVersion" {
+            "OCPVersion"
+        } else {
+            "RHCOSVersion"
+        };
+        json!({"bootImageSkewEnforcementStatus": {"mode": "Manual", "manual": {"mode": mode, field: v}}})
+    }
+
+    fn automatic(v: Value, conditions: Value) -> Value {
+        json!({"bootImageSkewEnforcementStatus": {"mode": "Automatic", "automatic": v}, "conditions": conditions})
+    }
+
+    /// Cases and messages of the MCO's own `TestCheckBootImageSkewUpgradeableGuard`.
     #[test]
-    fn the_mcos_verdict_by_mode() {
-        let judge = |status: Value| {
-            let e = enforcement(Some(&mc(status)));
-            (e.upgrade, e.message)
-        };
-        // Cases and messages of the MCO's own `TestCheckBootImageSkewUpgradeableGuard`.
-        let manual = |field: &str, v: &str| {
-            let mode = if field == "ocpVersion" {
-                "OCPVersion"
-            } else {
-                "RHCOSVersion"
-            };
-            json!({"bootImageSkewEnforcementStatus": {"mode": "Manual", "manual": {"mode": mode, field: v}}})
-        };
+    fn the_mcos_verdict_in_manual_mode() {
         for (status, want, message) in [
             (
                 manual("ocpVersion", "4.12.0"),
@@ -891,7 +893,10 @@ mod tests {
                 "{status}: {text}"
             );
         }
-        let automatic = |v: Value, conditions: Value| json!({"bootImageSkewEnforcementStatus": {"mode": "Automatic", "automatic": v}, "conditions": conditions});
+    }
+
+    #[test]
+    fn the_mcos_verdict_in_automatic_mode() {
         assert_eq!(
             judge(automatic(json!({"ocpVersion": "4.12.0"}), done())).0,
             Upgrade::Refused
@@ -921,6 +926,10 @@ mod tests {
             m,
             "Upgrades have been disabled due to boot image update failures: boot image controller is degraded: 1 Degraded MAPI MachineSets"
         );
+    }
+
+    #[test]
+    fn no_verdict_without_a_mode_or_a_readable_version() {
         // None: not enforced; no mode yet: the MCO does not refuse; absent: unknown.
         let none = enforcement(Some(&mc(
             json!({"bootImageSkewEnforcementStatus": {"mode": "None"}}),
