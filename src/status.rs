@@ -480,7 +480,7 @@ pub async fn report(args: &StatusArgs) -> anyhow::Result<Report> {
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    // The builder runs 50 ms after the last watcher has listed (it lets a burst land).
+    // The builder waits for a burst of events to land before it rebuilds: give it time.
     tokio::time::sleep(Duration::from_millis(500)).await;
     let api: Api<DynamicObject> = Api::namespaced_with(
         client.clone(),

@@ -422,6 +422,19 @@ enum Slot {
     AfterGiveWay(Arc<Semaphore>),
 }
 
+impl Slot {
+    /// The permit, once the connection told to give way has gone (`None`: it stayed).
+    async fn taken(self) -> Option<OwnedSemaphorePermit> {
+        match self {
+            Slot::Now(p) => Some(p),
+            Slot::AfterGiveWay(permits) => tokio::time::timeout(GIVE_WAY, permits.acquire_owned())
+                .await
+                .ok()?
+                .ok(),
+        }
+    }
+}
+
 /// A connection's byte stream, TLS or plain.
 trait Io: AsyncRead + AsyncWrite + Send + Unpin {}
 impl<T: AsyncRead + AsyncWrite + Send + Unpin> Io for T {}
@@ -537,14 +550,8 @@ async fn connection(
     slot: Slot,
     (id, mut give_way): (u64, oneshot::Receiver<()>),
 ) {
-    let _permit = match slot {
-        Slot::Now(p) => p,
-        Slot::AfterGiveWay(permits) => {
-            match tokio::time::timeout(GIVE_WAY, permits.acquire_owned()).await {
-                Ok(Ok(p)) => p,
-                _ => return,
-            }
-        }
+    let Some(_permit) = slot.taken().await else {
+        return;
     };
     let _leave = Leave(&port.unproven, id);
     let phase = Arc::new(Phase::default());
