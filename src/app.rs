@@ -48,6 +48,8 @@ pub struct Running {
     pub snapshot: SharedSnapshot,
     /// Rung by the webhook for the background (EC2) when a decision waits on it.
     pub wanted: Arc<tokio::sync::Notify>,
+    /// Rung by the webhook when a MachineSet waits for a vSphere template.
+    pub wanted_template: Arc<tokio::sync::Notify>,
     /// The TLS configuration new handshakes take; the cluster's profile changes it.
     pub tls: Arc<Serving>,
     stop_webhook: watch::Sender<bool>,
@@ -100,11 +102,13 @@ pub async fn start(
     let (stop_admin, stop_admin_rx) = watch::channel(false);
     let refusals: Arc<server::RefusalLog> = Arc::default();
     let wanted = Arc::new(tokio::sync::Notify::new());
+    let wanted_template = Arc::new(tokio::sync::Notify::new());
     let state = AppState {
         snapshot: snapshot.clone(),
         metrics: metrics.clone(),
         health: health.clone(),
         wanted: wanted.clone(),
+        wanted_template: wanted_template.clone(),
         body_timeout: settings.body_timeout,
         refusals: refusals.clone(),
     };
@@ -140,6 +144,7 @@ pub async fn start(
         metrics,
         snapshot,
         wanted,
+        wanted_template,
         tls: serving,
         stop_webhook,
         stop_admin,
@@ -241,6 +246,7 @@ async fn start_cluster_side(
         .await
         .context("building the Kubernetes client (in-cluster service account or KUBECONFIG)")?;
     let learned = Arc::new(crate::cluster::ec2::LearnedCell::default());
+    let learned_vsphere = learned.clone();
     let watching = crate::cluster::watch::start(
         client.clone(),
         args.read.watch_settings(),
@@ -273,13 +279,60 @@ async fn start_cluster_side(
         }
         .run(watching.ids.clone(), stop.clone()),
     );
+    let mut tasks = vec![ec2, profile];
+    let (leader_tx, leader_rx) = watch::channel(false);
+    if args.vsphere.vsphere_import {
+        tasks.push(start_vsphere(
+            args,
+            running,
+            &client,
+            learned_vsphere,
+            (!args.no_touch).then(|| leader_rx.clone()),
+            watching.ids.clone(),
+            stop.clone(),
+        ));
+    }
     if args.no_touch {
         tracing::info!("watching the cluster; not touching MachineSets (--no-touch)");
-        return Ok(vec![ec2, profile]);
+        return Ok(tasks);
     }
-    let mut tasks = start_touching(args, running, client, watching, stop);
-    tasks.extend([ec2, profile]);
+    tasks.extend(start_touching(args, running, client, watching, (leader_tx, leader_rx), stop));
     Ok(tasks)
+}
+
+/// The vSphere importer: every replica looks for the templates, the Lease holder imports.
+fn start_vsphere(
+    args: &crate::config::ClusterArgs,
+    running: &Running,
+    client: &kube::Client,
+    learned: Arc<crate::cluster::ec2::LearnedCell>,
+    leader: Option<watch::Receiver<bool>>,
+    changes: watch::Receiver<String>,
+    stop: watch::Receiver<bool>,
+) -> JoinHandle<()> {
+    tokio::spawn(
+        crate::cluster::vsphere::Background {
+            client: client.clone(),
+            namespace: args.read.machine_api_namespace.clone(),
+            snapshot: running.snapshot.clone(),
+            learned,
+            wanted: running.wanted_template.clone(),
+            resync: args.touch_resync,
+            settings: args.vsphere.settings(),
+            leader,
+            identity: identity(args),
+        }
+        .run(changes, stop),
+    )
+}
+
+/// The Lease holder identity: the pod's name, else the host's.
+fn identity(args: &crate::config::ClusterArgs) -> String {
+    args.pod_name.clone().unwrap_or_else(|| {
+        std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .map(|h| h.trim().to_owned())
+            .unwrap_or_else(|_| format!("bootimage-webhook-{}", std::process::id()))
+    })
 }
 
 /// The Lease election and the toucher, which writes only while holding the Lease.
@@ -288,19 +341,15 @@ fn start_touching(
     running: &Running,
     client: kube::Client,
     watching: crate::cluster::watch::Watching,
+    (leader_tx, leader_rx): (watch::Sender<bool>, watch::Receiver<bool>),
     stop: watch::Receiver<bool>,
 ) -> Vec<JoinHandle<()>> {
     let namespace = args
         .pod_namespace
         .clone()
         .unwrap_or_else(|| client.default_namespace().to_owned());
-    let identity = args.pod_name.clone().unwrap_or_else(|| {
-        std::fs::read_to_string("/proc/sys/kernel/hostname")
-            .map(|h| h.trim().to_owned())
-            .unwrap_or_else(|_| format!("bootimage-webhook-{}", std::process::id()))
-    });
+    let identity = identity(args);
     tracing::info!(lease = %format_args!("{namespace}/{}", args.lease_name), %identity, "watching the cluster; touching MachineSets while holding the Lease");
-    let (leader_tx, leader_rx) = watch::channel(false);
     let toucher = Toucher::new(
         client.clone(),
         running.snapshot.clone(),

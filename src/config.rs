@@ -285,11 +285,61 @@ pub struct ClusterArgs {
     /// Delay before the second touch of a MachineSet whose image did not move (doubles).
     #[arg(long, env = "BOOTIMAGE_WEBHOOK_TOUCH_BACKOFF", value_parser = duration, default_value = "2s")]
     pub touch_backoff: Duration,
-    /// vSphere: a template of ours (a versioned or installer name) that no MachineSet or
-    /// ControlPlaneMachineSet has named for this long is deleted by the Lease holder's
-    /// importer.
+    #[command(flatten)]
+    pub vsphere: VSphereArgs,
+}
+
+/// vSphere's importer (`manifests/components/vsphere-import`).
+#[derive(Debug, Args)]
+pub struct VSphereArgs {
+    /// vSphere: import the stream's OVA as a template in each failure domain (the Lease
+    /// holder; every replica looks for the templates). Needs the credentials Secret.
+    #[arg(long, env = "BOOTIMAGE_WEBHOOK_VSPHERE_IMPORT")]
+    pub vsphere_import: bool,
+    /// The Secret of vCenter credentials (`<server>.username`, `<server>.password`), as
+    /// `namespace/name`.
+    #[arg(long, env = "BOOTIMAGE_WEBHOOK_VSPHERE_CREDENTIALS_SECRET", value_parser = namespaced_name, default_value = "kube-system/vsphere-creds")]
+    pub vsphere_credentials_secret: String,
+    /// PEM bundle of CAs trusted for vCenter and the OVA download, beside the system's.
+    #[arg(long, env = "BOOTIMAGE_WEBHOOK_VSPHERE_CA_FILE")]
+    pub vsphere_ca_file: Option<PathBuf>,
+    /// Where the downloaded OVA is kept (an emptyDir).
+    #[arg(long, env = "BOOTIMAGE_WEBHOOK_VSPHERE_OVA_CACHE", default_value = "/var/cache/bootimage-webhook")]
+    pub vsphere_ova_cache: PathBuf,
+    /// The largest OVA downloaded, in bytes.
+    #[arg(long, env = "BOOTIMAGE_WEBHOOK_VSPHERE_OVA_MAX_BYTES", default_value = "4294967296")]
+    pub vsphere_ova_max_bytes: u64,
+    /// vSphere: a template this webhook imported that no MachineSet or
+    /// ControlPlaneMachineSet has named for this long is deleted by the Lease holder.
     #[arg(long, env = "BOOTIMAGE_WEBHOOK_VSPHERE_TEMPLATE_RETENTION", value_parser = period, default_value = "7d")]
     pub vsphere_template_retention: Duration,
+}
+
+impl VSphereArgs {
+    pub fn settings(&self) -> crate::cluster::vsphere::Settings {
+        let (namespace, name) = self
+            .vsphere_credentials_secret
+            .split_once('/')
+            .unwrap_or_default();
+        crate::cluster::vsphere::Settings {
+            credentials_namespace: namespace.to_owned(),
+            credentials_name: name.to_owned(),
+            ca_file: self.vsphere_ca_file.clone(),
+            cache_dir: self.vsphere_ova_cache.clone(),
+            max_ova_bytes: self.vsphere_ova_max_bytes,
+            retention: self.vsphere_template_retention,
+        }
+    }
+}
+
+/// `namespace/name`.
+fn namespaced_name(s: &str) -> Result<String, String> {
+    match s.split_once('/') {
+        Some((ns, name)) if !ns.is_empty() && !name.is_empty() && !name.contains('/') => {
+            Ok(s.to_owned())
+        }
+        _ => Err(format!("{s:?} is not namespace/name")),
+    }
 }
 
 #[derive(Debug, Args)]

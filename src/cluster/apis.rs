@@ -132,7 +132,7 @@ pub const MACHINESET: Call = Call {
     scope: Scope::Namespace(MACHINE_API_NAMESPACE),
     names: &[],
     verbs: &["list", "watch", "patch"],
-    why: "touch::Toucher::pass: list, then merge-patch the touch annotation; watch::start: the user-data Secrets they name",
+    why: "touch::Toucher::pass: list, then merge-patch the touch annotation; watch::start: the user-data Secrets they name; vsphere::Background::list: which templates are waited for and named",
 };
 pub const CONTROLPLANEMACHINESET: Call = Call {
     group: "machine.openshift.io",
@@ -152,7 +152,7 @@ pub const EVENT: Call = Call {
     scope: Scope::Namespace(MACHINE_API_NAMESPACE),
     names: &[],
     verbs: &["create", "patch"],
-    why: "touch::Toucher::give_up: kube-runtime Recorder (create, then patch a repeat)",
+    why: "touch::Toucher::give_up, vsphere::Background::warn: kube-runtime Recorder (create, then patch a repeat)",
 };
 pub const LEASE: Call = Call {
     group: "coordination.k8s.io",
@@ -189,12 +189,25 @@ pub const USER_DATA_SECRET_WRITE: Call = Call {
     why: "stub_upgrade::Upgrader: with --upgrade-stub-ignition, create the <name>-spec2-backup copy, then update the stub in place",
 };
 
+/// With `--vsphere-import` only: granted by `manifests/components/vsphere-import`.
+pub const VSPHERE_CREDENTIALS: Call = Call {
+    group: "",
+    version: "v1",
+    kind: "Secret",
+    plural: "secrets",
+    scope: Scope::Namespace("kube-system"),
+    names: &["vsphere-creds"],
+    verbs: &["get"],
+    why: "vsphere::Background::credentials: with --vsphere-import, the vCenter credentials (get by name)",
+};
+
 /// The calls of opt-in kustomize components, by component directory under
 /// `manifests/components/`: granted only when the component is in the build.
 pub const COMPONENTS: &[(&str, &[Call])] = &[
     // Its get of the machine API's AWS Secret is the base's USER_DATA_SECRET grant.
     ("aws-machine-api-credentials", &[]),
     ("upgrade-stub-ignition", &[USER_DATA_SECRET_WRITE]),
+    ("vsphere-import", &[VSPHERE_CREDENTIALS]),
 ];
 
 /// The calls the base RBAC grants.

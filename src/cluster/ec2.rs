@@ -460,6 +460,12 @@ impl LearnedCell {
         self.facts.store(Arc::new(next));
         self.changed.notify_one();
     }
+
+    pub fn publish_vsphere(&self, vsphere: crate::core::platforms::vsphere::VSphereLearned) {
+        let next = self.facts.load().with_vsphere(vsphere);
+        self.facts.store(Arc::new(next));
+        self.changed.notify_one();
+    }
 }
 
 /// How often a marketplace product's list is asked again (new images are published).

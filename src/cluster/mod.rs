@@ -1,7 +1,8 @@
 //! The cluster side: watchers that keep the snapshot ([`watch`]), the Lease-elected
 //! toucher ([`touch`]) and its Lease ([`lease`]), what is learned in the background (EC2:
 //! [`ec2`]; the user-data Secrets' stub Ignition: [`stubs`], upgraded by
-//! [`stub_upgrade`]), the cluster's TLS security profile ([`tls_profile`]), and the one
+//! [`stub_upgrade`]; vSphere templates, imported by the Lease holder: [`vsphere`]), the
+//! cluster's TLS security profile ([`tls_profile`]), and the one
 //! list of API calls the code makes ([`apis`]).
 
 pub mod apis;
@@ -12,4 +13,5 @@ pub mod stub_upgrade;
 pub mod stubs;
 pub mod tls_profile;
 pub mod touch;
+pub mod vsphere;
 pub mod watch;

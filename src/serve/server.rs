@@ -43,6 +43,8 @@ pub struct AppState {
     /// Rung when a decision waits on something the background learns (an AMI EC2 has not
     /// classified yet), so that it need not wait for the next resync.
     pub wanted: Arc<Notify>,
+    /// The same, for a vSphere template the importer has not made ready yet.
+    pub wanted_template: Arc<Notify>,
     /// Time allowed for the body to arrive once the headers are in.
     pub body_timeout: Duration,
     pub refusals: Arc<RefusalLog>,
@@ -305,9 +307,11 @@ async fn mutate(State(st): St, req: Request) -> Response {
     match admission::review(&bytes, &snapshot) {
         Ok(r) => {
             log_decision(&r, &snapshot.id);
-            if r.decision.reason == Reason::AMIUnclassified {
-                // Not an await: a flag the EC2 task picks up.
-                st.wanted.notify_one();
+            // Not an await: a flag the background task picks up.
+            match r.decision.reason {
+                Reason::AMIUnclassified => st.wanted.notify_one(),
+                Reason::TemplateNotImported => st.wanted_template.notify_one(),
+                _ => {}
             }
             let reason = RequestReason::Decided(r.decision.reason);
             respond(&st, start, StatusCode::OK, reason, r.body)

@@ -129,6 +129,13 @@ fn is_ours(
     if learned.is_some_and(|l| l.imported_by_us(name)) {
         return true;
     }
+    is_imported_name(name, infra_id, fd)
+}
+
+/// Whether a name is one this webhook gives the templates it imports into the failure
+/// domain: `<infra-id>-rhcos-<release>-<failure domain>`, of any release, shortened or not.
+/// Only these are ever deleted (the installer's template is left to the MCO's rules).
+pub fn is_imported_name(name: &str, infra_id: &str, fd: &FailureDomain) -> bool {
     let prefix = format!("{infra_id}-rhcos-");
     let Some(rest) = name.strip_prefix(&prefix) else {
         return false;

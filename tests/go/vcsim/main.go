@@ -22,7 +22,9 @@ import (
 
 func main() {
 	listen := flag.String("listen", "127.0.0.1:0", "address to serve the SDK on")
-	plain := flag.Bool("plain-http", false, "serve plain HTTP instead of HTTPS (a self-signed certificate)")
+	plain := flag.Bool("plain-http", false, "serve plain HTTP instead of HTTPS")
+	certFile := flag.String("tls-cert-file", "", "PEM certificate to serve HTTPS with (default: the simulator's self-signed one)")
+	keyFile := flag.String("tls-key-file", "", "PEM private key of -tls-cert-file")
 	flag.Parse()
 
 	model := simulator.VPX()
@@ -41,8 +43,16 @@ func main() {
 	model.Service.RegisterEndpoints = true
 	model.Service.Listen = &url.URL{Host: *listen}
 	if !*plain {
-		// vCenter serves HTTPS; the simulator makes a self-signed certificate.
+		// vCenter serves HTTPS: with the test's certificate (signed by a CA the client is
+		// given), else the simulator's self-signed one.
 		model.Service.TLS = new(tls.Config)
+		if *certFile != "" {
+			pair, err := tls.LoadX509KeyPair(*certFile, *keyFile)
+			if err != nil {
+				fail("load certificate", err)
+			}
+			model.Service.TLS.Certificates = []tls.Certificate{pair}
+		}
 	}
 	server := model.Service.NewServer()
 	defer server.Close()

@@ -1,0 +1,130 @@
+//! The importer's HTTPS client: hyper's, through rustls on ring like everything else here.
+//! It trusts the system's roots and, when given, a PEM bundle of the cluster's own
+//! (`--vsphere-ca-file`: vCenters often have a private CA).
+
+use std::path::Path;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, combinators::UnsyncBoxBody};
+use hyper::body::Incoming;
+use hyper::{Request, Response, StatusCode, header};
+use hyper_rustls::HttpsConnector;
+use hyper_util::client::legacy::{Client, connect::HttpConnector};
+use hyper_util::rt::TokioExecutor;
+use rustls::pki_types::CertificateDer;
+use rustls::pki_types::pem::PemObject;
+
+pub type Body = UnsyncBoxBody<Bytes, std::io::Error>;
+
+/// The largest SOAP answer read (property answers are a few kilobytes).
+const MAX_ANSWER: usize = 16 << 20;
+
+#[derive(Debug, thiserror::Error)]
+pub enum HttpsError {
+    #[error("the CA bundle {path}: {why}")]
+    Roots { path: String, why: String },
+    #[error("{url}: {why}")]
+    Send { url: String, why: String },
+    #[error("{url}: reading the answer: {why}")]
+    Read { url: String, why: String },
+}
+
+#[derive(Clone)]
+pub struct Https {
+    client: Client<HttpsConnector<HttpConnector>, Body>,
+}
+
+impl Https {
+    pub fn new(ca_file: Option<&Path>) -> Result<Https, HttpsError> {
+        let mut roots = rustls::RootCertStore::empty();
+        // Unreadable system certificates are skipped: the CA file may be all there is.
+        let system = rustls_native_certs::load_native_certs();
+        roots.add_parsable_certificates(system.certs);
+        if let Some(path) = ca_file {
+            let roots_error = |why: String| HttpsError::Roots {
+                path: path.display().to_string(),
+                why,
+            };
+            let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(path)
+                .map_err(|e| roots_error(e.to_string()))?
+                .collect::<Result<_, _>>()
+                .map_err(|e| roots_error(e.to_string()))?;
+            if certs.is_empty() {
+                return Err(roots_error("no certificate in it".into()));
+            }
+            for cert in certs {
+                roots.add(cert).map_err(|e| roots_error(e.to_string()))?;
+            }
+        }
+        let tls = rustls::ClientConfig::builder_with_provider(Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .map_err(|e| HttpsError::Roots {
+            path: String::new(),
+            why: e.to_string(),
+        })?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+        let connector = hyper_rustls::HttpsConnectorBuilder::new()
+            .with_tls_config(tls)
+            .https_or_http()
+            .enable_http1()
+            .build();
+        Ok(Https {
+            client: Client::builder(TokioExecutor::new()).build(connector),
+        })
+    }
+
+    /// Sends `req`; its answer's status and text (bounded). When `cookie` is given, the
+    /// first `Set-Cookie` pair goes there.
+    pub async fn send(
+        &self,
+        req: Request<Body>,
+        cookie: Option<&mut Option<String>>,
+    ) -> Result<(StatusCode, String), HttpsError> {
+        let url = req.uri().to_string();
+        let resp = self.start(req).await?;
+        if let Some(cookie) = cookie {
+            *cookie = resp
+                .headers()
+                .get(header::SET_COOKIE)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.split(';').next())
+                .map(str::to_owned);
+        }
+        let status = resp.status();
+        let limited = http_body_util::Limited::new(resp.into_body(), MAX_ANSWER);
+        let bytes = limited
+            .collect()
+            .await
+            .map_err(|e| HttpsError::Read {
+                url: url.clone(),
+                why: e.to_string(),
+            })?
+            .to_bytes();
+        Ok((status, String::from_utf8_lossy(&bytes).into_owned()))
+    }
+
+    /// Sends `req` and hands back the answer with its body unread.
+    pub async fn start(&self, req: Request<Body>) -> Result<Response<Incoming>, HttpsError> {
+        let url = req.uri().to_string();
+        self.client.request(req).await.map_err(|e| HttpsError::Send {
+            url,
+            why: chain(&e),
+        })
+    }
+}
+
+/// An error with its sources: hyper's own message alone says only "client error".
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        out.push_str(": ");
+        out.push_str(&s.to_string());
+        source = s.source();
+    }
+    out
+}

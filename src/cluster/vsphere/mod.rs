@@ -1,0 +1,532 @@
+//! vSphere, in the background (never on the request path): every replica looks in vCenter
+//! for the versioned template of the stream's OVA in each failure domain and publishes the
+//! ones that are ready ([`VSphereLearned`]); the Lease holder imports the missing ones a
+//! waiting MachineSet needs, one failure domain at a time, and deletes templates of ours
+//! that nothing has named for `--vsphere-template-retention`.
+//!
+//! An import: download the OVA once (checksum and size checked), `CreateImportSpec`,
+//! `ImportVApp`, the NFC upload of its disks, `HttpNfcLeaseComplete`, `MarkAsTemplate`. A VM
+//! of that name that is not a template is what an interrupted import left: it is deleted
+//! first, and an import that fails deletes what it created.
+
+mod https;
+mod ova;
+mod vim;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::{ObjectReference, Secret};
+use kube::api::{Api, ListParams};
+use kube::core::DynamicObject;
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use tokio::sync::{Notify, watch};
+
+use crate::cluster::apis;
+use crate::cluster::ec2::LearnedCell;
+use crate::core::decision::decide_object;
+use crate::core::platforms::Target;
+use crate::core::platforms::vsphere::{
+    self, FailureDomain, VSphereInfra, VSphereLearned, VSphereTarget,
+};
+use crate::core::reason::Reason;
+use crate::core::snapshot::{Arch, SharedSnapshot, Snapshot};
+use crate::health::until;
+
+pub use https::HttpsError;
+use https::Https;
+use ova::OvaError;
+use vim::{Moref, Vim, VimError};
+
+/// The longest wait before vCenter is asked again after trouble.
+const MAX_BACKOFF: Duration = Duration::from_secs(600);
+
+#[derive(Debug, thiserror::Error)]
+pub enum ImportError {
+    #[error("no vSphere credentials for {server}: {why}")]
+    Credentials { server: String, why: String },
+    #[error("vCenter {server}: {error}")]
+    Vim { server: String, error: VimError },
+    #[error(transparent)]
+    Ova(#[from] OvaError),
+    #[error("failure domain {failure_domain}: {what} {path} not found in vCenter")]
+    NotFound {
+        failure_domain: String,
+        what: &'static str,
+        path: String,
+    },
+    #[error("failure domain {0} names no network")]
+    NoNetwork(String),
+}
+
+/// The importer's settings (`--vsphere-*`).
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// The Secret of vCenter credentials, `<server>.username` and `<server>.password`.
+    pub credentials_namespace: String,
+    pub credentials_name: String,
+    pub ca_file: Option<PathBuf>,
+    pub cache_dir: PathBuf,
+    pub max_ova_bytes: u64,
+    pub retention: Duration,
+}
+
+pub struct Background {
+    pub client: kube::Client,
+    /// Where the MachineSets are.
+    pub namespace: String,
+    pub snapshot: SharedSnapshot,
+    pub learned: Arc<LearnedCell>,
+    /// Rung by the webhook when a MachineSet waits for a template.
+    pub wanted: Arc<Notify>,
+    pub resync: Duration,
+    pub settings: Settings,
+    /// Whether this replica holds the Lease (imports and deletes only then); `None` when
+    /// nothing is elected (`--no-touch`).
+    pub leader: Option<watch::Receiver<bool>>,
+    /// The pod, for the Events' reporting instance.
+    pub identity: String,
+}
+
+/// What a pass found, per failure domain.
+struct Pass {
+    ready: BTreeSet<(String, String)>,
+    /// The first trouble met, for `TemplateNotImported` messages.
+    trouble: Option<ImportError>,
+}
+
+struct State {
+    https: Https,
+    /// (server, template) of ours seen unused, since when.
+    unused_since: BTreeMap<(String, String), Instant>,
+    /// Events already sent, so a repeated failure is one Event, not one per pass.
+    warned: BTreeSet<String>,
+    recorder: Recorder,
+}
+
+impl Background {
+    pub async fn run(self, mut changes: watch::Receiver<String>, mut stop: watch::Receiver<bool>) {
+        let https = match Https::new(self.settings.ca_file.as_deref()) {
+            Ok(h) => h,
+            Err(e) => {
+                tracing::error!(error = %e, "cannot set up HTTPS for vCenter: vSphere templates are never imported");
+                return;
+            }
+        };
+        let reporter = Reporter {
+            controller: "bootimage-webhook".into(),
+            instance: Some(self.identity.clone()),
+        };
+        let mut state = State {
+            https,
+            unused_since: BTreeMap::new(),
+            warned: BTreeSet::new(),
+            recorder: Recorder::new(self.client.clone(), reporter),
+        };
+        let mut leader = self.leader.clone();
+        let mut backoff = Duration::from_secs(5);
+        let mut reported: Option<String> = None;
+        let mut published: Option<VSphereLearned> = None;
+        loop {
+            let snap = self.snapshot.load_full();
+            let mut wait = self.resync;
+            if let Some((infra, target)) = on_vsphere(&snap) {
+                let leading = leader.as_ref().is_some_and(|l| *l.borrow());
+                let pass = self.pass(&mut state, &snap, &infra, &target, leading).await;
+                let learned = VSphereLearned {
+                    templates: pass.ready.clone(),
+                    unavailable: pass.trouble.as_ref().map(ToString::to_string),
+                };
+                match &pass.trouble {
+                    None => {
+                        if reported.take().is_some() {
+                            tracing::info!("vCenter answers again: vSphere templates are checked and imported");
+                        }
+                        backoff = Duration::from_secs(5);
+                    }
+                    Some(why) => {
+                        let why = why.to_string();
+                        if reported.as_deref() != Some(&why) {
+                            tracing::warn!(error = %why, retry_in = ?backoff, "cannot import the vSphere template; those MachineSets keep their template until it is imported");
+                            reported = Some(why);
+                        }
+                        wait = backoff;
+                        backoff = (backoff * 2).min(MAX_BACKOFF);
+                    }
+                }
+                if published.as_ref() != Some(&learned) {
+                    self.learned.publish_vsphere(learned.clone());
+                    published = Some(learned);
+                }
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(wait) => {}
+                r = changes.changed() => if r.is_err() { return },
+                _ = self.wanted.notified() => {}
+                _ = leader_changed(&mut leader) => {}
+                _ = until(&mut stop, true) => return,
+            }
+        }
+    }
+}
+
+/// The cluster's vSphere facts and the stream's OVA, when this is a vSphere cluster whose
+/// stream has one (vSphere is amd64 only).
+fn on_vsphere(snap: &Snapshot) -> Option<(Arc<VSphereInfra>, VSphereTarget)> {
+    if snap.cluster.platform.as_deref() != Some(vsphere::NAME) {
+        return None;
+    }
+    let infra = snap.cluster.vsphere.clone()?;
+    let arch = snap.cluster.control_plane_arch.unwrap_or(Arch::Amd64);
+    let boot_images = snap.boot_images.as_ref()?;
+    match boot_images.target(arch, crate::core::platforms::Platform::VSphere)? {
+        Ok(Target::VSphere(t)) => Some((infra, t.clone())),
+        _ => None,
+    }
+}
+
+/// Resolves when leadership changes; never when nothing is elected.
+async fn leader_changed(leader: &mut Option<watch::Receiver<bool>>) {
+    if let Some(l) = leader
+        && l.changed().await.is_ok()
+    {
+        return;
+    }
+    std::future::pending().await
+
+}
+
+impl Background {
+    /// One look at every failure domain; the leader imports what a MachineSet waits for,
+    /// then deletes what has been unused long enough.
+    async fn pass(
+        &self,
+        state: &mut State,
+        snap: &Snapshot,
+        infra: &VSphereInfra,
+        target: &VSphereTarget,
+        leading: bool,
+    ) -> Pass {
+        let mut pass = Pass {
+            ready: BTreeSet::new(),
+            trouble: None,
+        };
+        let machinesets = if leading { self.list().await } else { None };
+        for fd in &infra.failure_domains {
+            let name = vsphere::template_name(&infra.infra_id, &target.release, &fd.name);
+            let waiting = machinesets
+                .as_deref()
+                .map(|all| waiting_for(all, snap, &name))
+                .unwrap_or_default();
+            let result = self
+                .failure_domain(state, infra, fd, target, &name, &waiting, machinesets.as_deref())
+                .await;
+            match result {
+                Ok(true) => {
+                    pass.ready.insert((fd.name.clone(), name));
+                }
+                Ok(false) => {}
+                Err(e) => {
+                    self.warn(state, &waiting, &name, &e).await;
+                    pass.trouble.get_or_insert(e);
+                }
+            }
+        }
+        pass
+    }
+
+    /// The MachineSets and ControlPlaneMachineSets, as JSON; `None` when they cannot be
+    /// listed (then nothing is imported or deleted this pass).
+    async fn list(&self) -> Option<Vec<serde_json::Value>> {
+        let mut out = Vec::new();
+        for call in [apis::MACHINESET, apis::CONTROLPLANEMACHINESET] {
+            let api: Api<DynamicObject> =
+                Api::namespaced_with(self.client.clone(), &self.namespace, &call.api_resource());
+            match api.list(&ListParams::default()).await {
+                Ok(list) => out.extend(list.items.iter().filter_map(|o| serde_json::to_value(o).ok())),
+                Err(e) => {
+                    tracing::warn!(error = %e, kind = call.kind, "cannot list them to find which vSphere templates are needed");
+                    return None;
+                }
+            }
+        }
+        Some(out)
+    }
+
+    /// Whether `name` is ready in the failure domain, importing it when this replica leads
+    /// and a MachineSet waits for it.
+    #[allow(clippy::too_many_arguments)]
+    async fn failure_domain(
+        &self,
+        state: &mut State,
+        infra: &VSphereInfra,
+        fd: &FailureDomain,
+        target: &VSphereTarget,
+        name: &str,
+        waiting: &[serde_json::Value],
+        all: Option<&[serde_json::Value]>,
+    ) -> Result<bool, ImportError> {
+        let vim = self.login(state, &fd.server).await?;
+        let result = async {
+            let place = Place::find(&vim, infra, fd).await?;
+            let found = vim.find(&format!("{}/{name}", place.folder_path)).await;
+            let found = found.map_err(|e| on(fd, e))?;
+            let ready = match found {
+                Some(vm) if vim.is_template(&vm).await.map_err(|e| on(fd, e))? => true,
+                leftover if !waiting.is_empty() && all.is_some() => {
+                    if let Some(vm) = leftover {
+                        tracing::info!(template = name, failure_domain = %fd.name, "deleting a VM an interrupted import left");
+                        vim.destroy(&vm).await.map_err(|e| on(fd, e))?;
+                    }
+                    self.import(state, &vim, &place, fd, target, name).await?;
+                    true
+                }
+                _ => false,
+            };
+            if let Some(all) = all {
+                self.retire(state, &vim, &place, infra, fd, name, all).await;
+            }
+            Ok(ready)
+        }
+        .await;
+        vim.logout().await;
+        result
+    }
+
+    async fn login(&self, state: &State, server: &str) -> Result<Vim, ImportError> {
+        let (user, password) = self.credentials(server).await?;
+        Vim::login(&state.https, server, &user, &password)
+            .await
+            .map_err(|error| ImportError::Vim {
+                server: server.to_owned(),
+                error,
+            })
+    }
+
+    /// `<server>.username` and `<server>.password` of the credentials Secret, as the
+    /// machine API reads them.
+    async fn credentials(&self, server: &str) -> Result<(String, String), ImportError> {
+        let s = &self.settings;
+        let missing = |why: String| ImportError::Credentials {
+            server: server.to_owned(),
+            why,
+        };
+        let api: Api<Secret> = Api::namespaced(self.client.clone(), &s.credentials_namespace);
+        let secret = api
+            .get(&s.credentials_name)
+            .await
+            .map_err(|e| missing(format!("Secret {}/{}: {e}", s.credentials_namespace, s.credentials_name)))?;
+        let data = secret.data.unwrap_or_default();
+        let key = |suffix: &str| {
+            let key = format!("{server}.{suffix}");
+            data.get(&key)
+                .map(|v| String::from_utf8_lossy(&v.0).into_owned())
+                .ok_or_else(|| missing(format!("Secret {}/{} has no {key}", s.credentials_namespace, s.credentials_name)))
+        };
+        Ok((key("username")?, key("password")?))
+    }
+
+    /// The import itself; what it created is deleted when it fails.
+    async fn import(
+        &self,
+        state: &mut State,
+        vim: &Vim,
+        place: &Place,
+        fd: &FailureDomain,
+        target: &VSphereTarget,
+        name: &str,
+    ) -> Result<(), ImportError> {
+        let started = Instant::now();
+        tracing::info!(template = name, failure_domain = %fd.name, url = %target.location, "importing the RHCOS OVA");
+        let path = ova::fetch(&state.https, &self.settings.cache_dir, target, self.settings.max_ova_bytes).await?;
+        let ova = tokio::task::spawn_blocking(move || ova::open(&path))
+            .await
+            .map_err(|e| OvaError::Read { path: String::new(), why: e.to_string() })??;
+        let networks: Vec<(String, Moref)> = ova::networks(&ova.descriptor)
+            .into_iter()
+            .map(|n| (n, place.network.clone()))
+            .collect();
+        let spec = vim
+            .create_import_spec(&ova.descriptor, name, &place.pool, &place.datastore, &networks)
+            .await
+            .map_err(|e| on(fd, e))?;
+        let lease = vim.import_vapp(&place.pool, &spec, &place.folder).await.map_err(|e| on(fd, e))?;
+        let mut created = None;
+        let result = async {
+            let info = vim.lease_ready(&lease).await?;
+            created = Some(info.entity.clone());
+            for item in &spec.files {
+                let Some((_, url)) = info.devices.iter().find(|(key, _)| *key == item.device_id) else {
+                    continue;
+                };
+                let &(offset, size) = ova.files.get(&item.path).ok_or_else(|| VimError::Answer {
+                    method: "CreateImportSpec".into(),
+                    why: format!("{} is not in the OVA", item.path),
+                })?;
+                let body = ova::body(&ova, offset, size).await.map_err(|e| VimError::Answer {
+                    method: "upload".into(),
+                    why: e.to_string(),
+                })?;
+                vim.upload(url, item, body, size).await?;
+            }
+            vim.lease_complete(&lease).await?;
+            vim.mark_as_template(&info.entity).await
+        }
+        .await;
+        if let Err(e) = result {
+            let _ = vim.lease_abort(&lease).await;
+            if let Some(vm) = created {
+                let _ = vim.destroy(&vm).await;
+            }
+            return Err(on(fd, e));
+        }
+        tracing::info!(template = name, failure_domain = %fd.name, seconds = started.elapsed().as_secs_f64(), "imported the RHCOS OVA as a template");
+        Ok(())
+    }
+
+    /// Deletes the templates of ours in the folder that no MachineSet or
+    /// ControlPlaneMachineSet names and that have been unused for the retention.
+    #[allow(clippy::too_many_arguments)]
+    async fn retire(
+        &self,
+        state: &mut State,
+        vim: &Vim,
+        place: &Place,
+        infra: &VSphereInfra,
+        fd: &FailureDomain,
+        current: &str,
+        all: &[serde_json::Value],
+    ) {
+        let named: BTreeSet<&str> = all.iter().filter_map(template_of).collect();
+        let Ok(vms) = vim.folder_vms(&place.folder).await else {
+            return;
+        };
+        for (vm, name) in vms {
+            let key = (fd.server.clone(), name.clone());
+            if name == current
+                || named.contains(name.as_str())
+                || !vsphere::is_imported_name(&name, &infra.infra_id, fd)
+            {
+                state.unused_since.remove(&key);
+                continue;
+            }
+            let since = *state.unused_since.entry(key.clone()).or_insert_with(Instant::now);
+            if since.elapsed() < self.settings.retention {
+                continue;
+            }
+            match vim.destroy(&vm).await {
+                Ok(()) => {
+                    tracing::info!(template = %name, failure_domain = %fd.name, "deleted a template of ours that nothing has named for the retention");
+                    state.unused_since.remove(&key);
+                }
+                Err(e) => tracing::warn!(template = %name, error = %e, "cannot delete an unused template of ours"),
+            }
+        }
+    }
+
+    /// A Warning Event on each MachineSet waiting for the template, once per trouble, when
+    /// the OVA itself is wrong (a bad checksum, too large, not an OVA).
+    async fn warn(&self, state: &mut State, waiting: &[serde_json::Value], name: &str, e: &ImportError) {
+        if !matches!(e, ImportError::Ova(o) if o.is_bad_ova()) {
+            return;
+        }
+        let note = format!("template {name} cannot be imported: {e}");
+        for ms in waiting {
+            let field = |p: &str| ms.pointer(p).and_then(serde_json::Value::as_str).map(str::to_owned);
+            let reference = ObjectReference {
+                api_version: field("/apiVersion"),
+                kind: field("/kind"),
+                name: field("/metadata/name"),
+                namespace: field("/metadata/namespace"),
+                uid: field("/metadata/uid"),
+                ..Default::default()
+            };
+            let key = format!("{:?}/{:?}: {note}", reference.kind, reference.name);
+            if !state.warned.insert(key) {
+                continue;
+            }
+            let event = Event {
+                type_: EventType::Warning,
+                reason: "TemplateNotImported".into(),
+                note: Some(note.chars().take(1000).collect()),
+                action: "ImportTemplate".into(),
+                secondary: None,
+            };
+            if let Err(err) = state.recorder.publish(&event, &reference).await {
+                tracing::warn!(error = %err, "cannot record the Event");
+            }
+        }
+    }
+}
+
+/// Where a failure domain's templates go, found in vCenter.
+struct Place {
+    folder_path: String,
+    folder: Moref,
+    pool: Moref,
+    datastore: Moref,
+    network: Moref,
+}
+
+impl Place {
+    async fn find(vim: &Vim, infra: &VSphereInfra, fd: &FailureDomain) -> Result<Place, ImportError> {
+        let dc = fd.datacenter.trim_matches('/');
+        let folder_path = match fd.folder.trim_end_matches('/') {
+            "" => format!("/{dc}/vm/{}", infra.infra_id),
+            f => f.to_owned(),
+        };
+        let pool_path = match fd.resource_pool.as_str() {
+            "" => format!("{}/Resources", fd.compute_cluster.trim_end_matches('/')),
+            p => p.to_owned(),
+        };
+        let network = fd.networks.first().ok_or_else(|| ImportError::NoNetwork(fd.name.clone()))?;
+        let network_path = match network.starts_with('/') {
+            true => network.clone(),
+            false => format!("/{dc}/network/{network}"),
+        };
+        let lookup = |what: &'static str, path: String| async move {
+            match vim.find(&path).await {
+                Ok(Some(m)) => Ok(m),
+                Ok(None) => Err(ImportError::NotFound { failure_domain: fd.name.clone(), what, path }),
+                Err(e) => Err(on(fd, e)),
+            }
+        };
+        Ok(Place {
+            folder: lookup("folder", folder_path.clone()).await?,
+            pool: lookup("resource pool", pool_path).await?,
+            datastore: lookup("datastore", fd.datastore.clone()).await?,
+            network: lookup("network", network_path).await?,
+            folder_path,
+        })
+    }
+}
+
+fn on(fd: &FailureDomain, error: VimError) -> ImportError {
+    ImportError::Vim {
+        server: fd.server.clone(),
+        error,
+    }
+}
+
+/// The objects whose decision waits for the template `name`.
+fn waiting_for(all: &[serde_json::Value], snap: &Snapshot, name: &str) -> Vec<serde_json::Value> {
+    all.iter()
+        .filter(|ms| {
+            let d = decide_object(ms, snap);
+            d.reason == Reason::TemplateNotImported && d.target.as_deref() == Some(name)
+        })
+        .cloned()
+        .collect()
+}
+
+/// The template a vSphere MachineSet or ControlPlaneMachineSet names (its last path
+/// element).
+fn template_of(obj: &serde_json::Value) -> Option<&str> {
+    let value = obj
+        .pointer("/spec/template/spec/providerSpec/value")
+        .or_else(|| obj.pointer("/spec/template/machines_v1beta1_machine_openshift_io/spec/providerSpec/value"))?;
+    let template = value.get("template")?.as_str()?;
+    Some(template.rsplit('/').next().unwrap_or(template))
+}

@@ -1,0 +1,532 @@
+//! The few vSphere API calls the importer makes, as vim25 SOAP over HTTPS: log in, find
+//! inventory paths, read properties, `CreateImportSpec`, `ImportVApp` and its NFC lease,
+//! `MarkAsTemplate`, `Destroy_Task`.
+//!
+//! Not `vim_rs`: it generates the whole vim25 API, and building it took longer than
+//! everything else in this crate together, for a dozen calls. Requests are written here
+//! (each a few elements); responses are read with `roxmltree`. The import spec vCenter
+//! returns is passed back to `ImportVApp` as the XML it came as, so that no field of it is
+//! lost in a type of ours.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full, combinators::UnsyncBoxBody};
+use hyper::{Request, StatusCode, header};
+use roxmltree::{Document, Node};
+
+use super::https::{Https, HttpsError};
+
+const VIM25: &str = "urn:vim25";
+/// The version the requests are written for; vCenter 7 and 8 both answer it.
+const SOAP_ACTION: &str = "urn:vim25/7.0.3.0";
+const CALL_TIMEOUT: Duration = Duration::from_secs(60);
+const LEASE_WAIT: Duration = Duration::from_secs(300);
+
+#[derive(Debug, thiserror::Error)]
+pub enum VimError {
+    #[error(transparent)]
+    Http(#[from] HttpsError),
+    #[error("{method}: {message}")]
+    Fault { method: String, message: String },
+    #[error("{method}: the answer is not what the vSphere API answers: {why}")]
+    Answer { method: String, why: String },
+    #[error("{method}: no answer within {CALL_TIMEOUT:?}")]
+    Timeout { method: String },
+}
+
+/// A managed object reference: `<x type="VirtualMachine">vm-42</x>`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Moref {
+    pub kind: String,
+    pub value: String,
+}
+
+impl Moref {
+    fn new(kind: &str, value: &str) -> Moref {
+        Moref {
+            kind: kind.into(),
+            value: value.into(),
+        }
+    }
+
+    fn of(node: Node<'_, '_>) -> Option<Moref> {
+        Some(Moref::new(node.attribute("type")?, node.text()?.trim()))
+    }
+
+    /// The reference as the element `name`.
+    fn xml(&self, name: &str) -> String {
+        format!(
+            r#"<{name} type="{}">{}</{name}>"#,
+            escape(&self.kind),
+            escape(&self.value)
+        )
+    }
+}
+
+/// `CreateImportSpec`'s answer: the spec to pass back, and which OVA file goes to which
+/// device of the lease.
+#[derive(Debug)]
+pub struct ImportSpec {
+    /// `xsi:type` of `importSpec`.
+    kind: String,
+    /// Its content, as vCenter wrote it.
+    inner: String,
+    pub files: Vec<FileItem>,
+}
+
+#[derive(Debug, Clone)]
+pub struct FileItem {
+    /// Matches a lease device's `importKey`.
+    pub device_id: String,
+    /// The file's name in the OVA.
+    pub path: String,
+    /// A new file (PUT) rather than a disk to stream (POST).
+    pub create: bool,
+}
+
+/// A ready NFC lease: the VM it creates and where each device's file goes.
+#[derive(Debug)]
+pub struct LeaseInfo {
+    pub entity: Moref,
+    pub devices: Vec<(String, String)>,
+}
+
+/// One logged-in session with a vCenter.
+pub struct Vim {
+    http: Https,
+    server: String,
+    cookie: String,
+    property_collector: Moref,
+    search_index: Moref,
+    ovf_manager: Moref,
+    session_manager: Moref,
+}
+
+impl Vim {
+    /// `RetrieveServiceContent`, then `Login` with the machine API's credentials.
+    pub async fn login(
+        http: &Https,
+        server: &str,
+        user: &str,
+        password: &str,
+    ) -> Result<Vim, VimError> {
+        let mut vim = Vim {
+            http: http.clone(),
+            server: server.to_owned(),
+            cookie: String::new(),
+            property_collector: Moref::new("PropertyCollector", "propertyCollector"),
+            search_index: Moref::new("SearchIndex", "SearchIndex"),
+            ovf_manager: Moref::new("OvfManager", "OvfManager"),
+            session_manager: Moref::new("SessionManager", "SessionManager"),
+        };
+        let instance = Moref::new("ServiceInstance", "ServiceInstance");
+        let (text, _) = vim
+            .call("RetrieveServiceContent", &instance, String::new())
+            .await?;
+        let doc = parse("RetrieveServiceContent", &text)?;
+        let content = returnval("RetrieveServiceContent", &doc)?;
+        let moref = |name: &str| {
+            child(content, name)
+                .and_then(Moref::of)
+                .ok_or_else(|| answer("RetrieveServiceContent", format!("no {name}")))
+        };
+        vim.property_collector = moref("propertyCollector")?;
+        vim.search_index = moref("searchIndex")?;
+        vim.ovf_manager = moref("ovfManager")?;
+        vim.session_manager = moref("sessionManager")?;
+        let args = format!(
+            "<userName>{}</userName><password>{}</password>",
+            escape(user),
+            escape(password)
+        );
+        let session_manager = vim.session_manager.clone();
+        let (_, cookie) = vim.call("Login", &session_manager, args).await?;
+        vim.cookie = cookie.ok_or_else(|| answer("Login", "no session cookie".into()))?;
+        Ok(vim)
+    }
+
+    pub async fn logout(&self) {
+        let _ = self
+            .call("Logout", &self.session_manager, String::new())
+            .await;
+    }
+
+    /// `FindByInventoryPath`: the object at `/datacenter/vm/folder/name` and the like.
+    pub async fn find(&self, path: &str) -> Result<Option<Moref>, VimError> {
+        let args = format!("<inventoryPath>{}</inventoryPath>", escape(path));
+        let (text, _) = self
+            .call("FindByInventoryPath", &self.search_index, args)
+            .await?;
+        let doc = parse("FindByInventoryPath", &text)?;
+        Ok(doc
+            .descendants()
+            .find(|n| n.has_tag_name((VIM25, "returnval")))
+            .and_then(Moref::of))
+    }
+
+    /// `RetrievePropertiesEx` of one property of one object; `read` takes its `val`.
+    pub async fn property<T>(
+        &self,
+        obj: &Moref,
+        path: &str,
+        read: impl FnOnce(Option<Node<'_, '_>>) -> T,
+    ) -> Result<T, VimError> {
+        let args = format!(
+            "<specSet><propSet><type>{}</type><pathSet>{}</pathSet></propSet><objectSet>{}</objectSet></specSet><options></options>",
+            escape(&obj.kind),
+            escape(path),
+            obj.xml("obj")
+        );
+        let (text, _) = self
+            .call("RetrievePropertiesEx", &self.property_collector, args)
+            .await?;
+        let doc = parse("RetrievePropertiesEx", &text)?;
+        let val = doc
+            .descendants()
+            .filter(|n| n.has_tag_name((VIM25, "propSet")))
+            .find(|p| child(*p, "name").and_then(|n| n.text()) == Some(path))
+            .and_then(|p| child(p, "val"));
+        Ok(read(val))
+    }
+
+    /// Whether the VM is marked as a template (`config.template`).
+    pub async fn is_template(&self, vm: &Moref) -> Result<bool, VimError> {
+        self.property(vm, "config.template", |v| {
+            v.and_then(|v| v.text()) == Some("true")
+        })
+        .await
+    }
+
+    /// The VMs directly in a folder, with their names.
+    pub async fn folder_vms(&self, folder: &Moref) -> Result<Vec<(Moref, String)>, VimError> {
+        let children: Vec<Moref> = self
+            .property(folder, "childEntity", |v| {
+                v.map(|v| v.children().filter_map(Moref::of).collect())
+                    .unwrap_or_default()
+            })
+            .await?;
+        let mut out = Vec::new();
+        for vm in children.into_iter().filter(|c| c.kind == "VirtualMachine") {
+            let name = self
+                .property(&vm, "name", |v| v.and_then(|v| v.text()).map(str::to_owned))
+                .await?;
+            if let Some(name) = name {
+                out.push((vm, name));
+            }
+        }
+        Ok(out)
+    }
+
+    /// `CreateImportSpec` for the OVF descriptor, thin disks, each of its networks mapped
+    /// to `network`.
+    pub async fn create_import_spec(
+        &self,
+        ovf: &str,
+        name: &str,
+        pool: &Moref,
+        datastore: &Moref,
+        networks: &[(String, Moref)],
+    ) -> Result<ImportSpec, VimError> {
+        const METHOD: &str = "CreateImportSpec";
+        let mapping: String = networks
+            .iter()
+            .map(|(ovf_name, net)| {
+                format!(
+                    "<networkMapping><name>{}</name>{}</networkMapping>",
+                    escape(ovf_name),
+                    net.xml("network")
+                )
+            })
+            .collect();
+        let args = format!(
+            "<ovfDescriptor>{}</ovfDescriptor>{}{}<cisp><locale></locale><deploymentOption></deploymentOption><entityName>{}</entityName>{mapping}<diskProvisioning>thin</diskProvisioning></cisp>",
+            escape(ovf),
+            pool.xml("resourcePool"),
+            datastore.xml("datastore"),
+            escape(name),
+        );
+        let (text, _) = self.call(METHOD, &self.ovf_manager, args).await?;
+        let doc = parse(METHOD, &text)?;
+        let result = returnval(METHOD, &doc)?;
+        if let Some(e) = child(result, "error") {
+            let message = deep_text(e, "localizedMessage").unwrap_or("an error");
+            return Err(fault(METHOD, message.to_owned()));
+        }
+        let spec = child(result, "importSpec")
+            .ok_or_else(|| answer(METHOD, "no importSpec".into()))?;
+        let kind = spec
+            .attribute(("http://www.w3.org/2001/XMLSchema-instance", "type"))
+            .unwrap_or("VirtualMachineImportSpec");
+        let inner = inner_xml(&text, spec).ok_or_else(|| answer(METHOD, "empty importSpec".into()))?;
+        let files = result
+            .children()
+            .filter(|n| n.has_tag_name((VIM25, "fileItem")))
+            .filter_map(|f| {
+                Some(FileItem {
+                    device_id: child(f, "deviceId")?.text()?.to_owned(),
+                    path: child(f, "path")?.text()?.to_owned(),
+                    create: child(f, "create").and_then(|c| c.text()) == Some("true"),
+                })
+            })
+            .collect();
+        Ok(ImportSpec {
+            kind: kind.to_owned(),
+            inner: inner.to_owned(),
+            files,
+        })
+    }
+
+    /// `ImportVApp` into the pool and folder: the NFC lease.
+    pub async fn import_vapp(
+        &self,
+        pool: &Moref,
+        spec: &ImportSpec,
+        folder: &Moref,
+    ) -> Result<Moref, VimError> {
+        let args = format!(
+            r#"<spec xsi:type="{}">{}</spec>{}"#,
+            escape(&spec.kind),
+            spec.inner,
+            folder.xml("folder")
+        );
+        let (text, _) = self.call("ImportVApp", pool, args).await?;
+        let doc = parse("ImportVApp", &text)?;
+        Moref::of(returnval("ImportVApp", &doc)?).ok_or_else(|| answer("ImportVApp", "no lease".into()))
+    }
+
+    /// Waits for the lease to be ready (vCenter creates the VM first).
+    pub async fn lease_ready(&self, lease: &Moref) -> Result<LeaseInfo, VimError> {
+        const METHOD: &str = "HttpNfcLease";
+        let deadline = tokio::time::Instant::now() + LEASE_WAIT;
+        loop {
+            let state = self
+                .property(lease, "state", |v| v.and_then(|v| v.text()).map(str::to_owned))
+                .await?;
+            match state.as_deref() {
+                Some("ready") => break,
+                Some("error") => {
+                    let why = self
+                        .property(lease, "error", |v| {
+                            v.and_then(|v| deep_text(v, "localizedMessage")).map(str::to_owned)
+                        })
+                        .await?;
+                    return Err(fault(METHOD, why.unwrap_or_else(|| "the lease failed".into())));
+                }
+                _ if tokio::time::Instant::now() > deadline => {
+                    return Err(VimError::Timeout { method: METHOD.into() });
+                }
+                _ => tokio::time::sleep(Duration::from_millis(500)).await,
+            }
+        }
+        self.property(lease, "info", |v| {
+            let v = v?;
+            let entity = child(v, "entity").and_then(Moref::of)?;
+            let devices = v
+                .children()
+                .filter(|n| n.has_tag_name((VIM25, "deviceUrl")))
+                .filter_map(|d| {
+                    Some((
+                        child(d, "importKey")?.text()?.to_owned(),
+                        child(d, "url")?.text()?.to_owned(),
+                    ))
+                })
+                .collect();
+            Some(LeaseInfo { entity, devices })
+        })
+        .await?
+        .ok_or_else(|| answer(METHOD, "a ready lease without info".into()))
+    }
+
+    /// Sends one file of the OVA to a lease device: a disk is streamed (POST), anything
+    /// else created (PUT). A `*` host means the server's (the NFC convention).
+    pub async fn upload(
+        &self,
+        url: &str,
+        item: &FileItem,
+        body: UnsyncBoxBody<Bytes, std::io::Error>,
+        length: u64,
+    ) -> Result<(), VimError> {
+        let host = self.server.split('/').next().unwrap_or(&self.server);
+        let url = url.replacen("://*", &format!("://{host}"), 1);
+        let mut req = Request::builder()
+            .uri(&url)
+            .header(header::CONTENT_LENGTH, length)
+            .header(header::COOKIE, &self.cookie);
+        req = if item.create {
+            req.method("PUT").header("Overwrite", "t")
+        } else {
+            req.method("POST")
+                .header(header::CONTENT_TYPE, "application/x-vnd.vmware-streamVmdk")
+        };
+        let req = req.body(body).map_err(|e| answer("upload", e.to_string()))?;
+        let (status, text) = self.http.send(req, None).await?;
+        if !status.is_success() {
+            return Err(fault("upload", format!("{url}: HTTP {status}: {text}")));
+        }
+        Ok(())
+    }
+
+    pub async fn lease_complete(&self, lease: &Moref) -> Result<(), VimError> {
+        self.call("HttpNfcLeaseComplete", lease, String::new())
+            .await
+            .map(drop)
+    }
+
+    pub async fn lease_abort(&self, lease: &Moref) -> Result<(), VimError> {
+        self.call("HttpNfcLeaseAbort", lease, String::new())
+            .await
+            .map(drop)
+    }
+
+    pub async fn mark_as_template(&self, vm: &Moref) -> Result<(), VimError> {
+        self.call("MarkAsTemplate", vm, String::new())
+            .await
+            .map(drop)
+    }
+
+    /// `Destroy_Task`, waited for.
+    pub async fn destroy(&self, vm: &Moref) -> Result<(), VimError> {
+        const METHOD: &str = "Destroy_Task";
+        let (text, _) = self.call(METHOD, vm, String::new()).await?;
+        let doc = parse(METHOD, &text)?;
+        let task = Moref::of(returnval(METHOD, &doc)?).ok_or_else(|| answer(METHOD, "no task".into()))?;
+        let deadline = tokio::time::Instant::now() + LEASE_WAIT;
+        loop {
+            let state = self
+                .property(&task, "info.state", |v| v.and_then(|v| v.text()).map(str::to_owned))
+                .await?;
+            match state.as_deref() {
+                Some("success") => return Ok(()),
+                Some("error") => {
+                    let why = self
+                        .property(&task, "info.error", |v| {
+                            v.and_then(|v| deep_text(v, "localizedMessage")).map(str::to_owned)
+                        })
+                        .await?;
+                    return Err(fault(METHOD, why.unwrap_or_else(|| "failed".into())));
+                }
+                _ if tokio::time::Instant::now() > deadline => {
+                    return Err(VimError::Timeout { method: METHOD.into() });
+                }
+                _ => tokio::time::sleep(Duration::from_millis(500)).await,
+            }
+        }
+    }
+
+    /// One SOAP call: the response's text, and the session cookie it set, if any.
+    async fn call(
+        &self,
+        method: &str,
+        this: &Moref,
+        args: String,
+    ) -> Result<(String, Option<String>), VimError> {
+        let body = format!(
+            r#"<?xml version="1.0" encoding="UTF-8"?><soapenv:Envelope xmlns:soapenv="http://schemas.xmlsoap.org/soap/envelope/" xmlns:xsd="http://www.w3.org/2001/XMLSchema" xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance"><soapenv:Body><{method} xmlns="{VIM25}">{}{args}</{method}></soapenv:Body></soapenv:Envelope>"#,
+            this.xml("_this")
+        );
+        let mut req = Request::post(format!("https://{}/sdk", self.server))
+            .header(header::CONTENT_TYPE, "text/xml; charset=utf-8")
+            .header("SOAPAction", SOAP_ACTION);
+        if !self.cookie.is_empty() {
+            req = req.header(header::COOKIE, &self.cookie);
+        }
+        let req = req
+            .body(Full::new(Bytes::from(body)).map_err(|never| match never {}).boxed_unsync())
+            .map_err(|e| answer(method, e.to_string()))?;
+        let mut cookie = None;
+        let sent = tokio::time::timeout(CALL_TIMEOUT, self.http.send(req, Some(&mut cookie))).await;
+        let (status, text) = sent.map_err(|_| VimError::Timeout { method: method.into() })??;
+        if status == StatusCode::OK {
+            return Ok((text, cookie));
+        }
+        let message = Document::parse(&text)
+            .ok()
+            .and_then(|d| {
+                d.descendants()
+                    .find(|n| n.tag_name().name() == "faultstring")
+                    .and_then(|n| n.text().map(str::to_owned))
+            })
+            .unwrap_or_else(|| format!("HTTP {status}"));
+        Err(fault(method, message))
+    }
+}
+
+fn parse<'t>(method: &str, text: &'t str) -> Result<Document<'t>, VimError> {
+    Document::parse(text).map_err(|e| answer(method, e.to_string()))
+}
+
+fn returnval<'a, 't>(method: &str, doc: &'a Document<'t>) -> Result<Node<'a, 't>, VimError> {
+    doc.descendants()
+        .find(|n| n.has_tag_name((VIM25, "returnval")))
+        .ok_or_else(|| answer(method, "no returnval".into()))
+}
+
+fn child<'a, 't>(node: Node<'a, 't>, name: &str) -> Option<Node<'a, 't>> {
+    node.children().find(|n| n.has_tag_name((VIM25, name)))
+}
+
+fn deep_text<'a>(node: Node<'a, '_>, name: &str) -> Option<&'a str> {
+    node.descendants()
+        .find(|n| n.tag_name().name() == name)
+        .and_then(|n| n.text())
+}
+
+/// The XML between an element's start and end tags, as written.
+fn inner_xml<'t>(text: &'t str, node: Node<'_, 't>) -> Option<&'t str> {
+    let first = node.first_child()?.range().start;
+    let last = node.last_child()?.range().end;
+    text.get(first..last)
+}
+
+fn answer(method: &str, why: String) -> VimError {
+    VimError::Answer {
+        method: method.into(),
+        why,
+    }
+}
+
+fn fault(method: &str, message: String) -> VimError {
+    VimError::Fault {
+        method: method.into(),
+        message,
+    }
+}
+
+/// XML character data and attribute values. Written here rather than with an XML writer
+/// crate: the requests are a few fixed elements, and these five characters are all that
+/// needs escaping in them.
+fn escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&apos;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_import_spec_is_passed_back_as_written() {
+        let text = r#"<?xml version="1.0"?><soapenv:Envelope xmlns:soapenv="http://schemas.xmlsoap.org/soap/envelope/" xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance"><soapenv:Body><CreateImportSpecResponse xmlns="urn:vim25"><returnval><importSpec xsi:type="VirtualMachineImportSpec"><configSpec><name>t &amp; u</name></configSpec></importSpec></returnval></CreateImportSpecResponse></soapenv:Body></soapenv:Envelope>"#;
+        let doc = Document::parse(text).unwrap();
+        let spec = doc
+            .descendants()
+            .find(|n| n.has_tag_name((VIM25, "importSpec")))
+            .unwrap();
+        assert_eq!(
+            inner_xml(text, spec),
+            Some("<configSpec><name>t &amp; u</name></configSpec>")
+        );
+        assert_eq!(escape(r#"<a & "b">"#), "&lt;a &amp; &quot;b&quot;&gt;");
+    }
+}
