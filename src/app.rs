@@ -296,7 +296,14 @@ async fn start_cluster_side(
         tracing::info!("watching the cluster; not touching MachineSets (--no-touch)");
         return Ok(tasks);
     }
-    tasks.extend(start_touching(args, running, client, watching, (leader_tx, leader_rx), stop));
+    tasks.extend(start_touching(
+        args,
+        running,
+        client,
+        watching,
+        (leader_tx, leader_rx),
+        stop,
+    ));
     Ok(tasks)
 }
 

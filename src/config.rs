@@ -304,10 +304,18 @@ pub struct VSphereArgs {
     #[arg(long, env = "BOOTIMAGE_WEBHOOK_VSPHERE_CA_FILE")]
     pub vsphere_ca_file: Option<PathBuf>,
     /// Where the downloaded OVA is kept (an emptyDir).
-    #[arg(long, env = "BOOTIMAGE_WEBHOOK_VSPHERE_OVA_CACHE", default_value = "/var/cache/bootimage-webhook")]
+    #[arg(
+        long,
+        env = "BOOTIMAGE_WEBHOOK_VSPHERE_OVA_CACHE",
+        default_value = "/var/cache/bootimage-webhook"
+    )]
     pub vsphere_ova_cache: PathBuf,
     /// The largest OVA downloaded, in bytes.
-    #[arg(long, env = "BOOTIMAGE_WEBHOOK_VSPHERE_OVA_MAX_BYTES", default_value = "4294967296")]
+    #[arg(
+        long,
+        env = "BOOTIMAGE_WEBHOOK_VSPHERE_OVA_MAX_BYTES",
+        default_value = "4294967296"
+    )]
     pub vsphere_ova_max_bytes: u64,
     /// vSphere: a template this webhook imported that no MachineSet or
     /// ControlPlaneMachineSet has named for this long is deleted by the Lease holder.

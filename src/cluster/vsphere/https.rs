@@ -110,10 +110,13 @@ impl Https {
     /// Sends `req` and hands back the answer with its body unread.
     pub async fn start(&self, req: Request<Body>) -> Result<Response<Incoming>, HttpsError> {
         let url = req.uri().to_string();
-        self.client.request(req).await.map_err(|e| HttpsError::Send {
-            url,
-            why: chain(&e),
-        })
+        self.client
+            .request(req)
+            .await
+            .map_err(|e| HttpsError::Send {
+                url,
+                why: chain(&e),
+            })
     }
 }
 

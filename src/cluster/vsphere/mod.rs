@@ -35,8 +35,8 @@ use crate::core::reason::Reason;
 use crate::core::snapshot::{Arch, SharedSnapshot, Snapshot};
 use crate::health::until;
 
-pub use https::HttpsError;
 use https::Https;
+pub use https::HttpsError;
 use ova::OvaError;
 use vim::{Moref, Vim, VimError};
 
@@ -142,7 +142,9 @@ impl Background {
                 match &pass.trouble {
                     None => {
                         if reported.take().is_some() {
-                            tracing::info!("vCenter answers again: vSphere templates are checked and imported");
+                            tracing::info!(
+                                "vCenter answers again: vSphere templates are checked and imported"
+                            );
                         }
                         backoff = Duration::from_secs(5);
                     }
@@ -195,7 +197,6 @@ async fn leader_changed(leader: &mut Option<watch::Receiver<bool>>) {
         return;
     }
     std::future::pending().await
-
 }
 
 impl Background {
@@ -221,7 +222,15 @@ impl Background {
                 .map(|all| waiting_for(all, snap, &name))
                 .unwrap_or_default();
             let result = self
-                .failure_domain(state, infra, fd, target, &name, &waiting, machinesets.as_deref())
+                .failure_domain(
+                    state,
+                    infra,
+                    fd,
+                    target,
+                    &name,
+                    &waiting,
+                    machinesets.as_deref(),
+                )
                 .await;
             match result {
                 Ok(true) => {
@@ -245,7 +254,11 @@ impl Background {
             let api: Api<DynamicObject> =
                 Api::namespaced_with(self.client.clone(), &self.namespace, &call.api_resource());
             match api.list(&ListParams::default()).await {
-                Ok(list) => out.extend(list.items.iter().filter_map(|o| serde_json::to_value(o).ok())),
+                Ok(list) => out.extend(
+                    list.items
+                        .iter()
+                        .filter_map(|o| serde_json::to_value(o).ok()),
+                ),
                 Err(e) => {
                     tracing::warn!(error = %e, kind = call.kind, "cannot list them to find which vSphere templates are needed");
                     return None;
@@ -268,7 +281,7 @@ impl Background {
         waiting: &[serde_json::Value],
         all: Option<&[serde_json::Value]>,
     ) -> Result<bool, ImportError> {
-        let vim = self.login(state, &fd.server).await?;
+        let vim = self.login(state, fd).await?;
         let result = async {
             let place = Place::find(&vim, infra, fd).await?;
             let found = vim.find(&format!("{}/{name}", place.folder_path)).await;
@@ -295,14 +308,11 @@ impl Background {
         result
     }
 
-    async fn login(&self, state: &State, server: &str) -> Result<Vim, ImportError> {
-        let (user, password) = self.credentials(server).await?;
-        Vim::login(&state.https, server, &user, &password)
+    async fn login(&self, state: &State, fd: &FailureDomain) -> Result<Vim, ImportError> {
+        let (user, password) = self.credentials(&fd.server).await?;
+        Vim::login(&state.https, &address(fd), &user, &password)
             .await
-            .map_err(|error| ImportError::Vim {
-                server: server.to_owned(),
-                error,
-            })
+            .map_err(|error| on(fd, error))
     }
 
     /// `<server>.username` and `<server>.password` of the credentials Secret, as the
@@ -314,16 +324,23 @@ impl Background {
             why,
         };
         let api: Api<Secret> = Api::namespaced(self.client.clone(), &s.credentials_namespace);
-        let secret = api
-            .get(&s.credentials_name)
-            .await
-            .map_err(|e| missing(format!("Secret {}/{}: {e}", s.credentials_namespace, s.credentials_name)))?;
+        let secret = api.get(&s.credentials_name).await.map_err(|e| {
+            missing(format!(
+                "Secret {}/{}: {e}",
+                s.credentials_namespace, s.credentials_name
+            ))
+        })?;
         let data = secret.data.unwrap_or_default();
         let key = |suffix: &str| {
             let key = format!("{server}.{suffix}");
             data.get(&key)
                 .map(|v| String::from_utf8_lossy(&v.0).into_owned())
-                .ok_or_else(|| missing(format!("Secret {}/{} has no {key}", s.credentials_namespace, s.credentials_name)))
+                .ok_or_else(|| {
+                    missing(format!(
+                        "Secret {}/{} has no {key}",
+                        s.credentials_namespace, s.credentials_name
+                    ))
+                })
         };
         Ok((key("username")?, key("password")?))
     }
@@ -340,35 +357,57 @@ impl Background {
     ) -> Result<(), ImportError> {
         let started = Instant::now();
         tracing::info!(template = name, failure_domain = %fd.name, url = %target.location, "importing the RHCOS OVA");
-        let path = ova::fetch(&state.https, &self.settings.cache_dir, target, self.settings.max_ova_bytes).await?;
+        let path = ova::fetch(
+            &state.https,
+            &self.settings.cache_dir,
+            target,
+            self.settings.max_ova_bytes,
+        )
+        .await?;
         let ova = tokio::task::spawn_blocking(move || ova::open(&path))
             .await
-            .map_err(|e| OvaError::Read { path: String::new(), why: e.to_string() })??;
+            .map_err(|e| OvaError::Read {
+                path: String::new(),
+                why: e.to_string(),
+            })??;
         let networks: Vec<(String, Moref)> = ova::networks(&ova.descriptor)
             .into_iter()
             .map(|n| (n, place.network.clone()))
             .collect();
         let spec = vim
-            .create_import_spec(&ova.descriptor, name, &place.pool, &place.datastore, &networks)
+            .create_import_spec(
+                &ova.descriptor,
+                name,
+                &place.pool,
+                &place.datastore,
+                &networks,
+            )
             .await
             .map_err(|e| on(fd, e))?;
-        let lease = vim.import_vapp(&place.pool, &spec, &place.folder).await.map_err(|e| on(fd, e))?;
+        let lease = vim
+            .import_vapp(&place.pool, &spec, &place.folder)
+            .await
+            .map_err(|e| on(fd, e))?;
         let mut created = None;
         let result = async {
             let info = vim.lease_ready(&lease).await?;
             created = Some(info.entity.clone());
             for item in &spec.files {
-                let Some((_, url)) = info.devices.iter().find(|(key, _)| *key == item.device_id) else {
+                let Some((_, url)) = info.devices.iter().find(|(key, _)| *key == item.device_id)
+                else {
                     continue;
                 };
-                let &(offset, size) = ova.files.get(&item.path).ok_or_else(|| VimError::Answer {
-                    method: "CreateImportSpec".into(),
-                    why: format!("{} is not in the OVA", item.path),
-                })?;
-                let body = ova::body(&ova, offset, size).await.map_err(|e| VimError::Answer {
-                    method: "upload".into(),
-                    why: e.to_string(),
-                })?;
+                let &(offset, size) =
+                    ova.files.get(&item.path).ok_or_else(|| VimError::Answer {
+                        method: "CreateImportSpec".into(),
+                        why: format!("{} is not in the OVA", item.path),
+                    })?;
+                let body = ova::body(&ova, offset, size)
+                    .await
+                    .map_err(|e| VimError::Answer {
+                        method: "upload".into(),
+                        why: e.to_string(),
+                    })?;
                 vim.upload(url, item, body, size).await?;
             }
             vim.lease_complete(&lease).await?;
@@ -412,7 +451,10 @@ impl Background {
                 state.unused_since.remove(&key);
                 continue;
             }
-            let since = *state.unused_since.entry(key.clone()).or_insert_with(Instant::now);
+            let since = *state
+                .unused_since
+                .entry(key.clone())
+                .or_insert_with(Instant::now);
             if since.elapsed() < self.settings.retention {
                 continue;
             }
@@ -421,20 +463,32 @@ impl Background {
                     tracing::info!(template = %name, failure_domain = %fd.name, "deleted a template of ours that nothing has named for the retention");
                     state.unused_since.remove(&key);
                 }
-                Err(e) => tracing::warn!(template = %name, error = %e, "cannot delete an unused template of ours"),
+                Err(e) => {
+                    tracing::warn!(template = %name, error = %e, "cannot delete an unused template of ours")
+                }
             }
         }
     }
 
     /// A Warning Event on each MachineSet waiting for the template, once per trouble, when
     /// the OVA itself is wrong (a bad checksum, too large, not an OVA).
-    async fn warn(&self, state: &mut State, waiting: &[serde_json::Value], name: &str, e: &ImportError) {
+    async fn warn(
+        &self,
+        state: &mut State,
+        waiting: &[serde_json::Value],
+        name: &str,
+        e: &ImportError,
+    ) {
         if !matches!(e, ImportError::Ova(o) if o.is_bad_ova()) {
             return;
         }
         let note = format!("template {name} cannot be imported: {e}");
         for ms in waiting {
-            let field = |p: &str| ms.pointer(p).and_then(serde_json::Value::as_str).map(str::to_owned);
+            let field = |p: &str| {
+                ms.pointer(p)
+                    .and_then(serde_json::Value::as_str)
+                    .map(str::to_owned)
+            };
             let reference = ObjectReference {
                 api_version: field("/apiVersion"),
                 kind: field("/kind"),
@@ -471,7 +525,11 @@ struct Place {
 }
 
 impl Place {
-    async fn find(vim: &Vim, infra: &VSphereInfra, fd: &FailureDomain) -> Result<Place, ImportError> {
+    async fn find(
+        vim: &Vim,
+        infra: &VSphereInfra,
+        fd: &FailureDomain,
+    ) -> Result<Place, ImportError> {
         let dc = fd.datacenter.trim_matches('/');
         let folder_path = match fd.folder.trim_end_matches('/') {
             "" => format!("/{dc}/vm/{}", infra.infra_id),
@@ -481,7 +539,10 @@ impl Place {
             "" => format!("{}/Resources", fd.compute_cluster.trim_end_matches('/')),
             p => p.to_owned(),
         };
-        let network = fd.networks.first().ok_or_else(|| ImportError::NoNetwork(fd.name.clone()))?;
+        let network = fd
+            .networks
+            .first()
+            .ok_or_else(|| ImportError::NoNetwork(fd.name.clone()))?;
         let network_path = match network.starts_with('/') {
             true => network.clone(),
             false => format!("/{dc}/network/{network}"),
@@ -489,7 +550,11 @@ impl Place {
         let lookup = |what: &'static str, path: String| async move {
             match vim.find(&path).await {
                 Ok(Some(m)) => Ok(m),
-                Ok(None) => Err(ImportError::NotFound { failure_domain: fd.name.clone(), what, path }),
+                Ok(None) => Err(ImportError::NotFound {
+                    failure_domain: fd.name.clone(),
+                    what,
+                    path,
+                }),
                 Err(e) => Err(on(fd, e)),
             }
         };
@@ -505,8 +570,20 @@ impl Place {
 
 fn on(fd: &FailureDomain, error: VimError) -> ImportError {
     ImportError::Vim {
-        server: fd.server.clone(),
+        server: address(fd),
         error,
+    }
+}
+
+/// `host[:port]` of the failure domain's vCenter (`vcenters[].port` when not 443).
+fn address(fd: &FailureDomain) -> String {
+    let host = match fd.server.contains(':') {
+        true => format!("[{}]", fd.server),
+        false => fd.server.clone(),
+    };
+    match fd.port {
+        Some(port) if port != 443 => format!("{host}:{port}"),
+        _ => host,
     }
 }
 
@@ -526,7 +603,11 @@ fn waiting_for(all: &[serde_json::Value], snap: &Snapshot, name: &str) -> Vec<se
 fn template_of(obj: &serde_json::Value) -> Option<&str> {
     let value = obj
         .pointer("/spec/template/spec/providerSpec/value")
-        .or_else(|| obj.pointer("/spec/template/machines_v1beta1_machine_openshift_io/spec/providerSpec/value"))?;
+        .or_else(|| {
+            obj.pointer(
+                "/spec/template/machines_v1beta1_machine_openshift_io/spec/providerSpec/value",
+            )
+        })?;
     let template = value.get("template")?.as_str()?;
     Some(template.rsplit('/').next().unwrap_or(template))
 }

@@ -195,7 +195,10 @@ pub fn networks(descriptor: &str) -> Vec<String> {
     };
     doc.descendants()
         .filter(|n| n.tag_name().name() == "Network")
-        .filter(|n| n.parent().is_some_and(|p| p.tag_name().name() == "NetworkSection"))
+        .filter(|n| {
+            n.parent()
+                .is_some_and(|p| p.tag_name().name() == "NetworkSection")
+        })
         .filter_map(|n| {
             n.attributes()
                 .find(|a| a.name() == "name")

@@ -253,12 +253,13 @@ impl Vim {
             let message = deep_text(e, "localizedMessage").unwrap_or("an error");
             return Err(fault(METHOD, message.to_owned()));
         }
-        let spec = child(result, "importSpec")
-            .ok_or_else(|| answer(METHOD, "no importSpec".into()))?;
+        let spec =
+            child(result, "importSpec").ok_or_else(|| answer(METHOD, "no importSpec".into()))?;
         let kind = spec
             .attribute(("http://www.w3.org/2001/XMLSchema-instance", "type"))
             .unwrap_or("VirtualMachineImportSpec");
-        let inner = inner_xml(&text, spec).ok_or_else(|| answer(METHOD, "empty importSpec".into()))?;
+        let inner =
+            inner_xml(&text, spec).ok_or_else(|| answer(METHOD, "empty importSpec".into()))?;
         let files = result
             .children()
             .filter(|n| n.has_tag_name((VIM25, "fileItem")))
@@ -292,7 +293,8 @@ impl Vim {
         );
         let (text, _) = self.call("ImportVApp", pool, args).await?;
         let doc = parse("ImportVApp", &text)?;
-        Moref::of(returnval("ImportVApp", &doc)?).ok_or_else(|| answer("ImportVApp", "no lease".into()))
+        Moref::of(returnval("ImportVApp", &doc)?)
+            .ok_or_else(|| answer("ImportVApp", "no lease".into()))
     }
 
     /// Waits for the lease to be ready (vCenter creates the VM first).
@@ -301,20 +303,28 @@ impl Vim {
         let deadline = tokio::time::Instant::now() + LEASE_WAIT;
         loop {
             let state = self
-                .property(lease, "state", |v| v.and_then(|v| v.text()).map(str::to_owned))
+                .property(lease, "state", |v| {
+                    v.and_then(|v| v.text()).map(str::to_owned)
+                })
                 .await?;
             match state.as_deref() {
                 Some("ready") => break,
                 Some("error") => {
                     let why = self
                         .property(lease, "error", |v| {
-                            v.and_then(|v| deep_text(v, "localizedMessage")).map(str::to_owned)
+                            v.and_then(|v| deep_text(v, "localizedMessage"))
+                                .map(str::to_owned)
                         })
                         .await?;
-                    return Err(fault(METHOD, why.unwrap_or_else(|| "the lease failed".into())));
+                    return Err(fault(
+                        METHOD,
+                        why.unwrap_or_else(|| "the lease failed".into()),
+                    ));
                 }
                 _ if tokio::time::Instant::now() > deadline => {
-                    return Err(VimError::Timeout { method: METHOD.into() });
+                    return Err(VimError::Timeout {
+                        method: METHOD.into(),
+                    });
                 }
                 _ => tokio::time::sleep(Duration::from_millis(500)).await,
             }
@@ -359,7 +369,9 @@ impl Vim {
             req.method("POST")
                 .header(header::CONTENT_TYPE, "application/x-vnd.vmware-streamVmdk")
         };
-        let req = req.body(body).map_err(|e| answer("upload", e.to_string()))?;
+        let req = req
+            .body(body)
+            .map_err(|e| answer("upload", e.to_string()))?;
         let (status, text) = self.http.send(req, None).await?;
         if !status.is_success() {
             return Err(fault("upload", format!("{url}: HTTP {status}: {text}")));
@@ -390,24 +402,30 @@ impl Vim {
         const METHOD: &str = "Destroy_Task";
         let (text, _) = self.call(METHOD, vm, String::new()).await?;
         let doc = parse(METHOD, &text)?;
-        let task = Moref::of(returnval(METHOD, &doc)?).ok_or_else(|| answer(METHOD, "no task".into()))?;
+        let task =
+            Moref::of(returnval(METHOD, &doc)?).ok_or_else(|| answer(METHOD, "no task".into()))?;
         let deadline = tokio::time::Instant::now() + LEASE_WAIT;
         loop {
             let state = self
-                .property(&task, "info.state", |v| v.and_then(|v| v.text()).map(str::to_owned))
+                .property(&task, "info.state", |v| {
+                    v.and_then(|v| v.text()).map(str::to_owned)
+                })
                 .await?;
             match state.as_deref() {
                 Some("success") => return Ok(()),
                 Some("error") => {
                     let why = self
                         .property(&task, "info.error", |v| {
-                            v.and_then(|v| deep_text(v, "localizedMessage")).map(str::to_owned)
+                            v.and_then(|v| deep_text(v, "localizedMessage"))
+                                .map(str::to_owned)
                         })
                         .await?;
                     return Err(fault(METHOD, why.unwrap_or_else(|| "failed".into())));
                 }
                 _ if tokio::time::Instant::now() > deadline => {
-                    return Err(VimError::Timeout { method: METHOD.into() });
+                    return Err(VimError::Timeout {
+                        method: METHOD.into(),
+                    });
                 }
                 _ => tokio::time::sleep(Duration::from_millis(500)).await,
             }
@@ -432,11 +450,17 @@ impl Vim {
             req = req.header(header::COOKIE, &self.cookie);
         }
         let req = req
-            .body(Full::new(Bytes::from(body)).map_err(|never| match never {}).boxed_unsync())
+            .body(
+                Full::new(Bytes::from(body))
+                    .map_err(|never| match never {})
+                    .boxed_unsync(),
+            )
             .map_err(|e| answer(method, e.to_string()))?;
         let mut cookie = None;
         let sent = tokio::time::timeout(CALL_TIMEOUT, self.http.send(req, Some(&mut cookie))).await;
-        let (status, text) = sent.map_err(|_| VimError::Timeout { method: method.into() })??;
+        let (status, text) = sent.map_err(|_| VimError::Timeout {
+            method: method.into(),
+        })??;
         if status == StatusCode::OK {
             return Ok((text, cookie));
         }

@@ -46,6 +46,8 @@ pub struct FailureDomain {
     pub region: String,
     pub zone: String,
     pub server: String,
+    /// The port of `server`'s entry in `vcenters` (absent: HTTPS's own).
+    pub port: Option<u16>,
     pub datacenter: String,
     pub datastore: String,
     pub compute_cluster: String,
@@ -244,10 +246,28 @@ pub fn infra(infrastructure: &Value) -> Option<VSphereInfra> {
         .pointer("/status/infrastructureName")
         .and_then(Value::as_str)
         .filter(|s| !s.is_empty())?;
+    let port_of = |server: &str| {
+        infrastructure
+            .pointer("/spec/platformSpec/vsphere/vcenters")
+            .and_then(Value::as_array)?
+            .iter()
+            .find(|v| v.get("server").and_then(Value::as_str) == Some(server))?
+            .get("port")?
+            .as_u64()
+            .and_then(|p| u16::try_from(p).ok())
+    };
     let failure_domains = infrastructure
         .pointer("/spec/platformSpec/vsphere/failureDomains")
         .and_then(Value::as_array)
-        .map(|fds| fds.iter().filter_map(failure_domain).collect())
+        .map(|fds| {
+            fds.iter()
+                .filter_map(failure_domain)
+                .map(|fd| FailureDomain {
+                    port: port_of(&fd.server),
+                    ..fd
+                })
+                .collect()
+        })
         .unwrap_or_default();
     Some(VSphereInfra {
         infra_id: infra_id.to_owned(),
@@ -271,6 +291,7 @@ fn failure_domain(fd: &Value) -> Option<FailureDomain> {
         region: s("/region"),
         zone: s("/zone"),
         server: s("/server"),
+        port: None,
         datacenter: s("/topology/datacenter"),
         datastore: s("/topology/datastore"),
         compute_cluster: s("/topology/computeCluster"),
