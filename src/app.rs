@@ -319,7 +319,6 @@ fn start_vsphere(
 ) -> JoinHandle<()> {
     tokio::spawn(
         crate::cluster::vsphere::Background {
-            client: client.clone(),
             namespace: args.read.machine_api_namespace.clone(),
             snapshot: running.snapshot.clone(),
             learned,
@@ -329,7 +328,7 @@ fn start_vsphere(
             leader,
             identity: identity(args),
         }
-        .run(changes, stop),
+        .run(client.clone(), changes, stop),
     )
 }
 

@@ -79,6 +79,9 @@ pub struct StatusArgs {
     pub timeout: Duration,
     #[command(flatten)]
     pub read: ReadArgs,
+    /// vSphere: vCenter is asked which templates are ready, read-only.
+    #[command(flatten)]
+    pub vsphere: VSphereAccessArgs,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -296,13 +299,8 @@ pub struct VSphereArgs {
     /// holder; every replica looks for the templates). Needs the credentials Secret.
     #[arg(long, env = "BOOTIMAGE_WEBHOOK_VSPHERE_IMPORT")]
     pub vsphere_import: bool,
-    /// The Secret of vCenter credentials (`<server>.username`, `<server>.password`), as
-    /// `namespace/name`.
-    #[arg(long, env = "BOOTIMAGE_WEBHOOK_VSPHERE_CREDENTIALS_SECRET", value_parser = namespaced_name, default_value = "kube-system/vsphere-creds")]
-    pub vsphere_credentials_secret: String,
-    /// PEM bundle of CAs trusted for vCenter and the OVA download, beside the system's.
-    #[arg(long, env = "BOOTIMAGE_WEBHOOK_VSPHERE_CA_FILE")]
-    pub vsphere_ca_file: Option<PathBuf>,
+    #[command(flatten)]
+    pub access: VSphereAccessArgs,
     /// Where the downloaded OVA is kept (an emptyDir).
     #[arg(
         long,
@@ -323,16 +321,34 @@ pub struct VSphereArgs {
     pub vsphere_template_retention: Duration,
 }
 
+/// How vCenter is reached (the importer, and `status`).
+#[derive(Debug, Args)]
+pub struct VSphereAccessArgs {
+    /// The Secret of vCenter credentials (`<server>.username`, `<server>.password`), as
+    /// namespace/name.
+    #[arg(long, env = "BOOTIMAGE_WEBHOOK_VSPHERE_CREDENTIALS_SECRET", value_parser = namespaced_name, default_value = "kube-system/vsphere-creds")]
+    pub vsphere_credentials_secret: String,
+    /// PEM bundle of CAs trusted for vCenter and the OVA download, beside the system's.
+    #[arg(long, env = "BOOTIMAGE_WEBHOOK_VSPHERE_CA_FILE")]
+    pub vsphere_ca_file: Option<PathBuf>,
+}
+
+impl VSphereAccessArgs {
+    /// The Secret's namespace and name.
+    pub fn secret(&self) -> (&str, &str) {
+        self.vsphere_credentials_secret
+            .split_once('/')
+            .unwrap_or_default()
+    }
+}
+
 impl VSphereArgs {
     pub fn settings(&self) -> crate::cluster::vsphere::Settings {
-        let (namespace, name) = self
-            .vsphere_credentials_secret
-            .split_once('/')
-            .unwrap_or_default();
+        let (namespace, name) = self.access.secret();
         crate::cluster::vsphere::Settings {
             credentials_namespace: namespace.to_owned(),
             credentials_name: name.to_owned(),
-            ca_file: self.vsphere_ca_file.clone(),
+            ca_file: self.access.vsphere_ca_file.clone(),
             cache_dir: self.vsphere_ova_cache.clone(),
             max_ova_bytes: self.vsphere_ova_max_bytes,
             retention: self.vsphere_template_retention,
@@ -340,7 +356,7 @@ impl VSphereArgs {
     }
 }
 
-/// `namespace/name`.
+/// A `namespace/name` flag.
 fn namespaced_name(s: &str) -> Result<String, String> {
     match s.split_once('/') {
         Some((ns, name)) if !ns.is_empty() && !name.is_empty() && !name.contains('/') => {

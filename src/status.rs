@@ -21,6 +21,7 @@ use crate::config::{StatusArgs, StatusOutput};
 use crate::core::age;
 use crate::core::decision::{self, Reason};
 use crate::core::platforms::aws::AwsLearned;
+use crate::core::platforms::vsphere::VSphereLearned;
 use crate::core::skew::{self, Enforcement, Source, Upgrade};
 use crate::core::snapshot::{self, Gate, Snapshot};
 use crate::health::Health;
@@ -513,6 +514,7 @@ pub async fn report(args: &StatusArgs) -> anyhow::Result<Report> {
     let machine_configuration = machine_configuration(client.clone()).await;
     let snap = snapshot.load_full();
     let (snap, ec2) = ask_ec2(&client, args, &objects, &snap).await;
+    let snap = ask_vcenter(&client, args, snap).await;
     let machine_sets = rows(&objects, &events, &snap);
     Ok(Report {
         gate: (&snap.cluster.gate).into(),
@@ -529,6 +531,35 @@ pub async fn report(args: &StatusArgs) -> anyhow::Result<Report> {
         ec2,
         machine_sets,
     })
+}
+
+/// vSphere MachineSets are decided with what vCenter holds: each failure domain's template
+/// is looked for (read-only, with the importer's credentials Secret), as every replica
+/// does.
+async fn ask_vcenter(client: &kube::Client, args: &StatusArgs, snap: Snapshot) -> Snapshot {
+    if snap.cluster.platform.as_deref() != Some(crate::core::platforms::vsphere::NAME) {
+        return snap;
+    }
+    let access = crate::cluster::vsphere::Access::new(
+        client.clone(),
+        args.vsphere.secret(),
+        args.vsphere.vsphere_ca_file.as_deref(),
+    );
+    let learned = match access {
+        Ok(access) => crate::cluster::vsphere::look(&access, &snap).await,
+        Err(e) => Some(VSphereLearned {
+            unavailable: Some(e.to_string()),
+            ..VSphereLearned::default()
+        }),
+    };
+    match learned {
+        Some(learned) => {
+            let mut snap = snap;
+            snap.cluster.learned = snap.cluster.learned.with_vsphere(learned);
+            snap
+        }
+        None => snap,
+    }
 }
 
 /// AWS MachineSets whose AMI is not in the stream are decided as `serve` decides them: EC2

@@ -77,6 +77,16 @@ fn stale_machinesets_move_to_the_template_imported_in_their_failure_domain() {
     assert_eq!(template(&c.get("ms-custom")), CUSTOM_TEMPLATE);
     // The webhook said why it left the customer's template alone.
     assert_answered(c, "ms-custom", "CustomImage");
+    // `status` looks in vCenter itself and agrees; a MachineSet written while the webhook
+    // is not registered would move there.
+    c.kubectl(&["delete", "mutatingwebhookconfiguration", "bootimage-webhook"]);
+    c.create(&vsphere_machineset("ms-late", "fd-b", INSTALLER_B));
+    assert_eq!(template(&c.get("ms-late")), INSTALLER_B);
+    let rows = world.status();
+    assert_eq!(rows["ms-late"]["reason"], "Updated", "{rows:#}");
+    assert_eq!(rows["ms-a"]["reason"], "UpToDate", "{rows:#}");
+    assert_eq!(rows["ms-b"]["reason"], "UpToDate", "{rows:#}");
+    assert_eq!(rows["ms-custom"]["reason"], "CustomImage", "{rows:#}");
 }
 
 /// vCenter down: nothing is denied, one log line says why, and once it is back the
@@ -92,6 +102,10 @@ fn vcenter_unreachable_then_back_denies_nothing_and_imports_after() {
     a.wait_line("cannot import the vSphere template");
     assert_eq!(template(&c.get("ms-a")), INSTALLER_A);
     assert_answered(c, "ms-a", "TemplateNotImported");
+    let rows = world.status();
+    let message = rows["ms-a"]["message"].as_str().unwrap_or_default();
+    assert_eq!(rows["ms-a"]["reason"], "TemplateNotImported", "{rows:#}");
+    assert!(message.contains("Connection refused"), "{message}");
     // Retries go on (backoff) without another line for the same trouble.
     std::thread::sleep(Duration::from_secs(20));
     let lines = a
@@ -142,6 +156,7 @@ fn a_bad_checksum_imports_nothing_and_warns() {
     );
     assert_eq!(template(&c.get("ms-a")), INSTALLER_A);
     assert_answered(c, "ms-a", "TemplateNotImported");
+    assert_eq!(world.status()["ms-a"]["reason"], "TemplateNotImported");
     // The log says why, once.
     let lines: Vec<String> = a
         .served
@@ -275,6 +290,26 @@ impl World {
             "sha256": ova.stream_sha256,
         });
         self.cluster.set_stream(&stream.to_string());
+    }
+
+    /// `status -o json` as an administrator runs it, given the vCenter CA: its rows by name.
+    fn status(&self) -> Value {
+        let out = Command::new(support::binary::BIN)
+            .args(["status", "-o", "json", "--vsphere-ca-file"])
+            .arg(self.tls.path().join("vsphere-ca.pem"))
+            .env("KUBECONFIG", self.cluster.api.kubeconfig())
+            .output()
+            .expect("running status");
+        assert!(out.status.success(), "status: {}", text(&out));
+        let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let rows = report["machineSets"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        rows.into_iter()
+            .map(|r| (r["name"].as_str().unwrap_or_default().to_owned(), r))
+            .collect::<serde_json::Map<_, _>>()
+            .into()
     }
 
     /// `replica-a` with the importer on, registered, holding the Lease.

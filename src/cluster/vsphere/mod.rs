@@ -73,8 +73,107 @@ pub struct Settings {
     pub retention: Duration,
 }
 
+/// How the vCenters are reached: HTTPS, and the credentials Secret read through the
+/// Kubernetes API.
+pub struct Access {
+    client: kube::Client,
+    namespace: String,
+    name: String,
+    https: Https,
+}
+
+impl Access {
+    pub fn new(
+        client: kube::Client,
+        secret: (&str, &str),
+        ca_file: Option<&std::path::Path>,
+    ) -> Result<Access, HttpsError> {
+        Ok(Access {
+            client,
+            namespace: secret.0.to_owned(),
+            name: secret.1.to_owned(),
+            https: Https::new(ca_file)?,
+        })
+    }
+
+    async fn login(&self, fd: &FailureDomain) -> Result<Vim, ImportError> {
+        let (user, password) = self.credentials(&fd.server).await?;
+        Vim::login(&self.https, &address(fd), &user, &password)
+            .await
+            .map_err(|error| on(fd, error))
+    }
+
+    /// `<server>.username` and `<server>.password` of the credentials Secret, as the
+    /// machine API reads them.
+    async fn credentials(&self, server: &str) -> Result<(String, String), ImportError> {
+        let secret = format!("Secret {}/{}", self.namespace, self.name);
+        let missing = |why: String| ImportError::Credentials {
+            server: server.to_owned(),
+            why,
+        };
+        let api: Api<Secret> = Api::namespaced(self.client.clone(), &self.namespace);
+        let found = api.get(&self.name).await;
+        let data = found
+            .map_err(|e| missing(format!("{secret}: {e}")))?
+            .data
+            .unwrap_or_default();
+        let key = |suffix: &str| {
+            let key = format!("{server}.{suffix}");
+            data.get(&key)
+                .map(|v| String::from_utf8_lossy(&v.0).into_owned())
+                .ok_or_else(|| missing(format!("{secret} has no {key}")))
+        };
+        Ok((key("username")?, key("password")?))
+    }
+}
+
+/// Which of the stream's templates are ready in vCenter, looked at without changing
+/// anything (`status`); `None` when this is not a vSphere cluster with an OVA in its
+/// stream.
+pub async fn look(access: &Access, snap: &Snapshot) -> Option<VSphereLearned> {
+    let (infra, target) = on_vsphere(snap)?;
+    let mut learned = VSphereLearned::default();
+    for fd in &infra.failure_domains {
+        let name = vsphere::template_name(&infra.infra_id, &target.release, &fd.name);
+        let ready = async {
+            let vim = access.login(fd).await?;
+            let place = Place::find(&vim, &infra, fd).await;
+            let ready = match place {
+                Ok(place) => is_ready(&vim, &place, fd, &name).await.map(|r| r.0),
+                Err(e) => Err(e),
+            };
+            vim.logout().await;
+            ready
+        };
+        match ready.await {
+            Ok(true) => {
+                learned.templates.insert((fd.name.clone(), name));
+            }
+            Ok(false) => {}
+            Err(e) => {
+                learned.unavailable.get_or_insert(e.to_string());
+            }
+        }
+    }
+    Some(learned)
+}
+
+/// Whether the template is in the folder and marked as one; else the VM of that name an
+/// interrupted import left, if any.
+async fn is_ready(
+    vim: &Vim,
+    place: &Place,
+    fd: &FailureDomain,
+    name: &str,
+) -> Result<(bool, Option<Moref>), ImportError> {
+    let found = vim.find(&format!("{}/{name}", place.folder_path)).await;
+    match found.map_err(|e| on(fd, e))? {
+        Some(vm) if vim.is_template(&vm).await.map_err(|e| on(fd, e))? => Ok((true, None)),
+        leftover => Ok((false, leftover)),
+    }
+}
+
 pub struct Background {
-    pub client: kube::Client,
     /// Where the MachineSets are.
     pub namespace: String,
     pub snapshot: SharedSnapshot,
@@ -90,7 +189,7 @@ pub struct Background {
     pub identity: String,
 }
 
-/// What a pass found, per failure domain.
+/// What a pass found.
 struct Pass {
     ready: BTreeSet<(String, String)>,
     /// The first trouble met, for `TemplateNotImported` messages.
@@ -98,18 +197,45 @@ struct Pass {
 }
 
 struct State {
-    https: Https,
+    access: Access,
     /// (server, template) of ours seen unused, since when.
     unused_since: BTreeMap<(String, String), Instant>,
     /// Events already sent, so a repeated failure is one Event, not one per pass.
     warned: BTreeSet<String>,
     recorder: Recorder,
+    /// The trouble last logged: one line per kind of trouble, not one per retry.
+    reported: Option<String>,
+    backoff: Duration,
+    published: Option<VSphereLearned>,
+}
+
+/// One failure domain's template, as a pass sees it.
+struct Want<'a> {
+    infra: &'a VSphereInfra,
+    fd: &'a FailureDomain,
+    target: &'a VSphereTarget,
+    name: String,
+    /// The objects whose decision waits for it.
+    waiting: Vec<serde_json::Value>,
+    /// Every MachineSet and ControlPlaneMachineSet, when this replica leads and could
+    /// list them (it then imports and deletes).
+    all: Option<&'a [serde_json::Value]>,
 }
 
 impl Background {
-    pub async fn run(self, mut changes: watch::Receiver<String>, mut stop: watch::Receiver<bool>) {
-        let https = match Https::new(self.settings.ca_file.as_deref()) {
-            Ok(h) => h,
+    pub async fn run(
+        self,
+        client: kube::Client,
+        mut changes: watch::Receiver<String>,
+        mut stop: watch::Receiver<bool>,
+    ) {
+        let s = &self.settings;
+        let secret = (
+            s.credentials_namespace.as_str(),
+            s.credentials_name.as_str(),
+        );
+        let access = match Access::new(client.clone(), secret, s.ca_file.as_deref()) {
+            Ok(a) => a,
             Err(e) => {
                 tracing::error!(error = %e, "cannot set up HTTPS for vCenter: vSphere templates are never imported");
                 return;
@@ -120,47 +246,23 @@ impl Background {
             instance: Some(self.identity.clone()),
         };
         let mut state = State {
-            https,
+            access,
             unused_since: BTreeMap::new(),
             warned: BTreeSet::new(),
-            recorder: Recorder::new(self.client.clone(), reporter),
+            recorder: Recorder::new(client, reporter),
+            reported: None,
+            backoff: Duration::from_secs(5),
+            published: None,
         };
         let mut leader = self.leader.clone();
-        let mut backoff = Duration::from_secs(5);
-        let mut reported: Option<String> = None;
-        let mut published: Option<VSphereLearned> = None;
         loop {
             let snap = self.snapshot.load_full();
             let mut wait = self.resync;
             if let Some((infra, target)) = on_vsphere(&snap) {
                 let leading = leader.as_ref().is_some_and(|l| *l.borrow());
                 let pass = self.pass(&mut state, &snap, &infra, &target, leading).await;
-                let learned = VSphereLearned {
-                    templates: pass.ready.clone(),
-                    unavailable: pass.trouble.as_ref().map(ToString::to_string),
-                };
-                match &pass.trouble {
-                    None => {
-                        if reported.take().is_some() {
-                            tracing::info!(
-                                "vCenter answers again: vSphere templates are checked and imported"
-                            );
-                        }
-                        backoff = Duration::from_secs(5);
-                    }
-                    Some(why) => {
-                        let why = why.to_string();
-                        if reported.as_deref() != Some(&why) {
-                            tracing::warn!(error = %why, retry_in = ?backoff, "cannot import the vSphere template; those MachineSets keep their template until it is imported");
-                            reported = Some(why);
-                        }
-                        wait = backoff;
-                        backoff = (backoff * 2).min(MAX_BACKOFF);
-                    }
-                }
-                if published.as_ref() != Some(&learned) {
-                    self.learned.publish_vsphere(learned.clone());
-                    published = Some(learned);
+                if let Some(retry) = self.report(&mut state, pass) {
+                    wait = retry;
                 }
             }
             tokio::select! {
@@ -171,6 +273,34 @@ impl Background {
                 _ = until(&mut stop, true) => return,
             }
         }
+    }
+
+    /// Logs a new trouble once, publishes what changed; the wait before a retry when
+    /// there was trouble.
+    fn report(&self, state: &mut State, pass: Pass) -> Option<Duration> {
+        let learned = VSphereLearned {
+            templates: pass.ready,
+            unavailable: pass.trouble.as_ref().map(ToString::to_string),
+        };
+        if state.published.as_ref() != Some(&learned) {
+            self.learned.publish_vsphere(learned.clone());
+            state.published = Some(learned);
+        }
+        let Some(why) = pass.trouble else {
+            if state.reported.take().is_some() {
+                tracing::info!("vCenter answers again: vSphere templates are checked and imported");
+            }
+            state.backoff = Duration::from_secs(5);
+            return None;
+        };
+        let why = why.to_string();
+        let retry = state.backoff;
+        if state.reported.as_deref() != Some(&why) {
+            tracing::warn!(error = %why, retry_in = ?retry, "cannot import the vSphere template; those MachineSets keep their template until it is imported");
+            state.reported = Some(why);
+        }
+        state.backoff = (retry * 2).min(MAX_BACKOFF);
+        Some(retry)
     }
 }
 
@@ -214,31 +344,30 @@ impl Background {
             ready: BTreeSet::new(),
             trouble: None,
         };
-        let machinesets = if leading { self.list().await } else { None };
+        let all = match leading {
+            true => self.list(&state.access.client).await,
+            false => None,
+        };
         for fd in &infra.failure_domains {
             let name = vsphere::template_name(&infra.infra_id, &target.release, &fd.name);
-            let waiting = machinesets
-                .as_deref()
-                .map(|all| waiting_for(all, snap, &name))
-                .unwrap_or_default();
-            let result = self
-                .failure_domain(
-                    state,
-                    infra,
-                    fd,
-                    target,
-                    &name,
-                    &waiting,
-                    machinesets.as_deref(),
-                )
-                .await;
-            match result {
+            let want = Want {
+                waiting: all
+                    .as_deref()
+                    .map(|a| waiting_for(a, snap, &name))
+                    .unwrap_or_default(),
+                infra,
+                fd,
+                target,
+                name,
+                all: all.as_deref(),
+            };
+            match self.failure_domain(state, &want).await {
                 Ok(true) => {
-                    pass.ready.insert((fd.name.clone(), name));
+                    pass.ready.insert((fd.name.clone(), want.name));
                 }
                 Ok(false) => {}
                 Err(e) => {
-                    self.warn(state, &waiting, &name, &e).await;
+                    warn(state, &want, &e).await;
                     pass.trouble.get_or_insert(e);
                 }
             }
@@ -248,17 +377,19 @@ impl Background {
 
     /// The MachineSets and ControlPlaneMachineSets, as JSON; `None` when they cannot be
     /// listed (then nothing is imported or deleted this pass).
-    async fn list(&self) -> Option<Vec<serde_json::Value>> {
+    async fn list(&self, client: &kube::Client) -> Option<Vec<serde_json::Value>> {
         let mut out = Vec::new();
         for call in [apis::MACHINESET, apis::CONTROLPLANEMACHINESET] {
             let api: Api<DynamicObject> =
-                Api::namespaced_with(self.client.clone(), &self.namespace, &call.api_resource());
+                Api::namespaced_with(client.clone(), &self.namespace, &call.api_resource());
             match api.list(&ListParams::default()).await {
                 Ok(list) => out.extend(
                     list.items
                         .iter()
                         .filter_map(|o| serde_json::to_value(o).ok()),
                 ),
+                Err(kube::Error::Api(s))
+                    if s.code == 404 && call.kind == apis::CONTROLPLANEMACHINESET.kind => {}
                 Err(e) => {
                     tracing::warn!(error = %e, kind = call.kind, "cannot list them to find which vSphere templates are needed");
                     return None;
@@ -268,38 +399,31 @@ impl Background {
         Some(out)
     }
 
-    /// Whether `name` is ready in the failure domain, importing it when this replica leads
-    /// and a MachineSet waits for it.
-    #[allow(clippy::too_many_arguments)]
+    /// Whether the template is ready in the failure domain, importing it when this
+    /// replica leads and a MachineSet waits for it.
     async fn failure_domain(
         &self,
         state: &mut State,
-        infra: &VSphereInfra,
-        fd: &FailureDomain,
-        target: &VSphereTarget,
-        name: &str,
-        waiting: &[serde_json::Value],
-        all: Option<&[serde_json::Value]>,
+        want: &Want<'_>,
     ) -> Result<bool, ImportError> {
-        let vim = self.login(state, fd).await?;
+        let (fd, name) = (want.fd, want.name.as_str());
+        let vim = state.access.login(fd).await?;
         let result = async {
-            let place = Place::find(&vim, infra, fd).await?;
-            let found = vim.find(&format!("{}/{name}", place.folder_path)).await;
-            let found = found.map_err(|e| on(fd, e))?;
-            let ready = match found {
-                Some(vm) if vim.is_template(&vm).await.map_err(|e| on(fd, e))? => true,
-                leftover if !waiting.is_empty() && all.is_some() => {
+            let place = Place::find(&vim, want.infra, fd).await?;
+            let ready = match is_ready(&vim, &place, fd, name).await? {
+                (true, _) => true,
+                (false, leftover) if !want.waiting.is_empty() && want.all.is_some() => {
                     if let Some(vm) = leftover {
                         tracing::info!(template = name, failure_domain = %fd.name, "deleting a VM an interrupted import left");
                         vim.destroy(&vm).await.map_err(|e| on(fd, e))?;
                     }
-                    self.import(state, &vim, &place, fd, target, name).await?;
+                    self.import(state, &vim, &place, want).await?;
                     true
                 }
-                _ => false,
+                (false, _) => false,
             };
-            if let Some(all) = all {
-                self.retire(state, &vim, &place, infra, fd, name, all).await;
+            if let Some(all) = want.all {
+                self.retire(state, &vim, &place, want, all).await;
             }
             Ok(ready)
         }
@@ -308,62 +432,19 @@ impl Background {
         result
     }
 
-    async fn login(&self, state: &State, fd: &FailureDomain) -> Result<Vim, ImportError> {
-        let (user, password) = self.credentials(&fd.server).await?;
-        Vim::login(&state.https, &address(fd), &user, &password)
-            .await
-            .map_err(|error| on(fd, error))
-    }
-
-    /// `<server>.username` and `<server>.password` of the credentials Secret, as the
-    /// machine API reads them.
-    async fn credentials(&self, server: &str) -> Result<(String, String), ImportError> {
-        let s = &self.settings;
-        let missing = |why: String| ImportError::Credentials {
-            server: server.to_owned(),
-            why,
-        };
-        let api: Api<Secret> = Api::namespaced(self.client.clone(), &s.credentials_namespace);
-        let secret = api.get(&s.credentials_name).await.map_err(|e| {
-            missing(format!(
-                "Secret {}/{}: {e}",
-                s.credentials_namespace, s.credentials_name
-            ))
-        })?;
-        let data = secret.data.unwrap_or_default();
-        let key = |suffix: &str| {
-            let key = format!("{server}.{suffix}");
-            data.get(&key)
-                .map(|v| String::from_utf8_lossy(&v.0).into_owned())
-                .ok_or_else(|| {
-                    missing(format!(
-                        "Secret {}/{} has no {key}",
-                        s.credentials_namespace, s.credentials_name
-                    ))
-                })
-        };
-        Ok((key("username")?, key("password")?))
-    }
-
     /// The import itself; what it created is deleted when it fails.
     async fn import(
         &self,
         state: &mut State,
         vim: &Vim,
         place: &Place,
-        fd: &FailureDomain,
-        target: &VSphereTarget,
-        name: &str,
+        want: &Want<'_>,
     ) -> Result<(), ImportError> {
+        let (fd, name, target) = (want.fd, want.name.as_str(), want.target);
         let started = Instant::now();
         tracing::info!(template = name, failure_domain = %fd.name, url = %target.location, "importing the RHCOS OVA");
-        let path = ova::fetch(
-            &state.https,
-            &self.settings.cache_dir,
-            target,
-            self.settings.max_ova_bytes,
-        )
-        .await?;
+        let s = &self.settings;
+        let path = ova::fetch(&state.access.https, &s.cache_dir, target, s.max_ova_bytes).await?;
         let ova = tokio::task::spawn_blocking(move || ova::open(&path))
             .await
             .map_err(|e| OvaError::Read {
@@ -427,26 +508,24 @@ impl Background {
 
     /// Deletes the templates of ours in the folder that no MachineSet or
     /// ControlPlaneMachineSet names and that have been unused for the retention.
-    #[allow(clippy::too_many_arguments)]
     async fn retire(
         &self,
         state: &mut State,
         vim: &Vim,
         place: &Place,
-        infra: &VSphereInfra,
-        fd: &FailureDomain,
-        current: &str,
+        want: &Want<'_>,
         all: &[serde_json::Value],
     ) {
+        let fd = want.fd;
         let named: BTreeSet<&str> = all.iter().filter_map(template_of).collect();
         let Ok(vms) = vim.folder_vms(&place.folder).await else {
             return;
         };
         for (vm, name) in vms {
             let key = (fd.server.clone(), name.clone());
-            if name == current
+            if name == want.name
                 || named.contains(name.as_str())
-                || !vsphere::is_imported_name(&name, &infra.infra_id, fd)
+                || !vsphere::is_imported_name(&name, &want.infra.infra_id, fd)
             {
                 state.unused_since.remove(&key);
                 continue;
@@ -469,48 +548,42 @@ impl Background {
             }
         }
     }
+}
 
-    /// A Warning Event on each MachineSet waiting for the template, once per trouble, when
-    /// the OVA itself is wrong (a bad checksum, too large, not an OVA).
-    async fn warn(
-        &self,
-        state: &mut State,
-        waiting: &[serde_json::Value],
-        name: &str,
-        e: &ImportError,
-    ) {
-        if !matches!(e, ImportError::Ova(o) if o.is_bad_ova()) {
-            return;
+/// A Warning Event on each object waiting for the template, once per trouble, when the
+/// OVA itself is wrong (a bad checksum, too large, not an OVA).
+async fn warn(state: &mut State, want: &Want<'_>, e: &ImportError) {
+    if !matches!(e, ImportError::Ova(o) if o.is_bad_ova()) {
+        return;
+    }
+    let note = format!("template {} cannot be imported: {e}", want.name);
+    for ms in &want.waiting {
+        let field = |p: &str| {
+            ms.pointer(p)
+                .and_then(serde_json::Value::as_str)
+                .map(str::to_owned)
+        };
+        let reference = ObjectReference {
+            api_version: field("/apiVersion"),
+            kind: field("/kind"),
+            name: field("/metadata/name"),
+            namespace: field("/metadata/namespace"),
+            uid: field("/metadata/uid"),
+            ..Default::default()
+        };
+        let key = format!("{:?}/{:?}: {note}", reference.kind, reference.name);
+        if !state.warned.insert(key) {
+            continue;
         }
-        let note = format!("template {name} cannot be imported: {e}");
-        for ms in waiting {
-            let field = |p: &str| {
-                ms.pointer(p)
-                    .and_then(serde_json::Value::as_str)
-                    .map(str::to_owned)
-            };
-            let reference = ObjectReference {
-                api_version: field("/apiVersion"),
-                kind: field("/kind"),
-                name: field("/metadata/name"),
-                namespace: field("/metadata/namespace"),
-                uid: field("/metadata/uid"),
-                ..Default::default()
-            };
-            let key = format!("{:?}/{:?}: {note}", reference.kind, reference.name);
-            if !state.warned.insert(key) {
-                continue;
-            }
-            let event = Event {
-                type_: EventType::Warning,
-                reason: "TemplateNotImported".into(),
-                note: Some(note.chars().take(1000).collect()),
-                action: "ImportTemplate".into(),
-                secondary: None,
-            };
-            if let Err(err) = state.recorder.publish(&event, &reference).await {
-                tracing::warn!(error = %err, "cannot record the Event");
-            }
+        let event = Event {
+            type_: EventType::Warning,
+            reason: "TemplateNotImported".into(),
+            note: Some(note.chars().take(1000).collect()),
+            action: "ImportTemplate".into(),
+            secondary: None,
+        };
+        if let Err(err) = state.recorder.publish(&event, &reference).await {
+            tracing::warn!(error = %err, "cannot record the Event");
         }
     }
 }
