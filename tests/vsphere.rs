@@ -79,7 +79,11 @@ fn stale_machinesets_move_to_the_template_imported_in_their_failure_domain() {
     assert_answered(c, "ms-custom", "CustomImage");
     // `status` looks in vCenter itself and agrees; a MachineSet written while the webhook
     // is not registered would move there.
-    c.kubectl(&["delete", "mutatingwebhookconfiguration", "bootimage-webhook"]);
+    c.kubectl(&[
+        "delete",
+        "mutatingwebhookconfiguration",
+        "bootimage-webhook",
+    ]);
     c.create(&vsphere_machineset("ms-late", "fd-b", INSTALLER_B));
     assert_eq!(template(&c.get("ms-late")), INSTALLER_B);
     let rows = world.status();
@@ -172,6 +176,29 @@ fn a_bad_checksum_imports_nothing_and_warns() {
             .iter()
             .any(|l| l.contains("imported the RHCOS OVA as a template"))
     );
+}
+
+/// A new release: its template is imported and the MachineSet moves on; the previous
+/// release's template, now named by nothing, is deleted once unused for the retention
+/// (here a second, instead of a week), and the new one stays.
+#[test]
+fn an_unused_template_of_ours_is_deleted_after_the_retention() {
+    let world = World::start(Ova::good());
+    let vc = world.vcenter();
+    let c = &world.cluster;
+    let a = world.holder_with(&["--vsphere-template-retention", "1s"]);
+    c.create(&vsphere_machineset("ms-a", "fd-a", INSTALLER_A));
+    let old = template_name(INFRA_ID, RELEASE, "fd-a");
+    wait_template(c, "ms-a", &old, &a);
+
+    let newer = "9.8.20260601-0";
+    world.set_stream_release(&Ova::good(), newer);
+    let new = template_name(INFRA_ID, newer, "fd-a");
+    wait_template(c, "ms-a", &new, &a);
+    a.wait_line("deleted a template of ours that nothing has named");
+    let folder = format!("/DC0/vm/{INFRA_ID}");
+    assert!(!vc.exists(&format!("{folder}/{old}")), "{old} is deleted");
+    assert!(vc.is_template(&format!("{folder}/{new}")), "{new} stays");
 }
 
 // ------------------------------------------------------------------------------ the world
@@ -280,11 +307,17 @@ impl World {
 
     /// The stream with the test OVA as its x86_64 `vmware` artifact.
     fn set_stream(&self, ova: &Ova) {
+        self.set_stream_release(ova, RELEASE);
+    }
+
+    /// The same, with the OVA as RHCOS `release`.
+    fn set_stream_release(&self, ova: &Ova, release: &str) {
         let configmap = fixture("configmap-coreos-bootimages.assembled.yaml");
         let mut stream: Value =
             serde_json::from_str(configmap["data"]["stream"].as_str().unwrap()).unwrap();
         let vmware = &mut stream["architectures"]["x86_64"]["artifacts"]["vmware"];
         assert_eq!(vmware["release"], RELEASE);
+        vmware["release"] = json!(release);
         vmware["formats"]["ova"]["disk"] = json!({
             "location": format!("https://{}/rhcos-{RELEASE}-vmware.x86_64.ova", self._ova.addr),
             "sha256": ova.stream_sha256,
@@ -314,15 +347,21 @@ impl World {
 
     /// `replica-a` with the importer on, registered, holding the Lease.
     fn holder(&self) -> Replica {
+        self.holder_with(&[])
+    }
+
+    fn holder_with(&self, flags: &[&str]) -> Replica {
         let ca = self.tls.path().join("vsphere-ca.pem");
         let cache = self.cache.path().to_str().unwrap().to_owned();
-        self.cluster.holder(&[
+        let mut all = vec![
             "--vsphere-import",
             "--vsphere-ca-file",
             ca.to_str().unwrap(),
             "--vsphere-ova-cache",
             &cache,
-        ])
+        ];
+        all.extend_from_slice(flags);
+        self.cluster.holder(&all)
     }
 }
 

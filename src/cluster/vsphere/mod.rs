@@ -517,15 +517,23 @@ impl Background {
         all: &[serde_json::Value],
     ) {
         let fd = want.fd;
-        let named: BTreeSet<&str> = all.iter().filter_map(template_of).collect();
+        let mut named: BTreeSet<String> = all
+            .iter()
+            .filter_map(template_of)
+            .map(str::to_owned)
+            .collect();
+        // Every failure domain's current template stays, wherever the folders are shared.
+        named.extend(
+            want.infra.failure_domains.iter().map(|f| {
+                vsphere::template_name(&want.infra.infra_id, &want.target.release, &f.name)
+            }),
+        );
         let Ok(vms) = vim.folder_vms(&place.folder).await else {
             return;
         };
         for (vm, name) in vms {
             let key = (fd.server.clone(), name.clone());
-            if name == want.name
-                || named.contains(name.as_str())
-                || !vsphere::is_imported_name(&name, &want.infra.infra_id, fd)
+            if named.contains(&name) || !vsphere::is_imported_name(&name, &want.infra.infra_id, fd)
             {
                 state.unused_since.remove(&key);
                 continue;

@@ -524,6 +524,35 @@ mod tests {
     }
 
     #[test]
+    fn only_the_names_we_import_are_ever_deleted() {
+        let fd = FailureDomain {
+            name: "us-east-1a".into(),
+            region: "us-east".into(),
+            zone: "us-east-1a".into(),
+            ..FailureDomain::default()
+        };
+        let infra = "ci-ln-abc12-xyz9q";
+        let ours = template_name(infra, "9.8.20260428-0", "us-east-1a");
+        assert!(is_imported_name(&ours, infra, &fd));
+        let long_fd = FailureDomain {
+            name: "f".repeat(70),
+            ..fd.clone()
+        };
+        let short = template_name(infra, "9.8.20260428-0", &long_fd.name);
+        assert!(is_imported_name(&short, infra, &long_fd));
+        for not_ours in installer_names(infra, &fd)
+            .into_iter()
+            .chain([
+                "my-golden-rhcos".into(),
+                format!("other-rhcos-9.8.20260428-0-{}", fd.name),
+            ])
+            .chain([template_name(infra, "9.8.20260428-0", "us-west-2a")])
+        {
+            assert!(!is_imported_name(&not_ours, infra, &fd), "{not_ours}");
+        }
+    }
+
+    #[test]
     fn releases() {
         for ok in ["9.8.20260428-0", "418.94.202511191518-0"] {
             assert!(is_release(ok), "{ok}");
