@@ -57,10 +57,13 @@ fn stale_machinesets_move_to_the_template_imported_in_their_failure_domain() {
     for (name, fd) in [("ms-a", "fd-a"), ("ms-b", "fd-b")] {
         let wanted = template_name(INFRA_ID, RELEASE, fd);
         wait_template(c, name, &wanted, &a);
+        let path = format!("/{}/vm/{INFRA_ID}/{wanted}", datacenter(fd));
         assert!(
-            vc.is_template(&format!("/{}/vm/{INFRA_ID}/{wanted}", datacenter(fd))),
+            vc.is_template(&path),
             "{wanted} is not a template in vCenter"
         );
+        // Tagged as the installer tags everything of the cluster.
+        assert_eq!(vc.tags_of(&path), [INFRA_ID]);
     }
     let imports = a
         .served
@@ -254,6 +257,7 @@ impl World {
         for dc in ["DC0", "DC1"] {
             vc.create_folder(&format!("/{dc}/vm"), INFRA_ID);
         }
+        vc.create_cluster_tag();
         self.vcenter = Some(vc);
     }
 
@@ -564,6 +568,68 @@ impl VCenter {
             ),
         );
         assert!(made.contains("<returnval"), "CreateFolder: {made}");
+    }
+
+    /// A vAPI (REST) call of our own, with a new session: the answer's `value`.
+    fn rest(&self, method: &str, path: &str, body: Value) -> Value {
+        let base = self.url.replace("/sdk", "/rest/com/vmware/cis");
+        let curl = |args: &[&str]| {
+            let out = Command::new("curl")
+                .args(["-sS", "-k", "-H", "Content-Type: application/json"])
+                .args(args)
+                .output()
+                .expect("curl");
+            serde_json::from_slice::<Value>(&out.stdout).unwrap_or(Value::Null)["value"].clone()
+        };
+        let session = curl(&["-X", "POST", "-u", "user:pass", &format!("{base}/session")]);
+        let header = format!("vmware-api-session-id: {}", session.as_str().unwrap());
+        curl(&[
+            "-X",
+            method,
+            "-H",
+            &header,
+            "--data-binary",
+            &body.to_string(),
+            &format!("{base}{path}"),
+        ])
+    }
+
+    /// The installer's cluster tag: `<infra-id>` in category `openshift-<infra-id>`.
+    fn create_cluster_tag(&self) {
+        let category = self.rest(
+            "POST",
+            "/tagging/category",
+            json!({"create_spec": {"name": format!("openshift-{INFRA_ID}"), "description": "",
+                   "cardinality": "SINGLE", "associable_types": []}}),
+        );
+        let tag = self.rest(
+            "POST",
+            "/tagging/tag",
+            json!({"create_spec": {"name": INFRA_ID, "description": "", "category_id": category}}),
+        );
+        assert!(tag.is_string(), "the tag was not made: {tag}");
+    }
+
+    /// The names of the tags attached to the VM at `path`.
+    fn tags_of(&self, path: &str) -> Vec<String> {
+        let vm = self.find(self.session().path(), path).expect(path);
+        let ids = self.rest(
+            "POST",
+            "/tagging/tag-association?~action=list-attached-tags",
+            json!({"object_id": {"id": vm, "type": "VirtualMachine"}}),
+        );
+        ids.as_array()
+            .into_iter()
+            .flatten()
+            .map(|id| {
+                let tag = self.rest(
+                    "GET",
+                    &format!("/tagging/tag/id:{}", id.as_str().unwrap()),
+                    Value::Null,
+                );
+                tag["name"].as_str().unwrap_or_default().to_owned()
+            })
+            .collect()
     }
 
     fn exists(&self, path: &str) -> bool {

@@ -11,6 +11,7 @@
 
 mod https;
 mod ova;
+mod tags;
 mod vim;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -59,6 +60,8 @@ pub enum ImportError {
     },
     #[error("failure domain {0} names no network")]
     NoNetwork(String),
+    #[error(transparent)]
+    Tag(#[from] tags::TagError),
 }
 
 /// The importer's settings (`--vsphere-*`).
@@ -101,6 +104,21 @@ impl Access {
         Vim::login(&self.https, &address(fd), &user, &password)
             .await
             .map_err(|error| on(fd, error))
+    }
+
+    /// Attaches the installer's cluster tag to the new template. Clusters the installer
+    /// did not make have no such tag: the template is kept, untagged, with a warning.
+    async fn tag(&self, fd: &FailureDomain, infra_id: &str, vm: &Moref) {
+        let tagged = async {
+            let (user, password) = self.credentials(&fd.server).await?;
+            let tagging = tags::Tagging::login(&self.https, &address(fd), &user, &password).await?;
+            let attached = tagging.attach_cluster_tag(infra_id, vm).await;
+            tagging.logout().await;
+            attached.map_err(ImportError::from)
+        };
+        if let Err(e) = tagged.await {
+            tracing::warn!(error = %e, template = %vm.value, failure_domain = %fd.name, "the template is imported but not tagged: openshift-install destroy will not delete it");
+        }
     }
 
     /// `<server>.username` and `<server>.password` of the credentials Secret, as the
@@ -495,6 +513,9 @@ impl Background {
             vim.mark_as_template(&info.entity).await
         }
         .await;
+        if let (Ok(()), Some(vm)) = (&result, &created) {
+            state.access.tag(fd, &want.infra.infra_id, vm).await;
+        }
         if let Err(e) = result {
             let _ = vim.lease_abort(&lease).await;
             if let Some(vm) = created {
