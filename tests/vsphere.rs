@@ -77,6 +77,10 @@ fn stale_machinesets_move_to_the_template_imported_in_their_failure_domain() {
         "one import per failure domain:\n{}",
         a.served.log_text()
     );
+    // The import's time, for the README (`cargo test --test vsphere -- --nocapture`).
+    for line in a.served.log().iter().filter(|l| l.contains("imported the RHCOS OVA")) {
+        eprintln!("{line}");
+    }
     assert_eq!(template(&c.get("ms-custom")), CUSTOM_TEMPLATE);
     // The webhook said why it left the customer's template alone.
     assert_answered(c, "ms-custom", "CustomImage");
