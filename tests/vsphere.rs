@@ -77,8 +77,24 @@ fn stale_machinesets_move_to_the_template_imported_in_their_failure_domain() {
         "one import per failure domain:\n{}",
         a.served.log_text()
     );
+    // On a host of the failure domain's cluster that sees its datastore.
+    let importing: Vec<String> = a
+        .served
+        .log()
+        .into_iter()
+        .filter(|l| l.contains("importing the RHCOS OVA"))
+        .collect();
+    assert!(
+        importing.len() == 2 && importing.iter().all(|l| l.contains("host=\"host-")),
+        "{importing:#?}"
+    );
     // The import's time, for the README (`cargo test --test vsphere -- --nocapture`).
-    for line in a.served.log().iter().filter(|l| l.contains("imported the RHCOS OVA")) {
+    for line in a
+        .served
+        .log()
+        .iter()
+        .filter(|l| l.contains("imported the RHCOS OVA"))
+    {
         eprintln!("{line}");
     }
     assert_eq!(template(&c.get("ms-custom")), CUSTOM_TEMPLATE);

@@ -460,7 +460,7 @@ impl Background {
     ) -> Result<(), ImportError> {
         let (fd, name, target) = (want.fd, want.name.as_str(), want.target);
         let started = Instant::now();
-        tracing::info!(template = name, failure_domain = %fd.name, url = %target.location, "importing the RHCOS OVA");
+        tracing::info!(template = name, failure_domain = %fd.name, url = %target.location, host = place.host.as_ref().map(|h| h.value.as_str()), "importing the RHCOS OVA");
         let s = &self.settings;
         let path = ova::fetch(&state.access.https, &s.cache_dir, target, s.max_ova_bytes).await?;
         let ova = tokio::task::spawn_blocking(move || ova::open(&path))
@@ -484,7 +484,7 @@ impl Background {
             .await
             .map_err(|e| on(fd, e))?;
         let lease = vim
-            .import_vapp(&place.pool, &spec, &place.folder)
+            .import_vapp(&place.pool, &spec, &place.folder, place.host.as_ref())
             .await
             .map_err(|e| on(fd, e))?;
         let mut created = None;
@@ -624,6 +624,9 @@ struct Place {
     pool: Moref,
     datastore: Moref,
     network: Moref,
+    /// A connected host of the compute cluster that sees the datastore (as the MCO picks
+    /// one: a cluster without DRS needs it); `None` leaves the choice to vCenter.
+    host: Option<Moref>,
 }
 
 impl Place {
@@ -660,14 +663,41 @@ impl Place {
                 Err(e) => Err(on(fd, e)),
             }
         };
+        let datastore = lookup("datastore", fd.datastore.clone()).await?;
+        let host = match vim.find(&fd.compute_cluster).await {
+            Ok(Some(cluster)) => host_seeing(vim, &cluster, &datastore)
+                .await
+                .map_err(|e| on(fd, e))?,
+            Ok(None) | Err(_) => None,
+        };
         Ok(Place {
+            host,
             folder: lookup("folder", folder_path.clone()).await?,
             pool: lookup("resource pool", pool_path).await?,
-            datastore: lookup("datastore", fd.datastore.clone()).await?,
+            datastore,
             network: lookup("network", network_path).await?,
             folder_path,
         })
     }
+}
+
+/// The first connected host of `cluster` that mounts `datastore`.
+async fn host_seeing(
+    vim: &Vim,
+    cluster: &Moref,
+    datastore: &Moref,
+) -> Result<Option<Moref>, VimError> {
+    for host in vim.morefs(cluster, "host").await? {
+        let connected = vim
+            .property(&host, "runtime.connectionState", |v| {
+                v.and_then(|v| v.text()) == Some("connected")
+            })
+            .await?;
+        if connected && vim.morefs(&host, "datastore").await?.contains(datastore) {
+            return Ok(Some(host));
+        }
+    }
+    Ok(None)
 }
 
 fn on(fd: &FailureDomain, error: VimError) -> ImportError {

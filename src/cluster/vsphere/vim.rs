@@ -198,14 +198,18 @@ impl Vim {
         .await
     }
 
+    /// A property that is a list of references (`childEntity`, `host`, `datastore`).
+    pub async fn morefs(&self, obj: &Moref, path: &str) -> Result<Vec<Moref>, VimError> {
+        self.property(obj, path, |v| {
+            v.map(|v| v.children().filter_map(Moref::of).collect())
+                .unwrap_or_default()
+        })
+        .await
+    }
+
     /// The VMs directly in a folder, with their names.
     pub async fn folder_vms(&self, folder: &Moref) -> Result<Vec<(Moref, String)>, VimError> {
-        let children: Vec<Moref> = self
-            .property(folder, "childEntity", |v| {
-                v.map(|v| v.children().filter_map(Moref::of).collect())
-                    .unwrap_or_default()
-            })
-            .await?;
+        let children = self.morefs(folder, "childEntity").await?;
         let mut out = Vec::new();
         for vm in children.into_iter().filter(|c| c.kind == "VirtualMachine") {
             let name = self
@@ -284,12 +288,14 @@ impl Vim {
         pool: &Moref,
         spec: &ImportSpec,
         folder: &Moref,
+        host: Option<&Moref>,
     ) -> Result<Moref, VimError> {
         let args = format!(
-            r#"<spec xsi:type="{}">{}</spec>{}"#,
+            r#"<spec xsi:type="{}">{}</spec>{}{}"#,
             escape(&spec.kind),
             spec.inner,
-            folder.xml("folder")
+            folder.xml("folder"),
+            host.map(|h| h.xml("host")).unwrap_or_default()
         );
         let (text, _) = self.call("ImportVApp", pool, args).await?;
         let doc = parse("ImportVApp", &text)?;
