@@ -304,9 +304,39 @@ fn each_component_sets_its_flag() {
             "upgrade-stub-ignition",
             "BOOTIMAGE_WEBHOOK_UPGRADE_STUB_IGNITION",
         ),
+        ("vsphere-import", "BOOTIMAGE_WEBHOOK_VSPHERE_IMPORT"),
     ] {
         component_sets_its_flag(component, flag);
     }
+}
+
+/// The vSphere importer downloads the OVA into an emptyDir, bounded, mounted where
+/// `--vsphere-ova-cache` points by default (the root file system is read-only).
+#[test]
+fn the_vsphere_component_mounts_the_ova_cache_where_the_flag_points() {
+    let docs = render_with_component("vsphere-import");
+    let spec = &find(&docs, "Deployment", "bootimage-webhook")["spec"]["template"]["spec"];
+    let mount = spec["containers"][0]["volumeMounts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["name"] == "ova-cache")
+        .expect("the OVA cache is mounted");
+    let cli = <bootimage_webhook::config::Cli as clap::CommandFactory>::command();
+    let serve = cli.find_subcommand("serve").unwrap();
+    let default = serve
+        .get_arguments()
+        .find(|a| a.get_id() == "vsphere_ova_cache")
+        .and_then(|a| a.get_default_values().first().cloned())
+        .expect("--vsphere-ova-cache has a default");
+    assert_eq!(mount["mountPath"].as_str(), default.to_str());
+    let volume = spec["volumes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["name"] == "ova-cache")
+        .expect("the OVA cache volume");
+    assert!(volume["emptyDir"]["sizeLimit"].is_string(), "{volume}");
 }
 
 fn component_sets_its_flag(component: &str, flag: &str) {
