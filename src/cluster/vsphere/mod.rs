@@ -41,6 +41,8 @@ pub use https::HttpsError;
 use ova::OvaError;
 use vim::{Moref, Vim, VimError};
 
+/// How often a lease is told an upload goes on (vCenter's lease timeout is five minutes).
+const LEASE_PROGRESS: Duration = Duration::from_secs(60);
 /// The longest wait before vCenter is asked again after trouble.
 const MAX_BACKOFF: Duration = Duration::from_secs(600);
 
@@ -491,24 +493,7 @@ impl Background {
         let result = async {
             let info = vim.lease_ready(&lease).await?;
             created = Some(info.entity.clone());
-            for item in &spec.files {
-                let Some((_, url)) = info.devices.iter().find(|(key, _)| *key == item.device_id)
-                else {
-                    continue;
-                };
-                let &(offset, size) =
-                    ova.files.get(&item.path).ok_or_else(|| VimError::Answer {
-                        method: "CreateImportSpec".into(),
-                        why: format!("{} is not in the OVA", item.path),
-                    })?;
-                let body = ova::body(&ova, offset, size)
-                    .await
-                    .map_err(|e| VimError::Answer {
-                        method: "upload".into(),
-                        why: e.to_string(),
-                    })?;
-                vim.upload(url, item, body, size).await?;
-            }
+            upload_all(vim, &lease, &info, &spec, &ova).await?;
             vim.lease_complete(&lease).await?;
             vim.mark_as_template(&info.entity).await
         }
@@ -679,6 +664,60 @@ impl Place {
             folder_path,
         })
     }
+}
+
+/// Sends each file of the import spec to its lease device, telling the lease it is in use
+/// while a long upload goes on.
+async fn upload_all(
+    vim: &Vim,
+    lease: &Moref,
+    info: &vim::LeaseInfo,
+    spec: &vim::ImportSpec,
+    ova: &ova::Ova,
+) -> Result<(), VimError> {
+    let size_of = |path: &str| {
+        ova.files
+            .get(path)
+            .copied()
+            .ok_or_else(|| VimError::Answer {
+                method: "CreateImportSpec".into(),
+                why: format!("{path} is not in the OVA"),
+            })
+    };
+    let total: u64 = spec
+        .files
+        .iter()
+        .filter_map(|f| ova.files.get(&f.path))
+        .map(|f| f.1)
+        .sum();
+    let mut sent: u64 = 0;
+    for item in &spec.files {
+        let Some((_, url)) = info.devices.iter().find(|(key, _)| *key == item.device_id) else {
+            continue;
+        };
+        let (offset, size) = size_of(&item.path)?;
+        let body = ova::body(ova, offset, size)
+            .await
+            .map_err(|e| VimError::Answer {
+                method: "upload".into(),
+                why: e.to_string(),
+            })?;
+        let upload = vim.upload(url, item, body, size);
+        tokio::pin!(upload);
+        let mut progress = tokio::time::interval(LEASE_PROGRESS);
+        progress.tick().await;
+        loop {
+            tokio::select! {
+                done = &mut upload => break done?,
+                _ = progress.tick() => {
+                    let percent = (sent * 100 / total.max(1)).min(99) as u8;
+                    let _ = vim.lease_progress(lease, percent).await;
+                }
+            }
+        }
+        sent += size;
+    }
+    Ok(())
 }
 
 /// The first connected host of `cluster` that mounts `datastore`.

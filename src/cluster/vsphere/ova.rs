@@ -42,6 +42,9 @@ impl OvaError {
     }
 }
 
+/// A download that sends nothing for this long is given up (and retried later).
+const STALL: std::time::Duration = std::time::Duration::from_secs(60);
+
 /// An OVA on disk: its OVF descriptor, and each file's place in it.
 #[derive(Debug)]
 pub struct Ova {
@@ -110,7 +113,10 @@ async fn download(
     let req = hyper::Request::get(url)
         .body(Empty::new().map_err(|never| match never {}).boxed_unsync())
         .map_err(|e| failed(e.to_string()))?;
-    let resp = http.start(req).await.map_err(|e| failed(e.to_string()))?;
+    let resp = tokio::time::timeout(STALL, http.start(req))
+        .await
+        .map_err(|_| failed(format!("no answer within {STALL:?}")))?
+        .map_err(|e| failed(e.to_string()))?;
     if !resp.status().is_success() {
         return Err(failed(format!("HTTP {}", resp.status())));
     }
@@ -120,7 +126,11 @@ async fn download(
     let mut digest = ring::digest::Context::new(&ring::digest::SHA256);
     let mut size: u64 = 0;
     let mut body = resp.into_body();
-    while let Some(frame) = body.frame().await {
+    loop {
+        let next = tokio::time::timeout(STALL, body.frame()).await;
+        let Some(frame) = next.map_err(|_| failed(format!("no data for {STALL:?}")))? else {
+            break;
+        };
         let frame = frame.map_err(|e| failed(e.to_string()))?;
         let Some(data) = frame.data_ref() else {
             continue;

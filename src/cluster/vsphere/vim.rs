@@ -391,6 +391,15 @@ impl Vim {
             .map(drop)
     }
 
+    /// Tells vCenter the lease is in use: it aborts a lease that reports nothing for its
+    /// timeout (five minutes), however long an upload takes.
+    pub async fn lease_progress(&self, lease: &Moref, percent: u8) -> Result<(), VimError> {
+        let args = format!("<percent>{percent}</percent>");
+        self.call("HttpNfcLeaseProgress", lease, args)
+            .await
+            .map(drop)
+    }
+
     pub async fn lease_abort(&self, lease: &Moref) -> Result<(), VimError> {
         self.call("HttpNfcLeaseAbort", lease, String::new())
             .await
