@@ -224,6 +224,43 @@ fn an_unused_template_of_ours_is_deleted_after_the_retention() {
     assert!(vc.is_template(&format!("{folder}/{new}")), "{new} stays");
 }
 
+/// What an interrupted import leaves (a VM of the template's name, not a template) is
+/// deleted before the import; an import that fails midway (the OVA lacks the disk its
+/// descriptor names) leaves nothing behind.
+#[test]
+fn half_imported_templates_are_cleaned_up() {
+    let world = World::start(Ova::without_disk());
+    let vc = world.vcenter();
+    let c = &world.cluster;
+    let folder = format!("/DC0/vm/{INFRA_ID}");
+    let wanted = template_name(INFRA_ID, RELEASE, "fd-a");
+    vc.create_vm(&folder, "/DC0/host/DC0_C0/Resources", &wanted);
+    assert!(
+        vc.exists(&format!("{folder}/{wanted}")) && !vc.is_template(&format!("{folder}/{wanted}"))
+    );
+    let a = world.holder();
+    c.create(&vsphere_machineset("ms-a", "fd-a", INSTALLER_A));
+    a.wait_line("deleting a VM an interrupted import left");
+    a.wait_line("deleted the VM of a failed import");
+    assert!(
+        !vc.exists(&format!("{folder}/{wanted}")),
+        "the failed import left a VM"
+    );
+    assert_eq!(template(&c.get("ms-a")), INSTALLER_A);
+    // Why, on the MachineSet.
+    let events = eventually(
+        "a Warning Event on ms-a",
+        Duration::from_secs(30),
+        || a.served.log_text(),
+        || {
+            let e = events_of(c, "TemplateNotImported", "ms-a");
+            (!e.is_empty()).then_some(e)
+        },
+    );
+    let note = events[0]["note"].as_str().unwrap_or_default();
+    assert!(note.contains("disk.vmdk, which is not in it"), "{note}");
+}
+
 // ------------------------------------------------------------------------------ the world
 
 /// The apiserver with a vSphere cluster, vcsim, the OVA server and the test CA.
@@ -652,6 +689,38 @@ impl VCenter {
             .collect()
     }
 
+    /// A plain VM (not a template) named `name` in the folder at `folder`, in the pool at
+    /// `pool`: what an import stopped before `MarkAsTemplate` leaves.
+    fn create_vm(&self, folder_path: &str, pool: &str, name: &str) {
+        let jar = self.session();
+        let moref = |path: &str, kind: &str| {
+            let answer = self.soap(
+                jar.path(),
+                &format!(
+                    r#"<FindByInventoryPath xmlns="urn:vim25"><_this type="SearchIndex">SearchIndex</_this><inventoryPath>{path}</inventoryPath></FindByInventoryPath>"#
+                ),
+            );
+            let open = format!(r#"<returnval type="{kind}">"#);
+            let start = answer.find(&open).expect(path) + open.len();
+            answer[start..start + answer[start..].find('<').unwrap()].to_owned()
+        };
+        let (folder, pool) = (moref(folder_path, "Folder"), moref(pool, "ResourcePool"));
+        let made = self.soap(
+            jar.path(),
+            &format!(
+                r#"<CreateVM_Task xmlns="urn:vim25"><_this type="Folder">{folder}</_this><config><name>{name}</name><guestId>otherGuest</guestId><files><vmPathName>[LocalDS_0]</vmPathName></files><numCPUs>1</numCPUs><memoryMB>32</memoryMB></config><pool type="ResourcePool">{pool}</pool></CreateVM_Task>"#
+            ),
+        );
+        assert!(made.contains("<returnval"), "CreateVM_Task: {made}");
+        let path = format!("{folder_path}/{name}");
+        eventually(
+            "the VM to exist",
+            Duration::from_secs(10),
+            String::new,
+            || self.find(jar.path(), &path).map(drop),
+        );
+    }
+
     fn exists(&self, path: &str) -> bool {
         self.find(self.session().path(), path).is_some()
     }
@@ -709,6 +778,24 @@ impl Ova {
         Ova {
             bytes: Arc::new(bytes),
             stream_sha256: sha,
+        }
+    }
+
+    /// The descriptor alone: it names a disk the OVA does not hold.
+    fn without_disk() -> Ova {
+        let descriptor = std::fs::read(fixture_path("vsphere/rhcos-test.ovf")).unwrap();
+        let mut tar = tar::Builder::new(Vec::new());
+        let mut header = tar::Header::new_ustar();
+        header.set_size(descriptor.len() as u64);
+        header.set_mode(0o644);
+        header.set_cksum();
+        tar.append_data(&mut header, "rhcos.ovf", descriptor.as_slice())
+            .unwrap();
+        let bytes = tar.into_inner().unwrap();
+        let digest = ring::digest::digest(&ring::digest::SHA256, &bytes);
+        Ova {
+            stream_sha256: digest.as_ref().iter().map(|b| format!("{b:02x}")).collect(),
+            bytes: Arc::new(bytes),
         }
     }
 

@@ -491,11 +491,12 @@ impl Background {
             .map_err(|e| on(fd, e))?;
         let mut created = None;
         let result = async {
-            let info = vim.lease_ready(&lease).await?;
+            let info = vim.lease_ready(&lease).await.map_err(|e| on(fd, e))?;
             created = Some(info.entity.clone());
             upload_all(vim, &lease, &info, &spec, &ova).await?;
-            vim.lease_complete(&lease).await?;
-            vim.mark_as_template(&info.entity).await
+            vim.lease_complete(&lease).await.map_err(|e| on(fd, e))?;
+            let marked = vim.mark_as_template(&info.entity).await;
+            marked.map_err(|e| on(fd, e))
         }
         .await;
         if let (Ok(()), Some(vm)) = (&result, &created) {
@@ -504,9 +505,16 @@ impl Background {
         if let Err(e) = result {
             let _ = vim.lease_abort(&lease).await;
             if let Some(vm) = created {
-                let _ = vim.destroy(&vm).await;
+                match vim.destroy(&vm).await {
+                    Ok(()) => {
+                        tracing::info!(template = name, failure_domain = %fd.name, "deleted the VM of a failed import")
+                    }
+                    Err(d) => {
+                        tracing::warn!(template = name, error = %d, "cannot delete the VM of a failed import; the next import deletes it")
+                    }
+                }
             }
-            return Err(on(fd, e));
+            return Err(e);
         }
         tracing::info!(template = name, failure_domain = %fd.name, seconds = started.elapsed().as_secs_f64(), "imported the RHCOS OVA as a template");
         Ok(())
@@ -674,15 +682,10 @@ async fn upload_all(
     info: &vim::LeaseInfo,
     spec: &vim::ImportSpec,
     ova: &ova::Ova,
-) -> Result<(), VimError> {
-    let size_of = |path: &str| {
-        ova.files
-            .get(path)
-            .copied()
-            .ok_or_else(|| VimError::Answer {
-                method: "CreateImportSpec".into(),
-                why: format!("{path} is not in the OVA"),
-            })
+) -> Result<(), ImportError> {
+    let unreadable = |why: String| OvaError::Read {
+        path: ova.path.display().to_string(),
+        why,
     };
     let total: u64 = spec
         .files
@@ -695,26 +698,32 @@ async fn upload_all(
         let Some((_, url)) = info.devices.iter().find(|(key, _)| *key == item.device_id) else {
             continue;
         };
-        let (offset, size) = size_of(&item.path)?;
+        let (offset, size) = ova.files.get(&item.path).copied().ok_or_else(|| {
+            unreadable(format!(
+                "its descriptor names {}, which is not in it",
+                item.path
+            ))
+        })?;
         let body = ova::body(ova, offset, size)
             .await
-            .map_err(|e| VimError::Answer {
-                method: "upload".into(),
-                why: e.to_string(),
-            })?;
+            .map_err(|e| unreadable(e.to_string()))?;
         let upload = vim.upload(url, item, body, size);
         tokio::pin!(upload);
         let mut progress = tokio::time::interval(LEASE_PROGRESS);
         progress.tick().await;
-        loop {
+        let done = loop {
             tokio::select! {
-                done = &mut upload => break done?,
+                done = &mut upload => break done,
                 _ = progress.tick() => {
                     let percent = (sent * 100 / total.max(1)).min(99) as u8;
                     let _ = vim.lease_progress(lease, percent).await;
                 }
             }
-        }
+        };
+        done.map_err(|error| ImportError::Vim {
+            server: vim.server().to_owned(),
+            error,
+        })?;
         sent += size;
     }
     Ok(())

@@ -146,6 +146,11 @@ impl Vim {
         Ok(vim)
     }
 
+    /// `host[:port]` of the vCenter.
+    pub fn server(&self) -> &str {
+        &self.server
+    }
+
     pub async fn logout(&self) {
         let _ = self
             .call("Logout", &self.session_manager, String::new())
