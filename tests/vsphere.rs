@@ -209,6 +209,12 @@ fn an_unused_template_of_ours_is_deleted_after_the_retention() {
     let world = World::start(Ova::good());
     let vc = world.vcenter();
     let c = &world.cluster;
+    // The installer's template and a customer's VM share the folder: never ours to delete.
+    let folder = format!("/DC0/vm/{INFRA_ID}");
+    let pool = "/DC0/host/DC0_C0/Resources";
+    vc.create_vm(&folder, pool, INSTALLER_A);
+    vc.mark_as_template(&format!("{folder}/{INSTALLER_A}"));
+    vc.create_vm(&folder, pool, CUSTOM_TEMPLATE);
     let a = world.holder_with(&["--vsphere-template-retention", "1s"]);
     c.create(&vsphere_machineset("ms-a", "fd-a", INSTALLER_A));
     let old = template_name(INFRA_ID, RELEASE, "fd-a");
@@ -219,9 +225,16 @@ fn an_unused_template_of_ours_is_deleted_after_the_retention() {
     let new = template_name(INFRA_ID, newer, "fd-a");
     wait_template(c, "ms-a", &new, &a);
     a.wait_line("deleted a template of ours that nothing has named");
-    let folder = format!("/DC0/vm/{INFRA_ID}");
     assert!(!vc.exists(&format!("{folder}/{old}")), "{old} is deleted");
     assert!(vc.is_template(&format!("{folder}/{new}")), "{new} stays");
+    assert!(
+        vc.is_template(&format!("{folder}/{INSTALLER_A}")),
+        "the installer's stays"
+    );
+    assert!(
+        vc.exists(&format!("{folder}/{CUSTOM_TEMPLATE}")),
+        "the customer's stays"
+    );
 }
 
 /// What an interrupted import leaves (a VM of the template's name, not a template) is
@@ -719,6 +732,18 @@ impl VCenter {
             String::new,
             || self.find(jar.path(), &path).map(drop),
         );
+    }
+
+    fn mark_as_template(&self, path: &str) {
+        let jar = self.session();
+        let vm = self.find(jar.path(), path).expect(path);
+        let answer = self.soap(
+            jar.path(),
+            &format!(
+                r#"<MarkAsTemplate xmlns="urn:vim25"><_this type="VirtualMachine">{vm}</_this></MarkAsTemplate>"#
+            ),
+        );
+        assert!(answer.contains("MarkAsTemplateResponse"), "{answer}");
     }
 
     fn exists(&self, path: &str) -> bool {

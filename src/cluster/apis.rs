@@ -198,7 +198,19 @@ pub const VSPHERE_CREDENTIALS: Call = Call {
     scope: Scope::Namespace("kube-system"),
     names: &["vsphere-creds"],
     verbs: &["get"],
-    why: "vsphere::Background::credentials: with --vsphere-import, the vCenter credentials (get by name)",
+    why: "vsphere::Access::credentials: with --vsphere-import, the vCenter credentials (get by name)",
+};
+
+/// With `--vsphere-import` only: the Machines' templates are never deleted.
+pub const VSPHERE_MACHINE: Call = Call {
+    group: "machine.openshift.io",
+    version: "v1beta1",
+    kind: "Machine",
+    plural: "machines",
+    scope: Scope::Namespace(MACHINE_API_NAMESPACE),
+    names: &[],
+    verbs: &["list"],
+    why: "vsphere::Background::list: with --vsphere-import, the templates Machines name (never deleted)",
 };
 
 /// The calls of opt-in kustomize components, by component directory under
@@ -207,7 +219,7 @@ pub const COMPONENTS: &[(&str, &[Call])] = &[
     // Its get of the machine API's AWS Secret is the base's USER_DATA_SECRET grant.
     ("aws-machine-api-credentials", &[]),
     ("upgrade-stub-ignition", &[USER_DATA_SECRET_WRITE]),
-    ("vsphere-import", &[VSPHERE_CREDENTIALS]),
+    ("vsphere-import", &[VSPHERE_CREDENTIALS, VSPHERE_MACHINE]),
 ];
 
 /// The calls the base RBAC grants.

@@ -20,6 +20,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{ObjectReference, Secret};
+use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, ListParams};
 use kube::core::DynamicObject;
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
@@ -62,6 +63,20 @@ pub enum ImportError {
     },
     #[error("failure domain {0} names no network")]
     NoNetwork(String),
+    #[error(
+        "failure domain {failure_domain}: vCenter does not say whether the VM {name} is a template (inaccessible, or not readable with these credentials)"
+    )]
+    Unreadable {
+        failure_domain: String,
+        name: String,
+    },
+    #[error(
+        "failure domain {failure_domain}: a VM {name}, not a template, was made while this replica leads: another import may still be running; it is left alone"
+    )]
+    Busy {
+        failure_domain: String,
+        name: String,
+    },
     #[error(transparent)]
     Tag(#[from] tags::TagError),
 }
@@ -159,7 +174,9 @@ pub async fn look(access: &Access, snap: &Snapshot) -> Option<VSphereLearned> {
             let vim = access.login(fd).await?;
             let place = Place::find(&vim, &infra, fd).await;
             let ready = match place {
-                Ok(place) => is_ready(&vim, &place, fd, &name).await.map(|r| r.0),
+                Ok(place) => is_ready(&vim, &place, fd, &name)
+                    .await
+                    .map(|f| matches!(f, Found::Template)),
                 Err(e) => Err(e),
             };
             vim.logout().await;
@@ -178,18 +195,31 @@ pub async fn look(access: &Access, snap: &Snapshot) -> Option<VSphereLearned> {
     Some(learned)
 }
 
-/// Whether the template is in the folder and marked as one; else the VM of that name an
-/// interrupted import left, if any.
+/// What is at the template's place in vCenter.
+enum Found {
+    Template,
+    Missing,
+    /// A VM of that name that is not a template: an interrupted import's, or one running.
+    NotTemplate(Moref),
+}
+
 async fn is_ready(
     vim: &Vim,
     place: &Place,
     fd: &FailureDomain,
     name: &str,
-) -> Result<(bool, Option<Moref>), ImportError> {
+) -> Result<Found, ImportError> {
     let found = vim.find(&format!("{}/{name}", place.folder_path)).await;
-    match found.map_err(|e| on(fd, e))? {
-        Some(vm) if vim.is_template(&vm).await.map_err(|e| on(fd, e))? => Ok((true, None)),
-        leftover => Ok((false, leftover)),
+    let Some(vm) = found.map_err(|e| on(fd, e))? else {
+        return Ok(Found::Missing);
+    };
+    match vim.is_template(&vm).await.map_err(|e| on(fd, e))? {
+        Some(true) => Ok(Found::Template),
+        Some(false) => Ok(Found::NotTemplate(vm)),
+        None => Err(ImportError::Unreadable {
+            failure_domain: fd.name.clone(),
+            name: name.to_owned(),
+        }),
     }
 }
 
@@ -207,6 +237,15 @@ pub struct Background {
     pub leader: Option<watch::Receiver<bool>>,
     /// The pod, for the Events' reporting instance.
     pub identity: String,
+}
+
+/// What the Lease holder lists each pass.
+#[derive(Default)]
+struct Listed {
+    /// MachineSets and ControlPlaneMachineSets, which may wait for a template.
+    sets: Vec<serde_json::Value>,
+    /// The template (last path element) of each of those and of each Machine.
+    named: BTreeSet<String>,
 }
 
 /// What a pass found.
@@ -227,6 +266,15 @@ struct State {
     reported: Option<String>,
     backoff: Duration,
     published: Option<VSphereLearned>,
+    /// No pass before this (trouble's backoff), whatever wakes the loop.
+    next_try: Option<tokio::time::Instant>,
+    /// Since when this replica holds the Lease (wall clock, as vCenter's dates).
+    leading_since: Option<Timestamp>,
+    /// VMs of our failed imports that could not be deleted then.
+    failed_imports: BTreeSet<String>,
+    /// The OVA (location and checksum) found bad, and why: not downloaded again until the
+    /// stream names another.
+    bad_ova: Option<(String, OvaError)>,
 }
 
 /// One failure domain's template, as a pass sees it.
@@ -237,9 +285,9 @@ struct Want<'a> {
     name: String,
     /// The objects whose decision waits for it.
     waiting: Vec<serde_json::Value>,
-    /// Every MachineSet and ControlPlaneMachineSet, when this replica leads and could
-    /// list them (it then imports and deletes).
-    all: Option<&'a [serde_json::Value]>,
+    /// The MachineSets, ControlPlaneMachineSets and Machines, when this replica leads and
+    /// could list them (it then imports and deletes).
+    listed: Option<&'a Listed>,
 }
 
 impl Background {
@@ -273,17 +321,34 @@ impl Background {
             reported: None,
             backoff: Duration::from_secs(5),
             published: None,
+            next_try: None,
+            leading_since: None,
+            failed_imports: BTreeSet::new(),
+            bad_ova: None,
         };
         let mut leader = self.leader.clone();
         loop {
             let snap = self.snapshot.load_full();
+            let leading = leader.as_ref().is_some_and(|l| *l.borrow());
+            match (leading, state.leading_since) {
+                (true, None) => state.leading_since = Some(Timestamp::now()),
+                (false, Some(_)) => state.leading_since = None,
+                _ => {}
+            }
+            let now = tokio::time::Instant::now();
             let mut wait = self.resync;
-            if let Some((infra, target)) = on_vsphere(&snap) {
-                let leading = leader.as_ref().is_some_and(|l| *l.borrow());
-                let pass = self.pass(&mut state, &snap, &infra, &target, leading).await;
-                if let Some(retry) = self.report(&mut state, pass) {
-                    wait = retry;
+            match (on_vsphere(&snap), state.next_try) {
+                // In trouble: wake-ups wait for the backoff.
+                (Some(_), Some(t)) if now < t => wait = t - now,
+                (Some((infra, target)), _) => {
+                    let pass = self.pass(&mut state, &snap, &infra, &target, leading).await;
+                    state.next_try = None;
+                    if let Some(retry) = self.report(&mut state, pass) {
+                        wait = retry;
+                        state.next_try = Some(tokio::time::Instant::now() + retry);
+                    }
                 }
+                (None, _) => {}
             }
             tokio::select! {
                 _ = tokio::time::sleep(wait) => {}
@@ -364,22 +429,22 @@ impl Background {
             ready: BTreeSet::new(),
             trouble: None,
         };
-        let all = match leading {
+        let listed = match leading {
             true => self.list(&state.access.client).await,
             false => None,
         };
         for fd in &infra.failure_domains {
             let name = vsphere::template_name(&infra.infra_id, &target.release, &fd.name);
             let want = Want {
-                waiting: all
-                    .as_deref()
-                    .map(|a| waiting_for(a, snap, &name))
+                waiting: listed
+                    .as_ref()
+                    .map(|l| waiting_for(&l.sets, snap, &name))
                     .unwrap_or_default(),
                 infra,
                 fd,
                 target,
                 name,
-                all: all.as_deref(),
+                listed: listed.as_ref(),
             };
             match self.failure_domain(state, &want).await {
                 Ok(true) => {
@@ -395,28 +460,36 @@ impl Background {
         pass
     }
 
-    /// The MachineSets and ControlPlaneMachineSets, as JSON; `None` when they cannot be
-    /// listed (then nothing is imported or deleted this pass).
-    async fn list(&self, client: &kube::Client) -> Option<Vec<serde_json::Value>> {
-        let mut out = Vec::new();
-        for call in [apis::MACHINESET, apis::CONTROLPLANEMACHINESET] {
+    /// The MachineSets and ControlPlaneMachineSets, and every template they and the
+    /// Machines name; `None` when they cannot be listed (then nothing is imported or
+    /// deleted this pass).
+    async fn list(&self, client: &kube::Client) -> Option<Listed> {
+        let mut listed = Listed::default();
+        for call in [
+            apis::MACHINESET,
+            apis::CONTROLPLANEMACHINESET,
+            apis::VSPHERE_MACHINE,
+        ] {
             let api: Api<DynamicObject> =
                 Api::namespaced_with(client.clone(), &self.namespace, &call.api_resource());
-            match api.list(&ListParams::default()).await {
-                Ok(list) => out.extend(
-                    list.items
-                        .iter()
-                        .filter_map(|o| serde_json::to_value(o).ok()),
-                ),
-                Err(kube::Error::Api(s))
-                    if s.code == 404 && call.kind == apis::CONTROLPLANEMACHINESET.kind => {}
+            let items = match api.list(&ListParams::default()).await {
+                Ok(list) => list.items,
+                Err(kube::Error::Api(s)) if s.code == 404 && call.kind != apis::MACHINESET.kind => {
+                    Vec::new()
+                }
                 Err(e) => {
                     tracing::warn!(error = %e, kind = call.kind, "cannot list them to find which vSphere templates are needed");
                     return None;
                 }
+            };
+            for o in items.iter().filter_map(|o| serde_json::to_value(o).ok()) {
+                listed.named.extend(template_of(&o).map(str::to_owned));
+                if call.kind != apis::VSPHERE_MACHINE.kind {
+                    listed.sets.push(o);
+                }
             }
         }
-        Some(out)
+        Some(listed)
     }
 
     /// Whether the template is ready in the failure domain, importing it when this
@@ -430,20 +503,23 @@ impl Background {
         let vim = state.access.login(fd).await?;
         let result = async {
             let place = Place::find(&vim, want.infra, fd).await?;
-            let ready = match is_ready(&vim, &place, fd, name).await? {
-                (true, _) => true,
-                (false, leftover) if !want.waiting.is_empty() && want.all.is_some() => {
-                    if let Some(vm) = leftover {
-                        tracing::info!(template = name, failure_domain = %fd.name, "deleting a VM an interrupted import left");
-                        vim.destroy(&vm).await.map_err(|e| on(fd, e))?;
-                    }
+            let found = is_ready(&vim, &place, fd, name).await?;
+            let import = !want.waiting.is_empty() && want.listed.is_some();
+            let ready = match found {
+                Found::Template => true,
+                Found::Missing if import => {
                     self.import(state, &vim, &place, want).await?;
                     true
                 }
-                (false, _) => false,
+                Found::NotTemplate(vm) if import => {
+                    leftover(state, &vim, fd, name, &vm).await?;
+                    self.import(state, &vim, &place, want).await?;
+                    true
+                }
+                Found::Missing | Found::NotTemplate(_) => false,
             };
-            if let Some(all) = want.all {
-                self.retire(state, &vim, &place, want, all).await;
+            if let Some(listed) = want.listed {
+                self.retire(state, &vim, &place, want, listed).await;
             }
             Ok(ready)
         }
@@ -464,7 +540,20 @@ impl Background {
         let started = Instant::now();
         tracing::info!(template = name, failure_domain = %fd.name, url = %target.location, host = place.host.as_ref().map(|h| h.value.as_str()), "importing the RHCOS OVA");
         let s = &self.settings;
-        let path = ova::fetch(&state.access.https, &s.cache_dir, target, s.max_ova_bytes).await?;
+        let key = format!("{} {}", target.location, target.sha256);
+        if let Some((bad, why)) = &state.bad_ova
+            && *bad == key
+        {
+            return Err(why.clone().into());
+        }
+        let fetched = ova::fetch(&state.access.https, &s.cache_dir, target, s.max_ova_bytes).await;
+        let path = match fetched {
+            Err(e) if e.is_bad_ova() => {
+                state.bad_ova = Some((key, e.clone()));
+                return Err(e.into());
+            }
+            other => other?,
+        };
         let ova = tokio::task::spawn_blocking(move || ova::open(&path))
             .await
             .map_err(|e| OvaError::Read {
@@ -485,6 +574,7 @@ impl Background {
             )
             .await
             .map_err(|e| on(fd, e))?;
+        check_files(&spec, &ova)?;
         let lease = vim
             .import_vapp(&place.pool, &spec, &place.folder, place.host.as_ref())
             .await
@@ -510,7 +600,8 @@ impl Background {
                         tracing::info!(template = name, failure_domain = %fd.name, "deleted the VM of a failed import")
                     }
                     Err(d) => {
-                        tracing::warn!(template = name, error = %d, "cannot delete the VM of a failed import; the next import deletes it")
+                        tracing::warn!(template = name, error = %d, "cannot delete the VM of a failed import; the next import deletes it");
+                        state.failed_imports.insert(vm.value.clone());
                     }
                 }
             }
@@ -528,14 +619,10 @@ impl Background {
         vim: &Vim,
         place: &Place,
         want: &Want<'_>,
-        all: &[serde_json::Value],
+        listed: &Listed,
     ) {
         let fd = want.fd;
-        let mut named: BTreeSet<String> = all
-            .iter()
-            .filter_map(template_of)
-            .map(str::to_owned)
-            .collect();
+        let mut named = listed.named.clone();
         // Every failure domain's current template stays, wherever the folders are shared.
         named.extend(
             want.infra.failure_domains.iter().map(|f| {
@@ -557,6 +644,10 @@ impl Background {
                 .entry(key.clone())
                 .or_insert_with(Instant::now);
             if since.elapsed() < self.settings.retention {
+                continue;
+            }
+            // Only a template, and only one vCenter says is one.
+            if !matches!(vim.is_template(&vm).await, Ok(Some(true))) {
                 continue;
             }
             match vim.destroy(&vm).await {
@@ -674,6 +765,52 @@ impl Place {
     }
 }
 
+/// Every file the import spec names is in the OVA, and there is at least one: a template
+/// without its disk must never be made.
+fn check_files(spec: &vim::ImportSpec, ova: &ova::Ova) -> Result<(), OvaError> {
+    let bad = |why: String| OvaError::Read {
+        path: ova.path.display().to_string(),
+        why,
+    };
+    if spec.files.is_empty() {
+        return Err(bad(
+            "vCenter's import spec names no file to upload from it".into()
+        ));
+    }
+    match spec.files.iter().find(|f| !ova.files.contains_key(&f.path)) {
+        Some(f) => Err(bad(format!(
+            "its descriptor names {}, which is not in it",
+            f.path
+        ))),
+        None => Ok(()),
+    }
+}
+
+/// Deletes the VM of the template's name that is not a template when this replica may: it
+/// was made before this replica began to lead (an interrupted import of an earlier
+/// holder), or by an import of ours whose cleanup failed. Otherwise another import may
+/// still be writing it: nothing is deleted, and the pass reports it.
+async fn leftover(
+    state: &mut State,
+    vim: &Vim,
+    fd: &FailureDomain,
+    name: &str,
+    vm: &Moref,
+) -> Result<(), ImportError> {
+    let created = vim.created(vm).await.map_err(|e| on(fd, e))?;
+    let before_us = matches!((created, state.leading_since), (Some(c), Some(l)) if c < l);
+    if !before_us && !state.failed_imports.contains(&vm.value) {
+        return Err(ImportError::Busy {
+            failure_domain: fd.name.clone(),
+            name: name.to_owned(),
+        });
+    }
+    tracing::info!(template = name, failure_domain = %fd.name, "deleting a VM an interrupted import left");
+    vim.destroy(vm).await.map_err(|e| on(fd, e))?;
+    state.failed_imports.remove(&vm.value);
+    Ok(())
+}
+
 /// Sends each file of the import spec to its lease device, telling the lease it is in use
 /// while a long upload goes on.
 async fn upload_all(
@@ -695,8 +832,15 @@ async fn upload_all(
         .sum();
     let mut sent: u64 = 0;
     for item in &spec.files {
-        let Some((_, url)) = info.devices.iter().find(|(key, _)| *key == item.device_id) else {
-            continue;
+        let device = info.devices.iter().find(|(key, _)| *key == item.device_id);
+        let Some((_, url)) = device else {
+            return Err(ImportError::Vim {
+                server: vim.server().to_owned(),
+                error: VimError::Answer {
+                    method: "HttpNfcLease".into(),
+                    why: format!("no device for {} ({})", item.path, item.device_id),
+                },
+            });
         };
         let (offset, size) = ova.files.get(&item.path).copied().ok_or_else(|| {
             unreadable(format!(
@@ -741,7 +885,12 @@ async fn host_seeing(
                 v.and_then(|v| v.text()) == Some("connected")
             })
             .await?;
-        if connected && vim.morefs(&host, "datastore").await?.contains(datastore) {
+        let maintenance = vim
+            .property(&host, "runtime.inMaintenanceMode", |v| {
+                v.and_then(|v| v.text()) == Some("true")
+            })
+            .await?;
+        if connected && !maintenance && vim.morefs(&host, "datastore").await?.contains(datastore) {
             return Ok(Some(host));
         }
     }
@@ -778,11 +927,12 @@ fn waiting_for(all: &[serde_json::Value], snap: &Snapshot, name: &str) -> Vec<se
         .collect()
 }
 
-/// The template a vSphere MachineSet or ControlPlaneMachineSet names (its last path
-/// element).
+/// The template a vSphere MachineSet, ControlPlaneMachineSet or Machine names (its last
+/// path element).
 fn template_of(obj: &serde_json::Value) -> Option<&str> {
     let value = obj
         .pointer("/spec/template/spec/providerSpec/value")
+        .or_else(|| obj.pointer("/spec/providerSpec/value"))
         .or_else(|| {
             obj.pointer(
                 "/spec/template/machines_v1beta1_machine_openshift_io/spec/providerSpec/value",

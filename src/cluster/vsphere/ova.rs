@@ -14,7 +14,7 @@ use tokio::io::{AsyncReadExt, AsyncSeekExt, AsyncWriteExt};
 use super::https::{Body, Https};
 use crate::core::platforms::vsphere::VSphereTarget;
 
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum OvaError {
     #[error("downloading {url}: {why}")]
     Download { url: String, why: String },

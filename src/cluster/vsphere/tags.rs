@@ -10,6 +10,8 @@ use serde_json::{Value, json};
 use super::https::{Https, HttpsError};
 use super::vim::Moref;
 
+const CALL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
+
 #[derive(Debug, thiserror::Error)]
 pub enum TagError {
     #[error(transparent)]
@@ -125,7 +127,12 @@ impl<'h> Tagging<'h> {
                 status: 0,
                 body: e.to_string(),
             })?;
-        let (status, text) = self.https.send(req, None).await?;
+        let sent = tokio::time::timeout(CALL_TIMEOUT, self.https.send(req, None)).await;
+        let (status, text) = sent.map_err(|_| TagError::Status {
+            what: path.to_owned(),
+            status: 0,
+            body: format!("no answer within {CALL_TIMEOUT:?}"),
+        })??;
         if !status.is_success() {
             return Err(TagError::Status {
                 what: path.to_owned(),

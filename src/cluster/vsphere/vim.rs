@@ -13,6 +13,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full, combinators::UnsyncBoxBody};
 use hyper::{Request, StatusCode, header};
+use k8s_openapi::jiff::Timestamp;
 use roxmltree::{Document, Node};
 
 use super::https::{Https, HttpsError};
@@ -22,6 +23,7 @@ const VIM25: &str = "urn:vim25";
 const SOAP_ACTION: &str = "urn:vim25/7.0.3.0";
 const CALL_TIMEOUT: Duration = Duration::from_secs(60);
 const LEASE_WAIT: Duration = Duration::from_secs(300);
+const UPLOAD_BASE: Duration = Duration::from_secs(600);
 
 #[derive(Debug, thiserror::Error)]
 pub enum VimError {
@@ -31,7 +33,7 @@ pub enum VimError {
     Fault { method: String, message: String },
     #[error("{method}: the answer is not what the vSphere API answers: {why}")]
     Answer { method: String, why: String },
-    #[error("{method}: no answer within {CALL_TIMEOUT:?}")]
+    #[error("{method}: no answer in time")]
     Timeout { method: String },
 }
 
@@ -195,10 +197,21 @@ impl Vim {
         Ok(read(val))
     }
 
-    /// Whether the VM is marked as a template (`config.template`).
-    pub async fn is_template(&self, vm: &Moref) -> Result<bool, VimError> {
-        self.property(vm, "config.template", |v| {
-            v.and_then(|v| v.text()) == Some("true")
+    /// Whether the VM is marked as a template (`config.template`): `None` when vCenter does
+    /// not say (no `config`: the VM is inaccessible, or we may not read it).
+    pub async fn is_template(&self, vm: &Moref) -> Result<Option<bool>, VimError> {
+        self.property(vm, "config.template", |v| match v.and_then(|v| v.text()) {
+            Some("true") => Some(true),
+            Some("false") => Some(false),
+            _ => None,
+        })
+        .await
+    }
+
+    /// When the VM was made (`config.createDate`), if vCenter says.
+    pub async fn created(&self, vm: &Moref) -> Result<Option<Timestamp>, VimError> {
+        self.property(vm, "config.createDate", |v| {
+            v.and_then(|v| v.text()).and_then(|t| t.trim().parse().ok())
         })
         .await
     }
@@ -238,23 +251,7 @@ impl Vim {
         networks: &[(String, Moref)],
     ) -> Result<ImportSpec, VimError> {
         const METHOD: &str = "CreateImportSpec";
-        let mapping: String = networks
-            .iter()
-            .map(|(ovf_name, net)| {
-                format!(
-                    "<networkMapping><name>{}</name>{}</networkMapping>",
-                    escape(ovf_name),
-                    net.xml("network")
-                )
-            })
-            .collect();
-        let args = format!(
-            "<ovfDescriptor>{}</ovfDescriptor>{}{}<cisp><locale></locale><deploymentOption></deploymentOption><entityName>{}</entityName>{mapping}<diskProvisioning>thin</diskProvisioning></cisp>",
-            escape(ovf),
-            pool.xml("resourcePool"),
-            datastore.xml("datastore"),
-            escape(name),
-        );
+        let args = import_spec_args(ovf, name, pool, datastore, networks);
         let (text, _) = self.call(METHOD, &self.ovf_manager, args).await?;
         let doc = parse(METHOD, &text)?;
         let result = returnval(METHOD, &doc)?;
@@ -368,8 +365,7 @@ impl Vim {
         body: UnsyncBoxBody<Bytes, std::io::Error>,
         length: u64,
     ) -> Result<(), VimError> {
-        let host = self.server.split('/').next().unwrap_or(&self.server);
-        let url = url.replacen("://*", &format!("://{host}"), 1);
+        let url = device_url(url, &self.server);
         let mut req = Request::builder()
             .uri(&url)
             .header(header::CONTENT_LENGTH, length)
@@ -383,7 +379,13 @@ impl Vim {
         let req = req
             .body(body)
             .map_err(|e| answer("upload", e.to_string()))?;
-        let (status, text) = self.http.send(req, None).await?;
+        // Generous for the slowest link a datastore is behind (a mebibyte a second), and
+        // bounded: the lease is kept alive while this runs.
+        let limit = UPLOAD_BASE + Duration::from_secs(length >> 20);
+        let sent = tokio::time::timeout(limit, self.http.send(req, None)).await;
+        let (status, text) = sent.map_err(|_| VimError::Timeout {
+            method: "upload".into(),
+        })??;
         if !status.is_success() {
             return Err(fault("upload", format!("{url}: HTTP {status}: {text}")));
         }
@@ -496,6 +498,49 @@ impl Vim {
     }
 }
 
+/// `CreateImportSpec`'s arguments, in the order of the vim25 schema (vCenter checks it):
+/// the descriptor, pool, datastore, then `OvfCreateImportSpecParams` (its
+/// `OvfManagerCommonParams` first).
+fn import_spec_args(
+    ovf: &str,
+    name: &str,
+    pool: &Moref,
+    datastore: &Moref,
+    networks: &[(String, Moref)],
+) -> String {
+    let mapping: String = networks
+        .iter()
+        .map(|(ovf_name, net)| {
+            format!(
+                "<networkMapping><name>{}</name>{}</networkMapping>",
+                escape(ovf_name),
+                net.xml("network")
+            )
+        })
+        .collect();
+    format!(
+        "<ovfDescriptor>{}</ovfDescriptor>{}{}<cisp><locale></locale><deploymentOption></deploymentOption><entityName>{}</entityName>{mapping}<diskProvisioning>thin</diskProvisioning></cisp>",
+        escape(ovf),
+        pool.xml("resourcePool"),
+        datastore.xml("datastore"),
+        escape(name),
+    )
+}
+
+/// An NFC device URL with the vCenter's host: a `*` host (and any port with it) is the
+/// server the session talks to.
+fn device_url(url: &str, server: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_owned();
+    };
+    let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+    let host = authority.rsplit_once(':').map_or(authority, |(h, _)| h);
+    match host {
+        "*" => format!("{scheme}://{server}{path}"),
+        _ => url.to_owned(),
+    }
+}
+
 fn parse<'t>(method: &str, text: &'t str) -> Result<Document<'t>, VimError> {
     Document::parse(text).map_err(|e| answer(method, e.to_string()))
 }
@@ -572,5 +617,40 @@ mod tests {
             Some("<configSpec><name>t &amp; u</name></configSpec>")
         );
         assert_eq!(escape(r#"<a & "b">"#), "&lt;a &amp; &quot;b&quot;&gt;");
+    }
+
+    #[test]
+    fn import_spec_arguments_are_in_schema_order() {
+        let args = import_spec_args(
+            "<Envelope/>",
+            "t",
+            &Moref::new("ResourcePool", "resgroup-9"),
+            &Moref::new("Datastore", "datastore-1"),
+            &[("VM Network".into(), Moref::new("Network", "network-7"))],
+        );
+        assert_eq!(
+            args,
+            r#"<ovfDescriptor>&lt;Envelope/&gt;</ovfDescriptor><resourcePool type="ResourcePool">resgroup-9</resourcePool><datastore type="Datastore">datastore-1</datastore><cisp><locale></locale><deploymentOption></deploymentOption><entityName>t</entityName><networkMapping><name>VM Network</name><network type="Network">network-7</network></networkMapping><diskProvisioning>thin</diskProvisioning></cisp>"#
+        );
+    }
+
+    #[test]
+    fn a_star_host_is_the_server_port_and_all() {
+        for (url, want) in [
+            (
+                "https://*/nfc/52a/disk-0.vmdk",
+                "https://vc.example:8443/nfc/52a/disk-0.vmdk",
+            ),
+            (
+                "https://*:443/nfc/52a/disk-0.vmdk",
+                "https://vc.example:8443/nfc/52a/disk-0.vmdk",
+            ),
+            (
+                "https://esx1.example/nfc/52a/disk-0.vmdk",
+                "https://esx1.example/nfc/52a/disk-0.vmdk",
+            ),
+        ] {
+            assert_eq!(device_url(url, "vc.example:8443"), want);
+        }
     }
 }
