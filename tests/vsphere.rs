@@ -34,6 +34,8 @@ const INSTALLER_B: &str = "ci-vs-abc12-rhcos-east-east-b";
 const CUSTOM_TEMPLATE: &str = "my-golden-rhcos";
 /// The failure domains' vCenter; its port is in `vcenters[].port`.
 const SERVER: &str = "127.0.0.1";
+/// The test OVA's disk.
+const DISK_BYTES: u32 = 256 * 1024;
 /// How long an import of the test OVA may take in these tests (it takes seconds).
 const IMPORTED_WITHIN: Duration = Duration::from_secs(120);
 
@@ -88,13 +90,15 @@ fn stale_machinesets_move_to_the_template_imported_in_their_failure_domain() {
         importing.len() == 2 && importing.iter().all(|l| l.contains("host=\"host-")),
         "{importing:#?}"
     );
-    // The import's time, for the README (`cargo test --test vsphere -- --nocapture`).
+    // The disk went up whole (the bytes the NFC upload sent); the import's time is printed
+    // for the README (`cargo test --test vsphere -- --nocapture`).
     for line in a
         .served
         .log()
         .iter()
         .filter(|l| l.contains("imported the RHCOS OVA"))
     {
+        assert!(line.contains(&format!("bytes={DISK_BYTES}")), "{line}");
         eprintln!("{line}");
     }
     assert_eq!(template(&c.get("ms-custom")), CUSTOM_TEMPLATE);
@@ -782,7 +786,7 @@ impl Ova {
     /// The descriptor, then a small disk, as a tar (an OVA).
     fn good() -> Ova {
         let descriptor = std::fs::read(fixture_path("vsphere/rhcos-test.ovf")).unwrap();
-        let disk: Vec<u8> = (0..256 * 1024u32).map(|i| (i % 251) as u8).collect();
+        let disk: Vec<u8> = (0..DISK_BYTES).map(|i| (i % 251) as u8).collect();
         let mut tar = tar::Builder::new(Vec::new());
         for (name, data) in [("rhcos.ovf", &descriptor), ("disk.vmdk", &disk)] {
             let mut header = tar::Header::new_ustar();

@@ -580,10 +580,11 @@ impl Background {
             .await
             .map_err(|e| on(fd, e))?;
         let mut created = None;
+        let mut uploaded = 0;
         let result = async {
             let info = vim.lease_ready(&lease).await.map_err(|e| on(fd, e))?;
             created = Some(info.entity.clone());
-            upload_all(vim, &lease, &info, &spec, &ova).await?;
+            uploaded = upload_all(vim, &lease, &info, &spec, &ova).await?;
             vim.lease_complete(&lease).await.map_err(|e| on(fd, e))?;
             let marked = vim.mark_as_template(&info.entity).await;
             marked.map_err(|e| on(fd, e))
@@ -607,7 +608,7 @@ impl Background {
             }
             return Err(e);
         }
-        tracing::info!(template = name, failure_domain = %fd.name, seconds = started.elapsed().as_secs_f64(), "imported the RHCOS OVA as a template");
+        tracing::info!(template = name, failure_domain = %fd.name, seconds = started.elapsed().as_secs_f64(), bytes = uploaded, "imported the RHCOS OVA as a template");
         Ok(())
     }
 
@@ -819,7 +820,7 @@ async fn upload_all(
     info: &vim::LeaseInfo,
     spec: &vim::ImportSpec,
     ova: &ova::Ova,
-) -> Result<(), ImportError> {
+) -> Result<u64, ImportError> {
     let unreadable = |why: String| OvaError::Read {
         path: ova.path.display().to_string(),
         why,
@@ -838,7 +839,12 @@ async fn upload_all(
                 server: vim.server().to_owned(),
                 error: VimError::Answer {
                     method: "HttpNfcLease".into(),
-                    why: format!("no device for {} ({})", item.path, item.device_id),
+                    why: format!(
+                        "no device for {} ({}) among {:?}",
+                        item.path,
+                        item.device_id,
+                        info.devices.iter().map(|d| &d.0).collect::<Vec<_>>()
+                    ),
                 },
             });
         };
@@ -870,7 +876,7 @@ async fn upload_all(
         })?;
         sent += size;
     }
-    Ok(())
+    Ok(sent)
 }
 
 /// The first connected host of `cluster` that mounts `datastore`.

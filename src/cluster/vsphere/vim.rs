@@ -72,6 +72,9 @@ impl Moref {
 pub struct ImportSpec {
     /// `xsi:type` of `importSpec`.
     kind: String,
+    /// The prefixed namespaces in scope at `importSpec`, as attributes: its content may use
+    /// prefixes declared outside it (vcsim's `_XMLSchema-instance:type`).
+    namespaces: String,
     /// Its content, as vCenter wrote it.
     inner: String,
     pub files: Vec<FileItem>,
@@ -266,6 +269,7 @@ impl Vim {
             .unwrap_or("VirtualMachineImportSpec");
         let inner =
             inner_xml(&text, spec).ok_or_else(|| answer(METHOD, "empty importSpec".into()))?;
+        let namespaces = declarations(spec);
         let files = result
             .children()
             .filter(|n| n.has_tag_name((VIM25, "fileItem")))
@@ -279,6 +283,7 @@ impl Vim {
             .collect();
         Ok(ImportSpec {
             kind: kind.to_owned(),
+            namespaces,
             inner: inner.to_owned(),
             files,
         })
@@ -293,7 +298,8 @@ impl Vim {
         host: Option<&Moref>,
     ) -> Result<Moref, VimError> {
         let args = format!(
-            r#"<spec xsi:type="{}">{}</spec>{}{}"#,
+            r#"<spec{} xsi:type="{}">{}</spec>{}{}"#,
+            spec.namespaces,
             escape(&spec.kind),
             spec.inner,
             folder.xml("folder"),
@@ -561,6 +567,15 @@ fn deep_text<'a>(node: Node<'a, '_>, name: &str) -> Option<&'a str> {
         .and_then(|n| n.text())
 }
 
+/// The prefixed namespaces in scope at `node`, as `xmlns:` attributes.
+fn declarations(node: Node<'_, '_>) -> String {
+    node.namespaces()
+        .filter_map(|ns| Some((ns.name()?, ns.uri())))
+        .filter(|(prefix, _)| *prefix != "xml")
+        .map(|(prefix, uri)| format!(r#" xmlns:{prefix}="{}""#, escape(uri)))
+        .collect()
+}
+
 /// The XML between an element's start and end tags, as written.
 fn inner_xml<'t>(text: &'t str, node: Node<'_, 't>) -> Option<&'t str> {
     let first = node.first_child()?.range().start;
@@ -615,6 +630,11 @@ mod tests {
         assert_eq!(
             inner_xml(text, spec),
             Some("<configSpec><name>t &amp; u</name></configSpec>")
+        );
+        // Prefixes its content uses may be declared above it: they go along.
+        assert!(
+            declarations(spec)
+                .contains(r#" xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance""#)
         );
         assert_eq!(escape(r#"<a & "b">"#), "&lt;a &amp; &quot;b&quot;&gt;");
     }
