@@ -372,6 +372,20 @@ impl<'de, T: Shape<'de>> Visitor<'de> for FieldVisitor<T> {
     }
 }
 
+/// The strings of a JSON array (other items and a non-array: none): lists read leniently
+/// from cluster objects (networks, cipher names, ids).
+pub fn strings(value: Option<&serde_json::Value>) -> Vec<String> {
+    value
+        .and_then(serde_json::Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(serde_json::Value::as_str)
+                .map(str::to_owned)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -144,18 +144,7 @@ impl Profile {
                 let Some(custom) = obj.get("custom").and_then(Value::as_object) else {
                     return Err(ProfileError::CustomWithoutSpec);
                 };
-                let strings = |key: &str| -> Vec<String> {
-                    custom
-                        .get(key)
-                        .and_then(Value::as_array)
-                        .map(|a| {
-                            a.iter()
-                                .filter_map(Value::as_str)
-                                .map(str::to_owned)
-                                .collect()
-                        })
-                        .unwrap_or_default()
-                };
+                let strings = |key: &str| crate::core::lenient::strings(custom.get(key));
                 Ok(Profile {
                     kind: "Custom",
                     ciphers: strings("ciphers"),

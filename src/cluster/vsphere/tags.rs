@@ -146,12 +146,5 @@ impl<'h> Tagging<'h> {
 }
 
 fn ids(list: &Value) -> Vec<String> {
-    list.as_array()
-        .map(|a| {
-            a.iter()
-                .filter_map(Value::as_str)
-                .map(str::to_owned)
-                .collect()
-        })
-        .unwrap_or_default()
+    crate::core::lenient::strings(Some(list))
 }

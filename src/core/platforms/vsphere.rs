@@ -297,16 +297,7 @@ fn failure_domain(fd: &Value) -> Option<FailureDomain> {
         compute_cluster: s("/topology/computeCluster"),
         resource_pool: s("/topology/resourcePool"),
         folder: s("/topology/folder"),
-        networks: fd
-            .pointer("/topology/networks")
-            .and_then(Value::as_array)
-            .map(|n| {
-                n.iter()
-                    .filter_map(Value::as_str)
-                    .map(str::to_owned)
-                    .collect()
-            })
-            .unwrap_or_default(),
+        networks: crate::core::lenient::strings(fd.pointer("/topology/networks")),
         vm_group: s("/zoneAffinity/hostGroup/vmGroup"),
     })
 }
