@@ -165,15 +165,7 @@ fn a_bad_checksum_imports_nothing_and_warns() {
     let c = &world.cluster;
     let a = world.holder();
     c.create(&vsphere_machineset("ms-a", "fd-a", INSTALLER_A));
-    let events = eventually(
-        "a Warning Event on ms-a",
-        IMPORTED_WITHIN,
-        || a.served.log_text(),
-        || {
-            let e = events_of(c, "TemplateNotImported", "ms-a");
-            (!e.is_empty()).then_some(e)
-        },
-    );
+    let events = warned(c, &a, "ms-a", IMPORTED_WITHIN);
     let note = events[0]["note"].as_str().unwrap_or_default();
     assert_eq!(events[0]["type"], "Warning");
     assert!(
@@ -257,15 +249,7 @@ fn half_imported_templates_are_cleaned_up() {
     let a = world.holder();
     c.create(&vsphere_machineset("ms-a", "fd-a", INSTALLER_A));
     a.wait_line("deleting a VM an interrupted import left");
-    let events = eventually(
-        "a Warning Event on ms-a",
-        Duration::from_secs(30),
-        || a.served.log_text(),
-        || {
-            let e = events_of(c, "TemplateNotImported", "ms-a");
-            (!e.is_empty()).then_some(e)
-        },
-    );
+    let events = warned(c, &a, "ms-a", Duration::from_secs(30));
     let note = events[0]["note"].as_str().unwrap_or_default();
     assert!(note.contains("disk.vmdk, which is not in it"), "{note}");
     assert!(!vc.exists(&path), "an import without its disk left a VM");
@@ -502,6 +486,19 @@ fn assert_answered(c: &Cluster, name: &str, reason: &str) {
     );
 }
 
+/// The `TemplateNotImported` Events on `name`, once there is one (within `within`).
+fn warned(c: &Cluster, r: &Replica, name: &str, within: Duration) -> Vec<Value> {
+    eventually(
+        &format!("a Warning Event on {name}"),
+        within,
+        || r.served.log_text(),
+        || {
+            let e = events_of(c, "TemplateNotImported", name);
+            (!e.is_empty()).then_some(e)
+        },
+    )
+}
+
 fn wait_template(c: &Cluster, name: &str, wanted: &str, r: &Replica) {
     eventually(
         &format!("{name} to move to {wanted}"),
@@ -606,14 +603,21 @@ impl VCenter {
         jar
     }
 
+    /// The VM at `path`.
     fn find(&self, jar: &Path, path: &str) -> Option<String> {
+        self.find_kind(jar, path, "VirtualMachine")
+    }
+
+    /// `FindByInventoryPath`: the reference of the `kind` object at `path`.
+    fn find_kind(&self, jar: &Path, path: &str, kind: &str) -> Option<String> {
         let answer = self.soap(
             jar,
             &format!(
                 r#"<FindByInventoryPath xmlns="urn:vim25"><_this type="SearchIndex">SearchIndex</_this><inventoryPath>{path}</inventoryPath></FindByInventoryPath>"#
             ),
         );
-        let start = answer.find(r#"<returnval type="VirtualMachine">"#)? + 33;
+        let open = format!(r#"<returnval type="{kind}">"#);
+        let start = answer.find(&open)? + open.len();
         let end = answer[start..].find('<')? + start;
         Some(answer[start..end].to_owned())
     }
@@ -621,14 +625,7 @@ impl VCenter {
     /// `CreateFolder` in the folder at `parent`, as the installer makes its folder.
     fn create_folder(&self, parent: &str, name: &str) {
         let jar = self.session();
-        let answer = self.soap(
-            jar.path(),
-            &format!(
-                r#"<FindByInventoryPath xmlns="urn:vim25"><_this type="SearchIndex">SearchIndex</_this><inventoryPath>{parent}</inventoryPath></FindByInventoryPath>"#
-            ),
-        );
-        let start = answer.find(r#"<returnval type="Folder">"#).expect(parent) + 25;
-        let folder = &answer[start..start + answer[start..].find('<').unwrap()];
+        let folder = self.find_kind(jar.path(), parent, "Folder").expect(parent);
         let made = self.soap(
             jar.path(),
             &format!(
@@ -704,17 +701,7 @@ impl VCenter {
     /// `pool`: what an import stopped before `MarkAsTemplate` leaves.
     fn create_vm(&self, folder_path: &str, pool: &str, name: &str) {
         let jar = self.session();
-        let moref = |path: &str, kind: &str| {
-            let answer = self.soap(
-                jar.path(),
-                &format!(
-                    r#"<FindByInventoryPath xmlns="urn:vim25"><_this type="SearchIndex">SearchIndex</_this><inventoryPath>{path}</inventoryPath></FindByInventoryPath>"#
-                ),
-            );
-            let open = format!(r#"<returnval type="{kind}">"#);
-            let start = answer.find(&open).expect(path) + open.len();
-            answer[start..start + answer[start..].find('<').unwrap()].to_owned()
-        };
+        let moref = |path: &str, kind: &str| self.find_kind(jar.path(), path, kind).expect(path);
         let (folder, pool) = (moref(folder_path, "Folder"), moref(pool, "ResourcePool"));
         let made = self.soap(
             jar.path(),
@@ -785,35 +772,25 @@ struct Ova {
 impl Ova {
     /// The descriptor, then a small disk, as a tar (an OVA).
     fn good() -> Ova {
-        let descriptor = std::fs::read(fixture_path("vsphere/rhcos-test.ovf")).unwrap();
         let disk: Vec<u8> = (0..DISK_BYTES).map(|i| (i % 251) as u8).collect();
+        Ova::of(&[("rhcos.ovf", &descriptor()), ("disk.vmdk", &disk)])
+    }
+
+    /// The descriptor alone: it names a disk the OVA does not hold.
+    fn without_disk() -> Ova {
+        Ova::of(&[("rhcos.ovf", &descriptor())])
+    }
+
+    /// These files as a tar, with its true checksum in the stream.
+    fn of(files: &[(&str, &Vec<u8>)]) -> Ova {
         let mut tar = tar::Builder::new(Vec::new());
-        for (name, data) in [("rhcos.ovf", &descriptor), ("disk.vmdk", &disk)] {
+        for (name, data) in files {
             let mut header = tar::Header::new_ustar();
             header.set_size(data.len() as u64);
             header.set_mode(0o644);
             header.set_cksum();
             tar.append_data(&mut header, name, data.as_slice()).unwrap();
         }
-        let bytes = tar.into_inner().unwrap();
-        let digest = ring::digest::digest(&ring::digest::SHA256, &bytes);
-        let sha: String = digest.as_ref().iter().map(|b| format!("{b:02x}")).collect();
-        Ova {
-            bytes: Arc::new(bytes),
-            stream_sha256: sha,
-        }
-    }
-
-    /// The descriptor alone: it names a disk the OVA does not hold.
-    fn without_disk() -> Ova {
-        let descriptor = std::fs::read(fixture_path("vsphere/rhcos-test.ovf")).unwrap();
-        let mut tar = tar::Builder::new(Vec::new());
-        let mut header = tar::Header::new_ustar();
-        header.set_size(descriptor.len() as u64);
-        header.set_mode(0o644);
-        header.set_cksum();
-        tar.append_data(&mut header, "rhcos.ovf", descriptor.as_slice())
-            .unwrap();
         let bytes = tar.into_inner().unwrap();
         let digest = ring::digest::digest(&ring::digest::SHA256, &bytes);
         Ova {
@@ -828,6 +805,10 @@ impl Ova {
             ..Ova::good()
         }
     }
+}
+
+fn descriptor() -> Vec<u8> {
+    std::fs::read(fixture_path("vsphere/rhcos-test.ovf")).unwrap()
 }
 
 fn fixture_path(name: &str) -> PathBuf {
