@@ -22,15 +22,14 @@ mod support;
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::path::Path;
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
+use support::image::{Image, image_under_test, podman, podman_ok, repo, unique};
 use support::{CURRENT_X86, Https, SecretVolume, dev_certs};
 
-const RUNTIME_BASE_ENV: &str = "BOOTIMAGE_WEBHOOK_RUNTIME_IMAGE";
-const IMAGE_ENV: &str = "BOOTIMAGE_WEBHOOK_IMAGE";
 const CONFIGMAP_DIR: &str = "/etc/bootimage-webhook/configmap";
 const CONFIGMAP_FIXTURE: &str = "configmap-coreos-bootimages.assembled.yaml";
 
@@ -45,29 +44,6 @@ fn report(line: String) {
         .open(path)
         .unwrap();
     writeln!(f, "image: {line}").unwrap();
-}
-
-fn repo(path: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join(path)
-}
-
-fn podman(args: &[&str]) -> Output {
-    Command::new("podman")
-        .args(args)
-        .output()
-        .unwrap_or_else(|e| panic!("running podman ({e}); scripts/install-image-deps installs it"))
-}
-
-/// podman's output, or a panic with its stderr.
-fn podman_ok(args: &[&str]) -> String {
-    let out = podman(args);
-    assert!(
-        out.status.success(),
-        "podman {args:?}: {}\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_owned()
 }
 
 /// The hard limit of `resource` (a row of /proc/self/limits), at most `cap`: podman needs
@@ -94,104 +70,6 @@ fn run_flags() -> Vec<String> {
         "--ulimit".into(),
         format!("nproc={nproc}:{nproc}"),
     ]
-}
-
-fn unique(prefix: &str) -> String {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .subsec_nanos();
-    format!("{prefix}-{}-{nanos}", std::process::id())
-}
-
-/// The image under test; one built here is removed on drop.
-struct Image {
-    name: String,
-    built_here: bool,
-}
-
-impl Drop for Image {
-    fn drop(&mut self) {
-        if self.built_here {
-            let _ = podman(&["rmi", "--force", &self.name]);
-        }
-    }
-}
-
-/// The runtime base: $BOOTIMAGE_WEBHOOK_RUNTIME_IMAGE, or the stand-in of scripts/image-bases.
-fn runtime_base() -> String {
-    if let Ok(name) = std::env::var(RUNTIME_BASE_ENV)
-        && !name.is_empty()
-    {
-        return name;
-    }
-    let out = Command::new(repo("scripts/image-bases"))
-        .arg("runtime")
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "scripts/image-bases runtime: {}\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    stdout
-        .lines()
-        .find_map(|l| l.strip_prefix("RUNTIME_IMAGE="))
-        .unwrap_or_else(|| panic!("no RUNTIME_IMAGE= in {stdout:?}"))
-        .to_owned()
-}
-
-fn image_under_test() -> Image {
-    if let Ok(name) = std::env::var(IMAGE_ENV)
-        && !name.is_empty()
-    {
-        return Image {
-            name,
-            built_here: false,
-        };
-    }
-    let base = runtime_base();
-    // The build context holds the binary alone: the repository's .dockerignore keeps
-    // target/ out of a context, and a context needs nothing else for this target.
-    let context = tempfile::tempdir().unwrap();
-    std::fs::copy(
-        support::binary::BIN,
-        context.path().join("bootimage-webhook"),
-    )
-    .unwrap();
-    let name = format!("localhost/{}:test", unique("bootimage-webhook-image-test"));
-    let dockerfile = repo("Dockerfile");
-    let mut args = vec![
-        "build".to_owned(),
-        "--runtime".into(),
-        "runc".into(),
-        "--network".into(),
-        "none".into(),
-        "--target".into(),
-        "runtime-prebuilt".into(),
-        "--build-arg".into(),
-        format!("RUNTIME_IMAGE={base}"),
-        "--build-arg".into(),
-        "BINARY=bootimage-webhook".into(),
-        "-f".into(),
-        dockerfile.display().to_string(),
-        "-t".into(),
-        name.clone(),
-    ];
-    args.push(context.path().display().to_string());
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let started = Instant::now();
-    podman_ok(&args);
-    report(format!(
-        "built {name} (target runtime-prebuilt on {base}) in {:.1} s",
-        started.elapsed().as_secs_f64()
-    ));
-    Image {
-        name,
-        built_here: true,
-    }
 }
 
 /// What the Deployment's one container is started with.
@@ -407,6 +285,9 @@ fn no_shell(image: &Image) {
 #[tokio::test(flavor = "multi_thread")]
 async fn the_image_runs_as_the_deployment_runs_it() {
     let image = image_under_test();
+    if let Some(built) = &image.built {
+        report(built.clone());
+    }
     let size: u64 = podman_ok(&["image", "inspect", "--format", "{{.Size}}", &image.name])
         .parse()
         .unwrap();

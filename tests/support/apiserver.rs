@@ -38,6 +38,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 /// `scripts/test-apiserver`.
 pub const SCRIPT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/test-apiserver");
+/// `scripts/test-cluster`: the same control plane, with a node.
+pub const CLUSTER_SCRIPT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/test-cluster");
 
 static TOKEN_KUBECONFIGS: AtomicU64 = AtomicU64::new(0);
 
@@ -49,34 +51,48 @@ pub struct ApiServer {
     /// `DIR/env` as written by `scripts/test-apiserver start`.
     env: HashMap<String, String>,
     running: bool,
+    /// The script that started it, and stops it.
+    script: &'static str,
 }
 
 impl ApiServer {
     /// Starts one (building the binaries first if this machine has none). Panics with
     /// the script's output, which names the failed step and its log, if it cannot.
     pub fn start() -> ApiServer {
+        Self::start_with(SCRIPT, "apiserver-")
+    }
+
+    /// The same control plane with a node (`scripts/test-cluster`): kube-controller-manager,
+    /// kube-scheduler, containerd and a kubelet, in a network namespace of their own; the
+    /// kubeconfig reaches the apiserver through a port on 127.0.0.1. One runs per machine
+    /// at a time (a second waits).
+    pub fn start_node() -> ApiServer {
+        Self::start_with(CLUSTER_SCRIPT, "cluster-")
+    }
+
+    fn start_with(script: &'static str, prefix: &str) -> ApiServer {
         let base = option_env!("CARGO_TARGET_TMPDIR")
             .map(PathBuf::from)
             .unwrap_or_else(std::env::temp_dir);
         fs::create_dir_all(&base).unwrap_or_else(|e| panic!("create {}: {e}", base.display()));
         let tempdir = tempfile::Builder::new()
-            .prefix("apiserver-")
+            .prefix(prefix)
             .tempdir_in(&base)
             .unwrap_or_else(|e| panic!("temporary directory in {}: {e}", base.display()));
         let dir = tempdir.path().to_path_buf();
-        let output = Command::new(SCRIPT)
+        let output = Command::new(script)
             .arg("start")
             .arg(&dir)
             .arg("--owner-pid")
             .arg(std::process::id().to_string())
             .stdin(Stdio::null())
             .output()
-            .unwrap_or_else(|e| panic!("cannot run {SCRIPT}: {e}"));
+            .unwrap_or_else(|e| panic!("cannot run {script}: {e}"));
         if !output.status.success() {
             let dir = tempdir.keep();
             panic!(
-                "`scripts/test-apiserver start {dir}` failed ({status}); the logs are \
-                 {dir}/kube-apiserver.log and {dir}/etcd.log (kept):\n{out}{err}",
+                "`{script} start {dir}` failed ({status}); the logs are {dir}/*.log \
+                 (kept):\n{out}{err}",
                 dir = dir.display(),
                 status = output.status,
                 out = String::from_utf8_lossy(&output.stdout),
@@ -89,6 +105,7 @@ impl ApiServer {
             dir,
             env,
             running: true,
+            script,
         }
     }
 
@@ -269,15 +286,16 @@ impl ApiServer {
             return;
         }
         self.running = false;
-        let output = Command::new(SCRIPT)
+        let output = Command::new(self.script)
             .arg("stop")
             .arg(&self.dir)
             .stdin(Stdio::null())
             .output()
-            .unwrap_or_else(|e| panic!("cannot run {SCRIPT}: {e}"));
+            .unwrap_or_else(|e| panic!("cannot run {}: {e}", self.script));
         if !output.status.success() && !std::thread::panicking() {
             panic!(
-                "`scripts/test-apiserver stop {}` failed ({}):\n{}{}",
+                "`{} stop {}` failed ({}):\n{}{}",
+                self.script,
                 self.dir.display(),
                 output.status,
                 String::from_utf8_lossy(&output.stdout),
@@ -292,6 +310,7 @@ impl ApiServer {
     /// data, certificates and token signing key (`scripts/test-apiserver restart`), so
     /// clients reconnect to the same URL with the same credentials.
     pub fn restart(&mut self) {
+        assert_eq!(self.script, SCRIPT, "only a control plane alone restarts");
         let output = Command::new(SCRIPT)
             .arg("restart")
             .arg(&self.dir)

@@ -11,6 +11,7 @@
 //!   running as its ServiceAccount;
 //! - `machinesets`: each platform's MachineSet, the stream's AMI, the image a MachineSet
 //!   names, the decision on an UPDATE;
+//! - `image`: the container image under test, built with podman;
 //! - `evanphx`: the apiserver's own JSON Patch library, as the oracle for patches.
 //!
 //! The most used items are re-exported here (`support::fixture`, `support::Https`, ...).
@@ -23,6 +24,7 @@ pub mod cluster;
 pub mod evanphx;
 pub mod fixtures;
 pub mod https;
+pub mod image;
 pub mod machinesets;
 pub mod servers;
 pub mod stream;

@@ -1,0 +1,477 @@
+//! The shipped Deployment on a real node: the image of tests/image.rs, loaded into the
+//! containerd of `scripts/test-cluster` (kube-apiserver, etcd, kube-controller-manager,
+//! kube-scheduler, containerd, runc and a kubelet, in a network namespace of their own),
+//! and `kubectl apply -k` of `manifests/overlays/cert-manager`, the overlay for a cluster
+//! without OpenShift's service-ca.
+//!
+//! What the test changes, and nothing else:
+//! - cert-manager is not here, so its Issuers and Certificates are left out and the Secret
+//!   the serving Certificate would make (`bootimage-webhook-tls`: tls.crt, tls.key,
+//!   ca.crt) is written by the test, with the CA in the webhook's caBundle, as cainjector
+//!   would put it;
+//! - the image is the one built here (`images:`), already on the node (IfNotPresent).
+//!
+//! To reach the webhook the apiserver calls its Service's endpoints
+//! (`--enable-aggregator-routing`, as OpenShift's kube-apiserver does) at the pods'
+//! addresses on the node's bridge, and the pods reach the apiserver at the `kubernetes`
+//! Service's address, which the node's network namespace holds (there is no kube-proxy).
+//! The Deployment keeps its pod network, Service, probes and security context; with the
+//! host network its two replicas could not both bind their ports on one node.
+//!
+//! Everything is judged through the apiserver (pods, Lease, MachineSets, `kubectl logs`,
+//! the audit log), and what the kubelet made of the security context on the machine itself
+//! (/proc of the container's process). One test, in steps: the node takes a minute to
+//! start and one runs per machine at a time.
+//!
+//! Needs root, podman, runc and the CNI plugins (scripts/install-test-deps).
+
+mod support;
+
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::process::Command;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use base64::Engine;
+use bootimage_webhook::serve::tls::DevCerts;
+use serde_json::{Value, json};
+use support::CURRENT_X86;
+use support::apiserver::{ApiServer, CLUSTER_SCRIPT};
+use support::cluster::{self, LEASE, OLD, OWN_NS, SA_USER, machineset};
+use support::image::{Image, image_under_test};
+
+const APP: &str = "app.kubernetes.io/name=bootimage-webhook";
+const DEPLOYMENT: &str = "deployment/bootimage-webhook";
+/// The image's user (the Deployment sets none: OpenShift assigns one).
+const IMAGE_UID: u64 = 65532;
+
+/// A line for the run's output and for `target/tmp/real-node-report.txt`, which
+/// scripts/test prints after cargo test.
+fn report(line: String) {
+    use std::io::Write;
+    eprintln!("real node: {line}");
+    let path = Path::new(env!("CARGO_TARGET_TMPDIR")).join("real-node-report.txt");
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .unwrap();
+    writeln!(f, "real node: {line}").unwrap();
+}
+
+#[test]
+fn the_shipped_deployment_runs_on_a_real_node() {
+    let started = Instant::now();
+    let api = ApiServer::start_node();
+    report(format!(
+        "scripts/test-cluster start: node Ready after {:.1} s",
+        started.elapsed().as_secs_f64()
+    ));
+    let image = image_under_test();
+    load(&api, &image);
+    cluster::seed(&api, true);
+    let t = Instant::now();
+    apply_shipped(&api, &image);
+    rollout(&api);
+    report(format!(
+        "kubectl apply -k to both replicas Ready: {:.1} s",
+        t.elapsed().as_secs_f64()
+    ));
+
+    let pods = ready_pods(&api);
+    assert_eq!(pods.len(), 2, "two replicas: {pods:?}");
+    for pod in &pods {
+        runs_as_shipped(&api, pod);
+    }
+    webhook_patches_and_logs_it(&api, &pods);
+    in_cluster_identity(&api, &pods);
+    no_write_lost_while_pods_move(&api);
+    pdb_holds_through_a_drain(&api);
+    lease_moves_to_the_other_pod(&api);
+    report(format!(
+        "the whole test: {:.1} s",
+        started.elapsed().as_secs_f64()
+    ));
+}
+
+fn load(api: &ApiServer, image: &Image) {
+    let out = Command::new(CLUSTER_SCRIPT)
+        .arg("load")
+        .arg(api.dir())
+        .arg(&image.name)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "scripts/test-cluster load: {}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// `kubectl apply -k` of the cert-manager overlay, with a Secret in place of cert-manager.
+fn apply_shipped(api: &ApiServer, image: &Image) {
+    let certs = DevCerts::generate(&[
+        "bootimage-webhook.bootimage-webhook.svc".into(),
+        "bootimage-webhook.bootimage-webhook.svc.cluster.local".into(),
+    ])
+    .unwrap();
+    let dir = api.dir().join("overlay");
+    std::fs::create_dir_all(&dir).unwrap();
+    let secret = json!({
+        "apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
+        "metadata": {"name": "bootimage-webhook-tls", "namespace": OWN_NS},
+        "stringData": {"tls.crt": certs.chain_pem, "tls.key": certs.key_pem, "ca.crt": certs.ca_pem},
+    });
+    std::fs::write(dir.join("serving-secret.json"), secret.to_string()).unwrap();
+    let (name, tag) = image.name.rsplit_once(':').unwrap();
+    let ca_bundle = base64::engine::general_purpose::STANDARD.encode(&certs.ca_pem);
+    let delete = |kind: &str| {
+        format!(
+            "  - target: {{group: cert-manager.io, kind: {kind}}}\n    patch: |-\n      \
+             $patch: delete\n      apiVersion: cert-manager.io/v1\n      kind: {kind}\n      \
+             metadata: {{name: any}}\n"
+        )
+    };
+    let kustomization = format!(
+        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n\
+         resources:\n  - {overlay}\n  - serving-secret.json\n\
+         images:\n  - name: quay.io/example/bootimage-webhook\n    newName: {name}\n    newTag: {tag}\n\
+         patches:\n{issuer}{certificate}\
+         \x20 - target: {{group: admissionregistration.k8s.io, kind: MutatingWebhookConfiguration}}\n    \
+         patch: |-\n      - op: add\n        path: /webhooks/0/clientConfig/caBundle\n        \
+         value: {ca_bundle}\n",
+        overlay = relative_to(&dir, "manifests/overlays/cert-manager"),
+        issuer = delete("Issuer"),
+        certificate = delete("Certificate"),
+    );
+    std::fs::write(dir.join("kustomization.yaml"), kustomization).unwrap();
+    let rendered = api.kubectl_ok(["kustomize", dir.to_str().unwrap()]);
+    assert!(!rendered.contains("cert-manager.io/v1"), "{rendered}");
+    api.kubectl_ok(["apply", "-k", dir.to_str().unwrap()]);
+}
+
+/// The repository's `path` as seen from `dir` (kustomize takes no absolute root).
+fn relative_to(dir: &Path, path: &str) -> String {
+    let up = dir.components().skip(1).map(|_| "..");
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join(path);
+    let down = repo
+        .components()
+        .skip(1)
+        .map(|c| c.as_os_str().to_str().unwrap());
+    up.chain(down).collect::<Vec<_>>().join("/")
+}
+
+/// Waits for the Deployment's rollout: every replica updated, available and Ready.
+fn rollout(api: &ApiServer) {
+    api.kubectl_ok([
+        "rollout",
+        "status",
+        DEPLOYMENT,
+        "-n",
+        OWN_NS,
+        "--timeout=300s",
+    ]);
+}
+
+/// The Deployment's pods that run and are Ready (not terminating).
+fn ready_pods(api: &ApiServer) -> Vec<Value> {
+    let list = api.get_json(["pods", "-n", OWN_NS, "-l", APP]);
+    list["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["metadata"]["deletionTimestamp"].is_null())
+        .filter(|p| {
+            p["status"]["conditions"].as_array().is_some_and(|c| {
+                c.iter()
+                    .any(|c| c["type"] == "Ready" && c["status"] == "True")
+            })
+        })
+        .cloned()
+        .collect()
+}
+
+fn pod_name(pod: &Value) -> String {
+    pod["metadata"]["name"].as_str().unwrap().to_owned()
+}
+
+/// The container runs as the image's user, as the kubelet reports it and as the machine
+/// sees its process: no capabilities, no privilege escalation, the runtime's seccomp
+/// profile, a read-only root.
+fn runs_as_shipped(api: &ApiServer, pod: &Value) {
+    let name = pod_name(pod);
+    let status = &pod["status"]["containerStatuses"][0];
+    assert_eq!(
+        status["user"]["linux"]["uid"], IMAGE_UID,
+        "{name}: {status}"
+    );
+    let id = status["containerID"].as_str().unwrap();
+    let id = id.strip_prefix("containerd://").unwrap();
+    let pid = task_pid(api, id);
+    let proc_status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let field = |key: &str| {
+        proc_status
+            .lines()
+            .find_map(|l| l.strip_prefix(key))
+            .map(str::trim)
+            .unwrap_or_else(|| panic!("{name}: no {key} in /proc/{pid}/status"))
+            .to_owned()
+    };
+    assert_eq!(field("Uid:"), "65532\t65532\t65532\t65532", "{name}");
+    assert_eq!(field("CapEff:"), "0000000000000000", "{name}");
+    assert_eq!(field("CapBnd:"), "0000000000000000", "{name}");
+    assert_eq!(field("NoNewPrivs:"), "1", "{name}");
+    assert_eq!(
+        field("Seccomp:"),
+        "2",
+        "{name}: filtered by the runtime's profile"
+    );
+    let mounts = std::fs::read_to_string(format!("/proc/{pid}/mountinfo")).unwrap();
+    let root = mounts
+        .lines()
+        .find(|l| l.split_whitespace().nth(4) == Some("/"))
+        .unwrap();
+    let options = root.split_whitespace().nth(5).unwrap();
+    assert!(
+        options.split(',').any(|o| o == "ro"),
+        "{name}: / is {options}"
+    );
+}
+
+/// The pid on this machine of the container `id` (ctr tasks ls).
+fn task_pid(api: &ApiServer, id: &str) -> u32 {
+    let ctr: Vec<&str> = api.env("CTR").split_whitespace().collect();
+    let out = Command::new(ctr[0])
+        .args(&ctr[1..])
+        .args(["tasks", "ls"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    text.lines()
+        .find_map(|l| {
+            let mut f = l.split_whitespace();
+            (f.next() == Some(id)).then(|| f.next().unwrap().parse().unwrap())
+        })
+        .unwrap_or_else(|| panic!("container {id} not in `ctr tasks ls`:\n{text}"))
+}
+
+/// `kubectl create` of a MachineSet on an old image; returns the object as stored.
+fn create_machineset(api: &ApiServer, name: &str) -> Result<Value, String> {
+    let out = api.kubectl_stdin(
+        ["create", "-f", "-", "-o", "json"],
+        &machineset(name, OLD).to_string(),
+    );
+    if !out.status.success() {
+        return Err(String::from_utf8_lossy(&out.stderr).into_owned());
+    }
+    Ok(serde_json::from_slice(&out.stdout).unwrap())
+}
+
+/// A MachineSet created with kubectl is stored on the stream's image, and `kubectl logs`
+/// tells it in the README's words.
+fn webhook_patches_and_logs_it(api: &ApiServer, pods: &[Value]) {
+    let stored = create_machineset(api, "ms-node").unwrap();
+    assert_eq!(cluster::image(&stored), CURRENT_X86, "{stored}");
+    let names: Vec<String> = pods.iter().map(pod_name).collect();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let logs = api.kubectl_ok(["logs", "-n", OWN_NS, "-l", APP, "--prefix", "--tail=-1"]);
+        let line = logs.lines().find(|l| {
+            l.contains(
+                "Reconciling machineset ms-node on GCP, with arch x86_64; New target boot image: ",
+            ) && l.contains(&format!(
+                "Current image: {OLD}; Patching machineset ms-node"
+            ))
+        });
+        if let Some(line) = line {
+            assert!(
+                names
+                    .iter()
+                    .any(|n| line.starts_with(&format!("[pod/{n}/"))),
+                "{line}"
+            );
+            assert!(line.contains("reason=Updated"), "{line}");
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "kubectl logs never showed ms-node's decision:\n{logs}"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
+/// The replicas call the apiserver as the ServiceAccount, with the token the kubelet
+/// projected into each pod (bound to it), from the pod's own address.
+fn in_cluster_identity(api: &ApiServer, pods: &[Value]) {
+    for pod in pods {
+        let name = pod_name(pod);
+        let ip = pod["status"]["podIP"].as_str().unwrap();
+        let calls = api
+            .audit_events()
+            .into_iter()
+            .filter(|e| e["user"]["username"] == SA_USER)
+            .filter(|e| e["user"]["extra"]["authentication.kubernetes.io/pod-name"][0] == name)
+            .count();
+        assert!(calls > 0, "no request of {name} with its pod-bound token");
+        let from_ip = api
+            .audit_events()
+            .into_iter()
+            .filter(|e| e["user"]["extra"]["authentication.kubernetes.io/pod-name"][0] == name)
+            .all(|e| e["sourceIPs"][0] == ip);
+        assert!(from_ip, "{name}'s requests come from {ip}");
+    }
+}
+
+/// kubectl keeps creating MachineSets while the Deployment restarts and a pod is deleted:
+/// every create succeeds and every MachineSet is stored patched.
+fn no_write_lost_while_pods_move(api: &ApiServer) {
+    let stop = Arc::new(AtomicBool::new(false));
+    let writer = {
+        let stop = stop.clone();
+        let kubeconfig = api.kubeconfig();
+        let kubectl = api.env("KUBECTL").to_owned();
+        std::thread::spawn(move || {
+            let mut results = Vec::new();
+            let mut i = 0;
+            while !stop.load(Ordering::Relaxed) {
+                let name = format!("ms-roll-{i}");
+                let out = Command::new(&kubectl)
+                    .arg("--kubeconfig")
+                    .arg(&kubeconfig)
+                    .args(["create", "-f", "-", "-o", "json"])
+                    .stdin(std::process::Stdio::piped())
+                    .stdout(std::process::Stdio::piped())
+                    .stderr(std::process::Stdio::piped())
+                    .spawn()
+                    .and_then(|mut child| {
+                        use std::io::Write;
+                        child
+                            .stdin
+                            .take()
+                            .unwrap()
+                            .write_all(machineset(&name, OLD).to_string().as_bytes())?;
+                        child.wait_with_output()
+                    })
+                    .unwrap();
+                let stored = serde_json::from_slice::<Value>(&out.stdout)
+                    .ok()
+                    .map(|v| cluster::image(&v).to_owned());
+                results.push((
+                    name,
+                    stored,
+                    String::from_utf8_lossy(&out.stderr).into_owned(),
+                ));
+                i += 1;
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            results
+        })
+    };
+    let t = Instant::now();
+    api.kubectl_ok(["rollout", "restart", DEPLOYMENT, "-n", OWN_NS]);
+    rollout(api);
+    report(format!(
+        "kubectl rollout restart to both new replicas Ready: {:.1} s",
+        t.elapsed().as_secs_f64()
+    ));
+    let victim = pod_name(&ready_pods(api)[0]);
+    api.kubectl_ok(["delete", "pod", &victim, "-n", OWN_NS, "--wait=false"]);
+    wait_for(api, "two Ready replicas after a pod was deleted", |api| {
+        let pods = ready_pods(api);
+        pods.len() == 2 && pods.iter().all(|p| pod_name(p) != victim)
+    });
+    // Until the deleted pod's grace period is over.
+    std::thread::sleep(Duration::from_secs(10));
+    stop.store(true, Ordering::Relaxed);
+    let results = writer.join().unwrap();
+    let lost: Vec<_> = results
+        .iter()
+        .filter(|(_, stored, _)| stored.as_deref() != Some(CURRENT_X86))
+        .collect();
+    report(format!(
+        "{} MachineSets created with kubectl through a rollout restart and a pod deletion, \
+         {} failed or stored unpatched",
+        results.len(),
+        lost.len()
+    ));
+    assert!(
+        results.len() >= 20,
+        "too few writes to tell: {}",
+        results.len()
+    );
+    assert!(
+        lost.is_empty(),
+        "writes failed or stored unpatched: {lost:?}"
+    );
+}
+
+/// `kubectl drain` of the node: the PDB lets one pod go and keeps the other, which serves.
+fn pdb_holds_through_a_drain(api: &ApiServer) {
+    let node = api.env("NODE_NAME").to_owned();
+    let before: BTreeSet<String> = ready_pods(api).iter().map(pod_name).collect();
+    let out = api.kubectl([
+        "drain",
+        &node,
+        "--ignore-daemonsets",
+        "--delete-emptydir-data",
+        "--timeout=30s",
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success(),
+        "the drain evicted both pods:\n{stderr}"
+    );
+    assert!(stderr.contains("disruption budget"), "{stderr}");
+    let after: BTreeSet<String> = ready_pods(api).iter().map(pod_name).collect();
+    assert_eq!(after.len(), 1, "one replica stays: {after:?}");
+    assert!(after.is_subset(&before), "{after:?} of {before:?}");
+    let stored = create_machineset(api, "ms-drain").unwrap();
+    assert_eq!(
+        cluster::image(&stored),
+        CURRENT_X86,
+        "served during the drain"
+    );
+    api.kubectl_ok(["uncordon", &node]);
+    rollout(api);
+    assert_eq!(ready_pods(api).len(), 2);
+}
+
+/// The Lease holder's pod is deleted; the other pod takes the Lease.
+fn lease_moves_to_the_other_pod(api: &ApiServer) {
+    let holder = |api: &ApiServer| {
+        api.get_json(["lease", LEASE, "-n", OWN_NS])["spec"]["holderIdentity"]
+            .as_str()
+            .map(str::to_owned)
+    };
+    wait_for(api, "a Lease holder", |api| holder(api).is_some());
+    let from = holder(api).unwrap();
+    let pods: Vec<String> = ready_pods(api).iter().map(pod_name).collect();
+    assert!(
+        pods.contains(&from),
+        "{from} holds the Lease but is not among {pods:?}"
+    );
+    let other = pods.iter().find(|p| **p != from).unwrap().clone();
+    let t = Instant::now();
+    api.kubectl_ok(["delete", "pod", &from, "-n", OWN_NS, "--wait=false"]);
+    wait_for(api, "the Lease to move to the other pod", |api| {
+        holder(api).as_deref() == Some(other.as_str())
+    });
+    report(format!(
+        "the Lease moved from {from} to {other} {:.1} s after its holder was deleted",
+        t.elapsed().as_secs_f64()
+    ));
+    let ms = create_machineset(api, "ms-after-lease").unwrap();
+    assert_eq!(cluster::image(&ms), CURRENT_X86);
+}
+
+fn wait_for(api: &ApiServer, what: &str, done: impl Fn(&ApiServer) -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(180);
+    while !done(api) {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
