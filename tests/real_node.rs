@@ -28,15 +28,15 @@
 mod support;
 
 use std::collections::BTreeSet;
+use std::io::Write;
 use std::path::Path;
-use std::process::Command;
+use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use base64::Engine;
 use bootimage_webhook::serve::tls::DevCerts;
-use serde_json::{Value, json};
+use serde_json::Value;
 use support::CURRENT_X86;
 use support::apiserver::{ApiServer, CLUSTER_SCRIPT};
 use support::cluster::{self, LEASE, OLD, OWN_NS, SA_USER, machineset};
@@ -50,7 +50,6 @@ const IMAGE_UID: u64 = 65532;
 /// A line for the run's output and for `target/tmp/real-node-report.txt`, which
 /// scripts/test prints after cargo test.
 fn report(line: String) {
-    use std::io::Write;
     eprintln!("real node: {line}");
     let path = Path::new(env!("CARGO_TARGET_TMPDIR")).join("real-node-report.txt");
     let mut f = std::fs::OpenOptions::new()
@@ -70,7 +69,7 @@ fn the_shipped_deployment_runs_on_a_real_node() {
         started.elapsed().as_secs_f64()
     ));
     let image = image_under_test();
-    load(&api, &image);
+    cluster_script(&api, &["load", &image.name]);
     cluster::seed(&api, true);
     let t = Instant::now();
     apply_shipped(&api, &image);
@@ -96,72 +95,36 @@ fn the_shipped_deployment_runs_on_a_real_node() {
     ));
 }
 
-fn load(api: &ApiServer, image: &Image) {
+/// `scripts/test-cluster COMMAND DIR ARGS...`.
+fn cluster_script(api: &ApiServer, args: &[&str]) {
     let out = Command::new(CLUSTER_SCRIPT)
-        .arg("load")
+        .arg(args[0])
         .arg(api.dir())
-        .arg(&image.name)
+        .args(&args[1..])
         .output()
         .unwrap();
     assert!(
         out.status.success(),
-        "scripts/test-cluster load: {}\n{}",
+        "scripts/test-cluster {args:?}: {}\n{}",
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
 }
 
-/// `kubectl apply -k` of the cert-manager overlay, with a Secret in place of cert-manager.
+/// `scripts/test-cluster try`: `kubectl apply -k` of the cert-manager overlay with the image,
+/// and a Secret of the test's certificates in place of cert-manager.
 fn apply_shipped(api: &ApiServer, image: &Image) {
     let certs = DevCerts::generate(&[
         "bootimage-webhook.bootimage-webhook.svc".into(),
         "bootimage-webhook.bootimage-webhook.svc.cluster.local".into(),
     ])
     .unwrap();
-    let dir = api.dir().join("overlay");
-    std::fs::create_dir_all(&dir).unwrap();
-    let secret = json!({
-        "apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
-        "metadata": {"name": "bootimage-webhook-tls", "namespace": OWN_NS},
-        "stringData": {"tls.crt": certs.chain_pem, "tls.key": certs.key_pem, "ca.crt": certs.ca_pem},
-    });
-    std::fs::write(dir.join("serving-secret.json"), secret.to_string()).unwrap();
-    let (name, tag) = image.name.rsplit_once(':').unwrap();
-    let ca_bundle = base64::engine::general_purpose::STANDARD.encode(&certs.ca_pem);
-    let delete = |kind: &str| {
-        format!(
-            "  - target: {{group: cert-manager.io, kind: {kind}}}\n    patch: |-\n      \
-             $patch: delete\n      apiVersion: cert-manager.io/v1\n      kind: {kind}\n      \
-             metadata: {{name: any}}\n"
-        )
-    };
-    let kustomization = format!(
-        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n\
-         resources:\n  - {overlay}\n  - serving-secret.json\n\
-         images:\n  - name: quay.io/example/bootimage-webhook\n    newName: {name}\n    newTag: {tag}\n\
-         patches:\n{issuer}{certificate}\
-         \x20 - target: {{group: admissionregistration.k8s.io, kind: MutatingWebhookConfiguration}}\n    \
-         patch: |-\n      - op: add\n        path: /webhooks/0/clientConfig/caBundle\n        \
-         value: {ca_bundle}\n",
-        overlay = relative_to(&dir, "manifests/overlays/cert-manager"),
-        issuer = delete("Issuer"),
-        certificate = delete("Certificate"),
-    );
-    std::fs::write(dir.join("kustomization.yaml"), kustomization).unwrap();
-    let rendered = api.kubectl_ok(["kustomize", dir.to_str().unwrap()]);
+    let dir = api.dir().join("webhook-certs");
+    certs.write(&dir).unwrap();
+    cluster_script(api, &["try", &image.name, dir.to_str().unwrap()]);
+    let overlay = api.dir().join("overlay");
+    let rendered = api.kubectl_ok(["kustomize", overlay.to_str().unwrap()]);
     assert!(!rendered.contains("cert-manager.io/v1"), "{rendered}");
-    api.kubectl_ok(["apply", "-k", dir.to_str().unwrap()]);
-}
-
-/// The repository's `path` as seen from `dir` (kustomize takes no absolute root).
-fn relative_to(dir: &Path, path: &str) -> String {
-    let up = dir.components().skip(1).map(|_| "..");
-    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join(path);
-    let down = repo
-        .components()
-        .skip(1)
-        .map(|c| c.as_os_str().to_str().unwrap());
-    up.chain(down).collect::<Vec<_>>().join("/")
 }
 
 /// Waits for the Deployment's rollout: every replica updated, available and Ready.
@@ -330,47 +293,10 @@ fn in_cluster_identity(api: &ApiServer, pods: &[Value]) {
 /// every create succeeds and every MachineSet is stored patched.
 fn no_write_lost_while_pods_move(api: &ApiServer) {
     let stop = Arc::new(AtomicBool::new(false));
-    let writer = {
-        let stop = stop.clone();
-        let kubeconfig = api.kubeconfig();
-        let kubectl = api.env("KUBECTL").to_owned();
-        std::thread::spawn(move || {
-            let mut results = Vec::new();
-            let mut i = 0;
-            while !stop.load(Ordering::Relaxed) {
-                let name = format!("ms-roll-{i}");
-                let out = Command::new(&kubectl)
-                    .arg("--kubeconfig")
-                    .arg(&kubeconfig)
-                    .args(["create", "-f", "-", "-o", "json"])
-                    .stdin(std::process::Stdio::piped())
-                    .stdout(std::process::Stdio::piped())
-                    .stderr(std::process::Stdio::piped())
-                    .spawn()
-                    .and_then(|mut child| {
-                        use std::io::Write;
-                        child
-                            .stdin
-                            .take()
-                            .unwrap()
-                            .write_all(machineset(&name, OLD).to_string().as_bytes())?;
-                        child.wait_with_output()
-                    })
-                    .unwrap();
-                let stored = serde_json::from_slice::<Value>(&out.stdout)
-                    .ok()
-                    .map(|v| cluster::image(&v).to_owned());
-                results.push((
-                    name,
-                    stored,
-                    String::from_utf8_lossy(&out.stderr).into_owned(),
-                ));
-                i += 1;
-                std::thread::sleep(Duration::from_millis(100));
-            }
-            results
-        })
-    };
+    let writers: Vec<_> = ["a", "b"]
+        .iter()
+        .map(|w| kubectl_writer(api, &format!("ms-roll-{w}"), stop.clone()))
+        .collect();
     let t = Instant::now();
     api.kubectl_ok(["rollout", "restart", DEPLOYMENT, "-n", OWN_NS]);
     rollout(api);
@@ -387,7 +313,10 @@ fn no_write_lost_while_pods_move(api: &ApiServer) {
     // Until the deleted pod's grace period is over.
     std::thread::sleep(Duration::from_secs(10));
     stop.store(true, Ordering::Relaxed);
-    let results = writer.join().unwrap();
+    let results: Vec<_> = writers
+        .into_iter()
+        .flat_map(|w| w.join().unwrap())
+        .collect();
     let lost: Vec<_> = results
         .iter()
         .filter(|(_, stored, _)| stored.as_deref() != Some(CURRENT_X86))
@@ -407,6 +336,51 @@ fn no_write_lost_while_pods_move(api: &ApiServer) {
         lost.is_empty(),
         "writes failed or stored unpatched: {lost:?}"
     );
+}
+
+/// A thread that runs `kubectl create` of MachineSets `PREFIX-N` one after the other until
+/// `stop`; returns each one's name, the image it was stored on (None: the create failed)
+/// and kubectl's stderr.
+fn kubectl_writer(
+    api: &ApiServer,
+    prefix: &str,
+    stop: Arc<AtomicBool>,
+) -> std::thread::JoinHandle<Vec<(String, Option<String>, String)>> {
+    let kubeconfig = api.kubeconfig();
+    let kubectl = api.env("KUBECTL").to_owned();
+    let prefix = prefix.to_owned();
+    std::thread::spawn(move || {
+        let mut results = Vec::new();
+        while !stop.load(Ordering::Relaxed) {
+            let name = format!("{prefix}-{}", results.len());
+            let mut child = Command::new(&kubectl)
+                .arg("--kubeconfig")
+                .arg(&kubeconfig)
+                .args(["create", "-f", "-", "-o", "json"])
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap();
+            let manifest = machineset(&name, OLD).to_string();
+            child
+                .stdin
+                .take()
+                .unwrap()
+                .write_all(manifest.as_bytes())
+                .unwrap();
+            let out = child.wait_with_output().unwrap();
+            let stored = serde_json::from_slice::<Value>(&out.stdout)
+                .ok()
+                .map(|v| cluster::image(&v).to_owned());
+            results.push((
+                name,
+                stored,
+                String::from_utf8_lossy(&out.stderr).into_owned(),
+            ));
+        }
+        results
+    })
 }
 
 /// `kubectl drain` of the node: the PDB lets one pod go and keeps the other, which serves.
@@ -454,15 +428,34 @@ fn lease_moves_to_the_other_pod(api: &ApiServer) {
         pods.contains(&from),
         "{from} holds the Lease but is not among {pods:?}"
     );
-    let other = pods.iter().find(|p| **p != from).unwrap().clone();
     let t = Instant::now();
     api.kubectl_ok(["delete", "pod", &from, "-n", OWN_NS, "--wait=false"]);
-    wait_for(api, "the Lease to move to the other pod", |api| {
-        holder(api).as_deref() == Some(other.as_str())
+    // The other replica, or the deleted one's replacement: whichever asks first after the
+    // holder released the Lease on SIGTERM.
+    wait_for(api, "the Lease to move to another pod", |api| {
+        holder(api).is_some_and(|h| h != from)
     });
+    let to = holder(api).unwrap();
+    let took = t.elapsed().as_secs_f64();
+    let live: Vec<String> = ready_pods(api).iter().map(pod_name).collect();
+    let pods_now = api.get_json(["pods", "-n", OWN_NS, "-l", APP]);
+    let known = pods_now["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|p| pod_name(p) == to);
+    assert!(
+        known,
+        "{to} holds the Lease but is no pod of the Deployment"
+    );
+    let was = if pods.contains(&to) {
+        "the other replica"
+    } else {
+        "the replacement"
+    };
     report(format!(
-        "the Lease moved from {from} to {other} {:.1} s after its holder was deleted",
-        t.elapsed().as_secs_f64()
+        "the Lease moved from {from} to {to} ({was}) {took:.1} s after its holder was deleted; \
+         Ready now: {live:?}"
     ));
     let ms = create_machineset(api, "ms-after-lease").unwrap();
     assert_eq!(cluster::image(&ms), CURRENT_X86);
