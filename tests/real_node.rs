@@ -161,11 +161,42 @@ fn pod_name(pod: &Value) -> String {
     pod["metadata"]["name"].as_str().unwrap().to_owned()
 }
 
-/// The container runs as the image's user, as the kubelet reports it and as the machine
-/// sees its process: no capabilities, no privilege escalation, the runtime's seccomp
-/// profile, a read-only root.
+/// The pod template of `manifests/base/deployment.yaml`, as shipped.
+fn shipped_pod() -> Value {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("manifests/base/deployment.yaml");
+    let text = std::fs::read_to_string(path).unwrap();
+    let docs = bootimage_webhook::core::snapshot::parse_documents(&text).unwrap();
+    docs[0]["spec"]["template"]["spec"].clone()
+}
+
+/// The pod has the shipped security context, probes, arguments and mounts, and its
+/// container runs as the image's user, as the kubelet reports it and as the machine sees
+/// its process: no capabilities, no privilege escalation, the runtime's seccomp profile, a
+/// read-only root.
 fn runs_as_shipped(api: &ApiServer, pod: &Value) {
     let name = pod_name(pod);
+    let shipped = shipped_pod();
+    let spec = &pod["spec"];
+    let (ours, theirs) = (&spec["securityContext"], &shipped["securityContext"]);
+    assert!(
+        contains(ours, theirs),
+        "{name}: pod securityContext {ours}, shipped {theirs}"
+    );
+    for key in [
+        "securityContext",
+        "readinessProbe",
+        "livenessProbe",
+        "args",
+        "ports",
+    ] {
+        let (ours, theirs) = (&spec["containers"][0][key], &shipped["containers"][0][key]);
+        // The apiserver fills in defaults (the probes' successThreshold, the ports'
+        // protocol): every shipped field is there, with its value.
+        assert!(
+            contains(ours, theirs),
+            "{name}: {key} is {ours}, shipped {theirs}"
+        );
+    }
     let status = &pod["status"]["containerStatuses"][0];
     assert_eq!(
         status["user"]["linux"]["uid"], IMAGE_UID,
@@ -202,6 +233,19 @@ fn runs_as_shipped(api: &ApiServer, pod: &Value) {
         options.split(',').any(|o| o == "ro"),
         "{name}: / is {options}"
     );
+}
+
+/// True if `big` has every field of `small`, with the same value (arrays: element-wise).
+fn contains(big: &Value, small: &Value) -> bool {
+    match (big, small) {
+        (Value::Object(b), Value::Object(s)) => s
+            .iter()
+            .all(|(k, v)| b.get(k).is_some_and(|bv| contains(bv, v))),
+        (Value::Array(b), Value::Array(s)) => {
+            b.len() == s.len() && b.iter().zip(s).all(|(b, s)| contains(b, s))
+        }
+        _ => big == small,
+    }
 }
 
 /// The pid on this machine of the container `id` (ctr tasks ls).
