@@ -22,7 +22,6 @@ mod support;
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -33,17 +32,9 @@ use support::{CURRENT_X86, Https, SecretVolume, dev_certs};
 const CONFIGMAP_DIR: &str = "/etc/bootimage-webhook/configmap";
 const CONFIGMAP_FIXTURE: &str = "configmap-coreos-bootimages.assembled.yaml";
 
-/// A line for the run's output and for `target/tmp/image-report.txt`, which scripts/test
-/// prints after cargo test (a passing test's output is not shown).
+/// A line for the run's output and for scripts/test's summary.
 fn report(line: String) {
-    eprintln!("image: {line}");
-    let path = Path::new(env!("CARGO_TARGET_TMPDIR")).join("image-report.txt");
-    let mut f = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(path)
-        .unwrap();
-    writeln!(f, "image: {line}").unwrap();
+    support::report::report("image", &line);
 }
 
 /// The hard limit of `resource` (a row of /proc/self/limits), at most `cap`: podman needs

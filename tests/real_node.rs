@@ -47,17 +47,9 @@ const DEPLOYMENT: &str = "deployment/bootimage-webhook";
 /// The image's user (the Deployment sets none: OpenShift assigns one).
 const IMAGE_UID: u64 = 65532;
 
-/// A line for the run's output and for `target/tmp/real-node-report.txt`, which
-/// scripts/test prints after cargo test.
+/// A line for the run's output and for scripts/test's summary.
 fn report(line: String) {
-    eprintln!("real node: {line}");
-    let path = Path::new(env!("CARGO_TARGET_TMPDIR")).join("real-node-report.txt");
-    let mut f = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(path)
-        .unwrap();
-    writeln!(f, "real node: {line}").unwrap();
+    support::report::report("real-node", &line);
 }
 
 #[test]

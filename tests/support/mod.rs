@@ -12,6 +12,7 @@
 //! - `machinesets`: each platform's MachineSet, the stream's AMI, the image a MachineSet
 //!   names, the decision on an UPDATE;
 //! - `image`: the container image under test, built with podman;
+//! - `report`: figures a passing test prints, kept for scripts/test to show;
 //! - `evanphx`: the apiserver's own JSON Patch library, as the oracle for patches.
 //!
 //! The most used items are re-exported here (`support::fixture`, `support::Https`, ...).
@@ -26,6 +27,7 @@ pub mod fixtures;
 pub mod https;
 pub mod image;
 pub mod machinesets;
+pub mod report;
 pub mod servers;
 pub mod stream;
 pub mod volume;
