@@ -26,7 +26,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use support::image::{Image, image_under_test, podman, podman_ok, repo, unique};
+use support::image::{Image, Process, image_under_test, podman, podman_ok, repo, unique};
 use support::{CURRENT_X86, Https, SecretVolume, dev_certs};
 
 const CONFIGMAP_DIR: &str = "/etc/bootimage-webhook/configmap";
@@ -399,42 +399,24 @@ async fn the_image_runs_as_the_deployment_runs_it() {
     assert_eq!(probe(admin, "/healthz"), Some(200));
 
     // The process: the image's user, and / read-only.
-    let pid = container.inspect("{{.State.Pid}}");
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    for key in ["Uid:", "Gid:"] {
-        let ids: Vec<&str> = status
-            .lines()
-            .find(|l| l.starts_with(key))
-            .unwrap()
-            .split_whitespace()
-            .skip(1)
-            .collect();
-        assert_eq!(ids, ["65532"; 4], "{key}");
+    let process = Process::of(container.inspect("{{.State.Pid}}"));
+    for key in ["Uid", "Gid"] {
+        assert_eq!(process.status(key), ["65532"; 4], "{key}");
     }
-    let mountinfo = std::fs::read_to_string(format!("/proc/{pid}/mountinfo")).unwrap();
-    let root = mountinfo
-        .lines()
-        .find(|l| l.split_whitespace().nth(4) == Some("/"))
-        .unwrap();
-    let options = root.split_whitespace().nth(5).unwrap();
     assert!(
-        options.split(',').any(|o| o == "ro"),
-        "root not read-only: {root}"
+        process.root_read_only(),
+        "root not read-only: {:?}",
+        process.mount("/")
     );
-    let tmp = mountinfo
-        .lines()
-        .find(|l| l.split_whitespace().nth(4) == Some(d.tmp_mount.as_str()))
+    let tmp = process
+        .mount(&d.tmp_mount)
         .unwrap_or_else(|| panic!("no {} mount", d.tmp_mount));
     assert!(tmp.contains(" tmpfs "), "{tmp}");
-    let cap_eff = status
-        .lines()
-        .find(|l| l.starts_with("CapEff:"))
-        .unwrap()
-        .split_whitespace()
-        .nth(1)
-        .unwrap()
-        .to_owned();
-    assert_eq!(cap_eff, "0000000000000000", "capabilities left");
+    assert_eq!(
+        process.status("CapEff"),
+        ["0000000000000000"],
+        "capabilities left"
+    );
 
     // A review over TLS, the certificate verified against the test CA.
     let review: Value = serde_json::from_str(

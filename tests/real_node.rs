@@ -40,7 +40,7 @@ use serde_json::Value;
 use support::CURRENT_X86;
 use support::apiserver::{ApiServer, CLUSTER_SCRIPT};
 use support::cluster::{self, LEASE, OLD, OWN_NS, SA_USER, machineset};
-use support::image::{Image, image_under_test};
+use support::image::{Image, Process, image_under_test};
 
 const APP: &str = "app.kubernetes.io/name=bootimage-webhook";
 const DEPLOYMENT: &str = "deployment/bootimage-webhook";
@@ -197,33 +197,17 @@ fn runs_as_shipped(api: &ApiServer, pod: &Value) {
     let id = status["containerID"].as_str().unwrap();
     let id = id.strip_prefix("containerd://").unwrap();
     let pid = task_pid(api, id);
-    let proc_status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    let field = |key: &str| {
-        proc_status
-            .lines()
-            .find_map(|l| l.strip_prefix(key))
-            .map(str::trim)
-            .unwrap_or_else(|| panic!("{name}: no {key} in /proc/{pid}/status"))
-            .to_owned()
-    };
-    assert_eq!(field("Uid:"), "65532\t65532\t65532\t65532", "{name}");
-    assert_eq!(field("CapEff:"), "0000000000000000", "{name}");
-    assert_eq!(field("CapBnd:"), "0000000000000000", "{name}");
-    assert_eq!(field("NoNewPrivs:"), "1", "{name}");
-    assert_eq!(
-        field("Seccomp:"),
-        "2",
-        "{name}: filtered by the runtime's profile"
-    );
-    let mounts = std::fs::read_to_string(format!("/proc/{pid}/mountinfo")).unwrap();
-    let root = mounts
-        .lines()
-        .find(|l| l.split_whitespace().nth(4) == Some("/"))
-        .unwrap();
-    let options = root.split_whitespace().nth(5).unwrap();
+    let process = Process::of(pid);
+    assert_eq!(process.status("Uid"), ["65532"; 4], "{name}");
+    assert_eq!(process.status("CapEff"), ["0000000000000000"], "{name}");
+    assert_eq!(process.status("CapBnd"), ["0000000000000000"], "{name}");
+    assert_eq!(process.status("NoNewPrivs"), ["1"], "{name}");
+    let seccomp = process.status("Seccomp");
+    assert_eq!(seccomp, ["2"], "{name}: filtered by the runtime's profile");
     assert!(
-        options.split(',').any(|o| o == "ro"),
-        "{name}: / is {options}"
+        process.root_read_only(),
+        "{name}: / is {:?}",
+        process.mount("/")
     );
 }
 

@@ -129,3 +129,49 @@ pub fn image_under_test() -> Image {
         built_here: true,
     }
 }
+
+/// A container's process as this machine sees it: `/proc/<pid>/status` and `mountinfo`.
+pub struct Process {
+    pid: String,
+    status: String,
+    mountinfo: String,
+}
+
+impl Process {
+    pub fn of(pid: impl std::fmt::Display) -> Process {
+        let read = |file: &str| {
+            std::fs::read_to_string(format!("/proc/{pid}/{file}"))
+                .unwrap_or_else(|e| panic!("read /proc/{pid}/{file}: {e}"))
+        };
+        Process {
+            status: read("status"),
+            mountinfo: read("mountinfo"),
+            pid: pid.to_string(),
+        }
+    }
+
+    /// The words of a `status` field (`Uid`: real, effective, saved, filesystem).
+    pub fn status(&self, key: &str) -> Vec<&str> {
+        let prefix = format!("{key}:");
+        self.status
+            .lines()
+            .find_map(|l| l.strip_prefix(prefix.as_str()))
+            .unwrap_or_else(|| panic!("no {key} in /proc/{}/status", self.pid))
+            .split_whitespace()
+            .collect()
+    }
+
+    /// The `mountinfo` line of the mount at `point`.
+    pub fn mount(&self, point: &str) -> Option<&str> {
+        self.mountinfo
+            .lines()
+            .find(|l| l.split_whitespace().nth(4) == Some(point))
+    }
+
+    /// True if `/` is mounted read-only.
+    pub fn root_read_only(&self) -> bool {
+        let root = self.mount("/").expect("a / mount");
+        let options = root.split_whitespace().nth(5).unwrap_or_default();
+        options.split(',').any(|o| o == "ro")
+    }
+}
