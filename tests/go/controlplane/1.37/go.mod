@@ -1,5 +1,7 @@
-// kube-apiserver and etcd for the tests (scripts/test-apiserver builds them):
-// no Go code of ours, only the two `tool` packages of the pinned releases.
+// kube-apiserver and etcd for the tests (scripts/test-apiserver builds them),
+// and kube-controller-manager, kube-scheduler and kubelet for the node of
+// scripts/test-cluster: no Go code of ours, only the `tool` packages of the
+// pinned releases.
 //
 //   - k8s.io/kubernetes v1.37.2: its go.mod requires every k8s.io/* staging
 //     module at v0.0.0 (replaced by ./staging/... in its own repository), so
