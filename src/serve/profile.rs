@@ -14,7 +14,14 @@ use rustls::crypto::SupportedKxGroup;
 use rustls::crypto::ring::{cipher_suite as cs, kx_group};
 use serde_json::Value;
 
-use super::tls::MinVersion;
+/// `--tls-min-version`: ours (`1.2`) or OpenShift's spelling (`VersionTLS12`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum MinVersion {
+    #[value(name = "1.2", alias = "VersionTLS12")]
+    Tls12,
+    #[value(name = "1.3", alias = "VersionTLS13")]
+    Tls13,
+}
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ProfileError {

@@ -15,6 +15,7 @@ use rustls::sign::CertifiedKey;
 use rustls::{ServerConfig, SupportedProtocolVersion};
 use tokio::sync::watch;
 
+pub use super::profile::MinVersion;
 use super::profile::{self, Overrides, Policy, Profile, ProfileError};
 use crate::metrics::SharedMetrics;
 
@@ -81,15 +82,6 @@ impl ResolvesServerCert for CertResolver {
     fn resolve(&self, _: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
         Some(self.current.load_full())
     }
-}
-
-/// `--tls-min-version`: ours (`1.2`) or OpenShift's spelling (`VersionTLS12`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum MinVersion {
-    #[value(name = "1.2", alias = "VersionTLS12")]
-    Tls12,
-    #[value(name = "1.3", alias = "VersionTLS13")]
-    Tls13,
 }
 
 /// HTTP/1.1 only (the apiserver speaks it to webhooks, and it avoids the HTTP/2 rapid-reset
