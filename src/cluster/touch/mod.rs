@@ -4,30 +4,29 @@
 //! touches that do not move the image for the same target end in an Event, a metric and
 //! silence (the hot-loop guard). At steady state nothing is written.
 
+mod plan;
+mod report;
+
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::jiff::Timestamp;
-use k8s_openapi::jiff::civil::Date;
-use k8s_openapi::jiff::tz::TimeZone;
 use kube::api::{Api, ListParams, Patch, PatchParams};
 use kube::core::DynamicObject;
-use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::runtime::events::{Recorder, Reporter};
 use serde_json::{Value, json};
 use tokio::sync::watch;
 
+pub use plan::{Census, Looping, Planned, census, plan, revert_loops};
+
 use crate::cluster::apis;
 use crate::cluster::lease::LeaseCheck;
-use crate::cluster::stub_upgrade::{self, BACKUP_SUFFIX, Outcome as StubOutcome, Upgrader};
+use crate::cluster::stub_upgrade::Upgrader;
 use crate::cluster::watch::Watching;
-use crate::core::age;
 use crate::core::decision::{self, Reason, TOUCH_ANNOTATION};
-use crate::core::skew;
 use crate::core::snapshot::{SharedSnapshot, Snapshot};
-use crate::core::stub::UPGRADED_VERSION;
 use crate::core::view::CPMS_KIND;
 use crate::health::{Health, until};
 use crate::metrics::{SharedMetrics, TouchOutcome};
@@ -36,139 +35,6 @@ pub const FIELD_MANAGER: &str = "bootimage-webhook";
 pub const MAX_ATTEMPTS: u32 = 3;
 /// After a MachineSet change, let the rest of a burst of writes land before a pass.
 const MACHINESET_SETTLE: Duration = Duration::from_secs(1);
-
-/// A MachineSet the webhook would change now.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Planned {
-    /// `MachineSet`, or `ControlPlaneMachineSet`.
-    pub kind: String,
-    pub name: String,
-    pub uid: String,
-    pub current: String,
-    pub target: String,
-}
-
-/// The same decision as the webhook, over a list: which MachineSets need a touch. Pure.
-pub fn plan(machinesets: &[Value], snap: &Snapshot) -> Vec<Planned> {
-    decided(machinesets, snap, Reason::Updated)
-        .map(|(planned, _)| planned)
-        .collect()
-}
-
-/// A MachineSet given up on for its target (`RevertLoop`), with the decision's words.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Looping {
-    pub machineset: Planned,
-    pub message: String,
-}
-
-/// The MachineSets that another writer keeps putting back (behaviour §4, rule 11). Pure.
-pub fn revert_loops(machinesets: &[Value], snap: &Snapshot) -> Vec<Looping> {
-    decided(machinesets, snap, Reason::RevertLoop)
-        .map(|(machineset, message)| Looping {
-            machineset,
-            message,
-        })
-        .collect()
-}
-
-/// The MachineSets decided with `reason`, with the decision's message.
-fn decided<'a>(
-    machinesets: &'a [Value],
-    snap: &'a Snapshot,
-    reason: Reason,
-) -> impl Iterator<Item = (Planned, String)> + 'a {
-    machinesets.iter().filter_map(move |ms| {
-        let d = decision::decide_object(ms, snap);
-        (d.reason == reason).then(|| {
-            let meta = |k: &str| {
-                ms.pointer(&format!("/metadata/{k}"))
-                    .and_then(Value::as_str)
-                    .unwrap_or_default()
-                    .to_owned()
-            };
-            let planned = Planned {
-                kind: ms["kind"].as_str().unwrap_or_default().to_owned(),
-                name: meta("name"),
-                uid: meta("uid"),
-                current: d.current.unwrap_or_default(),
-                target: d.target.unwrap_or_default(),
-            };
-            (planned, d.message)
-        })
-    })
-}
-
-/// What the Lease holder counts on each pass (behaviour §7): MachineSets by reason, the
-/// oldest boot image an enrolled MachineSet names, and each MachineSet's image now.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Census {
-    pub by_reason: BTreeMap<Reason, i64>,
-    /// (age in days, MachineSet name, image) of the oldest dated boot image.
-    pub oldest: Option<(i64, String, String)>,
-    /// uid -> (kind, name, the image it boots now, the target when it is on it).
-    pub images: BTreeMap<String, (String, String, String, Option<String>)>,
-    /// The version of the oldest boot image any MachineSet names, managed or not
-    /// ([`skew::survey`]).
-    pub oldest_release: Option<skew::Version>,
-}
-
-/// Reasons of MachineSets that are not ours to count in the boot image age: not enrolled,
-/// not RHCOS (Windows, another stream, a custom image), or someone else's.
-const NOT_AGED: [Reason; 7] = [
-    Reason::NotApplicable,
-    Reason::OptedOut,
-    Reason::OwnedByController,
-    Reason::ClusterAPIAuthoritative,
-    Reason::UnsupportedOSStream,
-    Reason::Windows,
-    Reason::CustomImage,
-];
-
-/// Counts `machinesets` under `snap` as of `today`. Pure.
-pub fn census(machinesets: &[Value], snap: &Snapshot, today: Date) -> Census {
-    let mut c = Census::default();
-    let mut all = Vec::new();
-    for ms in machinesets {
-        let d = decision::decide_object(ms, snap);
-        *c.by_reason.entry(d.reason).or_default() += 1;
-        let name = ms
-            .pointer("/metadata/name")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_owned();
-        let uid = ms
-            .pointer("/metadata/uid")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_owned();
-        let image = d.current.clone().or_else(|| age::referenced_image(ms));
-        all.push((name.clone(), image.clone()));
-        if let Some(image) = &image {
-            let on_target = (d.reason == Reason::UpToDate)
-                .then(|| d.target.clone())
-                .flatten();
-            let kind = ms["kind"].as_str().unwrap_or_default().to_owned();
-            c.images
-                .insert(uid, (kind, name.clone(), image.clone(), on_target));
-            let days = (!NOT_AGED.contains(&d.reason))
-                .then(|| age::age_days(image, today))
-                .flatten();
-            if let Some(days) = days
-                && c.oldest.as_ref().is_none_or(|(o, _, _)| days > *o)
-            {
-                c.oldest = Some((days, name, image.clone()));
-            }
-        }
-    }
-    let survey = skew::survey(
-        all.iter().map(|(n, i)| (n.clone(), i.as_deref())),
-        snap.boot_images.as_deref(),
-        &snap.cluster.learned,
-    );
-    c.oldest_release = survey.oldest.map(|(_, _, v)| v);
-    c
-}
 
 #[derive(Debug, Clone)]
 pub struct TouchSettings {
@@ -516,190 +382,5 @@ impl Toucher {
             Reason::Updated => Attempt::NotMoved,
             other => Attempt::Changed(other),
         })
-    }
-
-    /// One Warning Event and one count per MachineSet and target that another writer keeps
-    /// putting back; the writes are its (the webhook leaves them as sent, and [`plan`]
-    /// does not touch them).
-    async fn report_revert_loops(&mut self, objects: &[Value], snap: &Snapshot) {
-        let loops = revert_loops(objects, snap);
-        let now: HashSet<(String, String)> = loops
-            .iter()
-            .map(|l| (l.machineset.uid.clone(), l.machineset.target.clone()))
-            .collect();
-        self.loops_reported.retain(|k| now.contains(k));
-        for l in loops {
-            let p = &l.machineset;
-            if !self
-                .loops_reported
-                .insert((p.uid.clone(), p.target.clone()))
-            {
-                continue;
-            }
-            self.metrics.touch.revert_loops.inc();
-            tracing::error!(machineset = %p.name, reason = %Reason::RevertLoop, current = %p.current, target = %p.target, "{}", l.message);
-            let event = Event {
-                type_: EventType::Warning,
-                reason: "BootImageRevertLoop".into(),
-                note: Some(l.message.clone()),
-                action: "Update".into(),
-                secondary: None,
-            };
-            if let Err(e) = self.own_event(&event, &self.reference(p)).await {
-                tracing::warn!(machineset = %p.name, error = %e, "could not record the Event");
-            }
-        }
-    }
-
-    /// The census into the metrics, and a `BootImageUpdated` Event for every MachineSet now
-    /// on its target whose image the last pass saw elsewhere (the webhook moved it on
-    /// someone else's write).
-    async fn count(&mut self, objects: &[Value], snap: &Snapshot) {
-        let today = Timestamp::now().to_zoned(TimeZone::UTC).date();
-        let c = census(objects, snap, today);
-        self.metrics.touch.census(
-            Some(&c.by_reason),
-            c.oldest.as_ref().map_or(0, |o| o.0),
-            c.oldest_release.as_ref().map(Into::into),
-        );
-        if let Some((days, name, image)) = &c.oldest {
-            tracing::debug!(machineset = %name, %image, days, "the oldest boot image an enrolled MachineSet names");
-        }
-        let previous = std::mem::take(&mut self.last_images);
-        for (uid, (kind, name, image, on_target)) in &c.images {
-            if let (Some(target), Some(before)) = (on_target, previous.get(uid))
-                && before != image
-            {
-                let p = Planned {
-                    kind: kind.clone(),
-                    name: name.clone(),
-                    uid: uid.clone(),
-                    current: before.clone(),
-                    target: target.clone(),
-                };
-                self.report_move(&p).await;
-            }
-            self.last_images.insert(uid.clone(), image.clone());
-        }
-        self.moves_reported
-            .retain(|(uid, _)| c.images.contains_key(uid));
-    }
-
-    /// `--upgrade-stub-ignition`: each spec-2 stub in the way, upgraded (or why not), told
-    /// on the MachineSets that wait for it.
-    async fn upgrade_stubs(&mut self, upgrader: &mut Upgrader, objects: &[Value], snap: &Snapshot) {
-        for c in stub_upgrade::candidates(objects, snap) {
-            let secret = &c.secret;
-            let (type_, reason, note) = match upgrader.upgrade(&c).await {
-                None => continue,
-                Some(StubOutcome::Upgraded) => {
-                    tracing::info!(%secret, backup = %format_args!("{secret}{BACKUP_SUFFIX}"), "ignition stub upgrade to {UPGRADED_VERSION} successful");
-                    let note = format!(
-                        "stub Ignition of user-data Secret {secret} upgraded to spec {UPGRADED_VERSION}; the original is in Secret {secret}{BACKUP_SUFFIX}"
-                    );
-                    (EventType::Normal, "StubIgnitionUpgraded", note)
-                }
-                Some(StubOutcome::Refused(why)) => {
-                    tracing::warn!(%secret, %why, "spec-2 stub Ignition not upgraded: the MachineSets naming it keep their boot images");
-                    let note = format!(
-                        "stub Ignition of user-data Secret {secret} not upgraded to spec 3: {why}"
-                    );
-                    (EventType::Warning, "StubIgnitionNotUpgraded", note)
-                }
-                Some(StubOutcome::Failed(why)) => {
-                    tracing::warn!(%secret, error = %why, "upgrading a spec-2 stub Ignition failed; trying again at the next pass");
-                    continue;
-                }
-            };
-            let event = Event {
-                type_,
-                reason: reason.into(),
-                note: Some(note),
-                action: "UpgradeStub".into(),
-                secondary: None,
-            };
-            for (kind, name, uid) in &c.waiting {
-                let p = Planned {
-                    kind: kind.clone(),
-                    name: name.clone(),
-                    uid: uid.clone(),
-                    current: String::new(),
-                    target: String::new(),
-                };
-                if let Err(e) = self.own_event(&event, &self.reference(&p)).await {
-                    tracing::warn!(machineset = %name, error = %e, "could not record the Event");
-                }
-            }
-        }
-    }
-
-    /// One Normal Event per MachineSet and target: its boot image moved.
-    async fn report_move(&mut self, p: &Planned) {
-        if !self
-            .moves_reported
-            .insert((p.uid.clone(), p.target.clone()))
-        {
-            return;
-        }
-        self.metrics.touch.updated_events.inc();
-        let (name, from, to) = (&p.name, &p.current, &p.target);
-        let from = if from.is_empty() { "<empty>" } else { from };
-        let event = Event {
-            type_: EventType::Normal,
-            reason: "BootImageUpdated".into(),
-            note: Some(format!("boot image moved from {from} to {to}")),
-            action: "Update".into(),
-            secondary: None,
-        };
-        if let Err(e) = self.own_event(&event, &self.reference(p)).await {
-            tracing::warn!(machineset = %name, error = %e, "could not record the Event");
-        }
-    }
-
-    /// `event` as a new Event object (see [`Toucher::client`]).
-    async fn own_event(&self, event: &Event, on: &ObjectReference) -> Result<(), kube::Error> {
-        Recorder::new(self.client.clone(), self.reporter.clone())
-            .publish(event, on)
-            .await
-    }
-
-    fn reference(&self, p: &Planned) -> ObjectReference {
-        let cpms = p.kind == CPMS_KIND;
-        ObjectReference {
-            api_version: Some(
-                if cpms {
-                    "machine.openshift.io/v1"
-                } else {
-                    "machine.openshift.io/v1beta1"
-                }
-                .into(),
-            ),
-            kind: Some(if cpms { CPMS_KIND } else { "MachineSet" }.into()),
-            name: Some(p.name.clone()),
-            namespace: Some(self.settings.namespace.clone()),
-            uid: Some(p.uid.clone()).filter(|u| !u.is_empty()),
-            ..Default::default()
-        }
-    }
-
-    async fn give_up(&mut self, p: &Planned) {
-        self.given_up.insert((p.uid.clone(), p.target.clone()));
-        self.metrics.touch.given_up.inc();
-        let note = format!(
-            "{MAX_ATTEMPTS} touches did not move the boot image from {} to {}: is the webhook reachable, or is another controller reverting it? Not touching again until the target changes.",
-            p.current, p.target
-        );
-        tracing::error!(machineset = %p.name, "{note}");
-        let reference = self.reference(p);
-        let event = Event {
-            type_: EventType::Warning,
-            reason: "BootImageNotMoved".into(),
-            note: Some(note),
-            action: "Touch".into(),
-            secondary: None,
-        };
-        if let Err(e) = self.recorder.publish(&event, &reference).await {
-            tracing::warn!(machineset = %p.name, error = %e, "could not record the Event");
-        }
     }
 }
