@@ -310,7 +310,9 @@ pub struct ClusterArgs {
     /// Never touch MachineSets (and take no Lease): serve and watch only.
     #[arg(long, env = "BOOTIMAGE_WEBHOOK_NO_TOUCH")]
     pub no_touch: bool,
-    /// Delay before the second touch of a MachineSet whose image did not move (doubles).
+    /// Delay before the second touch of a MachineSet whose image did not move (doubles),
+    /// and before a pass stopped by a fault of the API server is tried again (doubles to
+    /// 30 s, jittered).
     #[arg(long, env = "BOOTIMAGE_WEBHOOK_TOUCH_BACKOFF", value_parser = duration, default_value = "2s")]
     pub touch_backoff: Duration,
     #[command(flatten)]

@@ -2,10 +2,12 @@
 //! webhook when their target moves. A touch is a merge patch of one annotation; the write
 //! passes the webhook, which injects the image. The returned object is checked; three
 //! touches that do not move the image for the same target end in an Event, a metric and
-//! silence (the hot-loop guard). At steady state nothing is written.
+//! silence (the hot-loop guard). A pass stopped by a fault of the moment is tried again
+//! with backoff ([`retry`]). At steady state nothing is written.
 
 mod plan;
 mod report;
+mod retry;
 
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
@@ -20,6 +22,7 @@ use serde_json::{Value, json};
 use tokio::sync::watch;
 
 pub use plan::{Census, Looping, Planned, census, plan, revert_loops};
+use retry::{Backoff, Fault, within};
 
 use crate::cluster::apis;
 use crate::cluster::lease::LeaseCheck;
@@ -107,6 +110,23 @@ enum Attempt {
     Changed(Reason),
 }
 
+/// Why a pass stopped before its end; it is tried again after a backoff.
+#[derive(Debug, thiserror::Error)]
+pub enum PassError {
+    #[error("checking the Lease: {0}")]
+    Lease(#[source] Fault),
+    #[error("the Lease is not ours on the API server")]
+    LeaseNotOurs,
+    #[error("listing MachineSets: {0}")]
+    List(#[source] Fault),
+    #[error("touching {name}: {source}")]
+    Touch {
+        name: String,
+        #[source]
+        source: Fault,
+    },
+}
+
 impl Toucher {
     pub fn new(
         client: kube::Client,
@@ -157,7 +177,8 @@ impl Toucher {
         }
     }
 
-    /// Run while `leader` says so; a pass per snapshot change and per resync.
+    /// Run while `leader` says so; a pass per snapshot change and per resync, and after a
+    /// pass stopped by a fault, another after a backoff.
     pub async fn run(
         mut self,
         mut leader: watch::Receiver<bool>,
@@ -181,6 +202,8 @@ impl Toucher {
             let mut resync = tokio::time::interval(self.settings.resync);
             resync.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             resync.tick().await;
+            let mut backoff = Backoff::new(self.settings.backoff, self.settings.resync);
+            let mut retry: Option<tokio::time::Instant> = None;
             loop {
                 let settle = tokio::select! {
                     r = changes.changed() => { if r.is_err() { return } self.settings.settle }
@@ -188,6 +211,7 @@ impl Toucher {
                     // the resync.
                     _ = machinesets_changed.notified() => MACHINESET_SETTLE,
                     _ = resync.tick() => Duration::ZERO,
+                    _ = sleep_until(retry) => Duration::ZERO,
                     _ = until(&mut leader, false) => break,
                     _ = until(&mut stop, true) => return,
                 };
@@ -196,11 +220,20 @@ impl Toucher {
                     _ = until(&mut leader, false) => break,
                     _ = until(&mut stop, true) => return,
                 }
+                retry = None;
                 match self.pass(&leader).await {
-                    Ok(stats) if stats.planned > 0 => tracing::info!(?stats, "touch pass done"),
-                    Ok(stats) => tracing::debug!(?stats, "touch pass: nothing to do"),
+                    Ok(stats) => {
+                        backoff.reset();
+                        if stats.planned > 0 {
+                            tracing::info!(?stats, "touch pass done");
+                        } else {
+                            tracing::debug!(?stats, "touch pass: nothing to do");
+                        }
+                    }
                     Err(e) => {
-                        tracing::warn!(error = %e, "touch pass failed; retrying at the next change or resync")
+                        let wait = backoff.next_delay();
+                        retry = Some(tokio::time::Instant::now() + wait);
+                        tracing::warn!(error = %e, retry_in = ?wait, "touch pass stopped; trying again after a backoff");
                     }
                 }
             }
@@ -209,9 +242,10 @@ impl Toucher {
         }
     }
 
-    /// Whether we may write now: leadership as the Lease manager reports it, and the Lease
-    /// as the API server has it (re-read when the last confirmation has run out).
-    async fn may_write(&mut self, leader: &watch::Receiver<bool>) -> Result<bool, kube::Error> {
+    /// Whether we may write now: leadership as the Lease manager reports it (`false`: not
+    /// the leader), and the Lease as the API server has it (re-read when the last
+    /// confirmation has run out; an error when it is not ours there, or cannot be read).
+    async fn may_write(&mut self, leader: &watch::Receiver<bool>) -> Result<bool, PassError> {
         if !*leader.borrow() {
             return Ok(false);
         }
@@ -219,17 +253,18 @@ impl Toucher {
             return Ok(true);
         };
         if self.lease_valid_until.is_none_or(|t| t <= Timestamp::now()) {
-            self.lease_valid_until = lease.held_until().await?;
+            self.lease_valid_until = within(lease.held_until()).await.map_err(PassError::Lease)?;
             if self.lease_valid_until.is_none() {
                 tracing::warn!(lease = %lease.name, "the Lease is not ours on the API server: not touching");
+                return Err(PassError::LeaseNotOurs);
             }
         }
-        Ok(self.lease_valid_until.is_some())
+        Ok(true)
     }
 
     /// One pass: list, plan, touch what needs it. Stops at once when the Lease is lost, and
     /// when the snapshot changes (a new pass follows with the new targets).
-    pub async fn pass(&mut self, leader: &watch::Receiver<bool>) -> Result<PassStats, kube::Error> {
+    pub async fn pass(&mut self, leader: &watch::Receiver<bool>) -> Result<PassStats, PassError> {
         if !self.health.synced.load(Ordering::Acquire) {
             tracing::debug!("watchers not synced yet: not touching");
             return Ok(PassStats::default());
@@ -237,7 +272,7 @@ impl Toucher {
         if !self.may_write(leader).await? {
             return Ok(PassStats::default());
         }
-        let objects = self.list().await?;
+        let objects = self.list().await.map_err(PassError::List)?;
         let snap = self.snapshot.load_full();
         if let Some(mut upgrader) = self.stubs.take() {
             self.upgrade_stubs(&mut upgrader, &objects, &snap).await;
@@ -276,13 +311,13 @@ impl Toucher {
     }
 
     /// The MachineSets and (with `--control-plane-machine-sets`) ControlPlaneMachineSets.
-    async fn list(&self) -> Result<Vec<Value>, kube::Error> {
-        let mut items = self.api.list(&ListParams::default()).await?.items;
+    async fn list(&self) -> Result<Vec<Value>, Fault> {
+        let mut items = within(self.api.list(&ListParams::default())).await?.items;
         if let Some(cpms) = &self.cpms_api {
-            match cpms.list(&ListParams::default()).await {
+            match within(cpms.list(&ListParams::default())).await {
                 Ok(list) => items.extend(list.items),
                 // No such resource on this cluster: nothing to manage there.
-                Err(kube::Error::Api(s)) if s.code == 404 => {}
+                Err(e) if e.code() == Some(404) => {}
                 Err(e) => return Err(e),
             }
         }
@@ -293,6 +328,8 @@ impl Toucher {
     }
 
     /// Touch one MachineSet, up to [`MAX_ATTEMPTS`] times with backoff, at the pass's rate.
+    /// A transient fault stops the pass (it is tried again); a refusal leaves this
+    /// MachineSet to the next pass.
     async fn touch(
         &mut self,
         p: &Planned,
@@ -300,14 +337,14 @@ impl Toucher {
         leader: &watch::Receiver<bool>,
         tick: &mut tokio::time::Interval,
         stats: &mut PassStats,
-    ) -> Result<Touched, kube::Error> {
+    ) -> Result<Touched, PassError> {
         for attempt in 1..=MAX_ATTEMPTS {
             tick.tick().await;
             if self.snapshot.load().id != snap.id || !self.may_write(leader).await? {
                 return Ok(Touched::Interrupted);
             }
             stats.writes += 1;
-            if self.attempt(p, snap, attempt, stats).await {
+            if self.attempt(p, snap, attempt, stats).await? {
                 return Ok(Touched::Done);
             }
             if attempt < MAX_ATTEMPTS {
@@ -322,36 +359,44 @@ impl Toucher {
         Ok(Touched::GaveUp)
     }
 
-    /// One write, counted and logged: whether the MachineSet is done with.
+    /// One write, counted and logged: whether the MachineSet is done with (for this pass),
+    /// or the transient fault that stops the pass.
     async fn attempt(
         &mut self,
         p: &Planned,
         snap: &Snapshot,
         attempt: u32,
         stats: &mut PassStats,
-    ) -> bool {
+    ) -> Result<bool, PassError> {
         let (outcome, done) = match self.touch_once(p, snap, attempt).await {
             Ok(Attempt::Moved) => {
                 self.report_move(p).await;
                 tracing::info!(machineset = %p.name, target = %p.target, attempt, "touched: boot image moved");
                 stats.moved += 1;
-                (TouchOutcome::Moved, true)
+                (TouchOutcome::Moved, Ok(true))
             }
             Ok(Attempt::Changed(reason)) => {
                 tracing::info!(machineset = %p.name, %reason, "touched: no longer needs the new image");
-                (TouchOutcome::Changed, true)
+                (TouchOutcome::Changed, Ok(true))
             }
             Ok(Attempt::NotMoved) => {
                 tracing::warn!(machineset = %p.name, target = %p.target, attempt, "touched, but the boot image did not move");
-                (TouchOutcome::NotMoved, false)
+                (TouchOutcome::NotMoved, Ok(false))
             }
-            Err(kube::Error::Api(s)) if s.code == 404 => {
+            Err(e) if e.code() == Some(404) => {
                 tracing::info!(machineset = %p.name, "gone before its touch");
-                (TouchOutcome::Changed, true)
+                (TouchOutcome::Changed, Ok(true))
+            }
+            Err(e) if e.is_transient() => {
+                let name = p.name.clone();
+                (
+                    TouchOutcome::Error,
+                    Err(PassError::Touch { name, source: e }),
+                )
             }
             Err(e) => {
-                tracing::warn!(machineset = %p.name, attempt, error = %e, "touch failed");
-                (TouchOutcome::Error, false)
+                tracing::warn!(machineset = %p.name, attempt, error = %e, "touch refused; trying again at the next pass");
+                (TouchOutcome::Error, Ok(true))
             }
         };
         self.metrics.touch.touched(outcome);
@@ -363,7 +408,7 @@ impl Toucher {
         p: &Planned,
         snap: &Snapshot,
         attempt: u32,
-    ) -> Result<Attempt, kube::Error> {
+    ) -> Result<Attempt, Fault> {
         // A new value each attempt, so that every attempt is a real write through admission.
         let patch = json!({"metadata": {"annotations": {TOUCH_ANNOTATION: format!("{}-{attempt}", snap.id)}}});
         let params = PatchParams {
@@ -374,7 +419,7 @@ impl Toucher {
             Some(cpms) if p.kind == CPMS_KIND => cpms,
             _ => &self.api,
         };
-        let returned = api.patch(&p.name, &params, &Patch::Merge(&patch)).await?;
+        let returned = within(api.patch(&p.name, &params, &Patch::Merge(&patch))).await?;
         let returned = serde_json::to_value(&returned).unwrap_or_default();
         let d = decision::decide_object(&returned, snap);
         Ok(match d.reason {
@@ -382,5 +427,13 @@ impl Toucher {
             Reason::Updated => Attempt::NotMoved,
             other => Attempt::Changed(other),
         })
+    }
+}
+
+/// Until `at`, or never.
+async fn sleep_until(at: Option<tokio::time::Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
     }
 }
