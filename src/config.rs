@@ -121,8 +121,8 @@ fn period(s: &str) -> Result<Duration, String> {
     })
 }
 
-/// A quarter of the Deployment's memory limit (128 MiB): the rest is the process itself,
-/// its connections' buffers and what a review costs beside its body.
+/// A quarter of the Deployment's memory limit: the rest is the process itself, its
+/// connections' buffers and what a review costs beside its body.
 pub const DEFAULT_MAX_BODY_BYTES_IN_FLIGHT: usize = 32 * 1024 * 1024;
 
 /// Room for the largest body beside the reserve for small ones, and no more than a

@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use backon::{BackoffBuilder, ExponentialBackoff, ExponentialBuilder};
 
-/// The longest a retry waits before its jitter (which adds up to as much again): a
-/// minute-long API server restart is caught up within a minute of its end.
+/// The longest a retry waits before its jitter (which adds up to as much again), so that
+/// after a long API server outage the touches resume soon after its end.
 pub const MAX_RETRY_DELAY: Duration = Duration::from_secs(30);
 
 /// The shortest first delay, whatever `--touch-backoff` says: a retry never spins.
