@@ -16,6 +16,7 @@ use crate::config::ServeArgs;
 use crate::core::snapshot::{self, SharedSnapshot, Snapshot};
 use crate::health::Health;
 use crate::metrics::{Metrics, SharedMetrics};
+use crate::serve::budget::Budget;
 use crate::serve::profile::{Overrides, Profile};
 use crate::serve::server::{self, AppState, ConnLimits, WEBHOOK_PATH};
 use crate::serve::tls::{DevCerts, MinVersion, Reloader, Serving};
@@ -37,6 +38,8 @@ pub struct Settings {
     pub cert_reload_interval: Duration,
     pub limits: ConnLimits,
     pub body_timeout: Duration,
+    /// `--max-body-bytes-in-flight`.
+    pub max_body_bytes_in_flight: usize,
     pub drain_timeout: Duration,
 }
 
@@ -111,6 +114,10 @@ pub async fn start(
         wanted_template: wanted_template.clone(),
         body_timeout: settings.body_timeout,
         refusals: refusals.clone(),
+        budget: Budget::new(
+            settings.max_body_bytes_in_flight,
+            metrics.requests.body_bytes.clone(),
+        ),
     };
     let webhook = tokio::spawn(server::serve(
         webhook_listener,
@@ -206,6 +213,7 @@ fn resolve(args: &ServeArgs) -> anyhow::Result<Settings> {
             idle_timeout: args.idle_timeout,
         },
         body_timeout: args.body_timeout,
+        max_body_bytes_in_flight: args.max_body_bytes_in_flight,
         drain_timeout: args.drain_timeout,
     })
 }

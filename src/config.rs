@@ -121,6 +121,23 @@ fn period(s: &str) -> Result<Duration, String> {
     })
 }
 
+/// A quarter of the Deployment's memory limit: the rest is the process itself, its
+/// connections' buffers and what a review costs beside its body.
+pub const DEFAULT_MAX_BODY_BYTES_IN_FLIGHT: usize = 32 * 1024 * 1024;
+
+/// Room for the largest body beside the reserve for small ones, and no more than a
+/// machine may have.
+fn body_budget(s: &str) -> Result<usize, String> {
+    let min = 2 * crate::serve::server::MAX_BODY;
+    let max = 1usize << 40;
+    let n: usize = s.parse().map_err(|e| format!("{e}"))?;
+    if (min..=max).contains(&n) {
+        Ok(n)
+    } else {
+        Err(format!("must be a number of bytes from {min} to {max}"))
+    }
+}
+
 fn rate(s: &str) -> Result<f64, String> {
     let r: f64 = s.parse().map_err(|e| format!("{e}"))?;
     if r.is_finite() && r > 0.0 && r <= 10_000.0 {
@@ -176,6 +193,14 @@ pub struct ServeArgs {
     /// Time a client has to send a request body, and to finish the TLS handshake.
     #[arg(long, env = "BOOTIMAGE_WEBHOOK_BODY_TIMEOUT", value_parser = duration, default_value = "10s")]
     pub body_timeout: Duration,
+    /// Bytes of request bodies held at once, across all connections: a body whose
+    /// length (the largest allowed, 8 MiB, when it is not declared) does not fit in what
+    /// is left is refused at once with 503 and `Retry-After: 1`. A quarter is kept for
+    /// bodies up to 256 KiB, so that ordinary reviews are answered while large bodies
+    /// take the rest. The default is a quarter of the Deployment's 128 MiB memory limit;
+    /// change both together.
+    #[arg(long, env = "BOOTIMAGE_WEBHOOK_MAX_BODY_BYTES_IN_FLIGHT", value_parser = body_budget, default_value_t = DEFAULT_MAX_BODY_BYTES_IN_FLIGHT)]
+    pub max_body_bytes_in_flight: usize,
     /// On SIGTERM, keep serving (with readiness failing) this long so endpoints drop us
     /// [default: 5s; 0s with --dev, where no endpoints route to us].
     #[arg(long, env = "BOOTIMAGE_WEBHOOK_SHUTDOWN_DELAY", value_parser = duration)]
@@ -285,7 +310,9 @@ pub struct ClusterArgs {
     /// Never touch MachineSets (and take no Lease): serve and watch only.
     #[arg(long, env = "BOOTIMAGE_WEBHOOK_NO_TOUCH")]
     pub no_touch: bool,
-    /// Delay before the second touch of a MachineSet whose image did not move (doubles).
+    /// Delay before the second touch of a MachineSet whose image did not move (doubles),
+    /// and before a pass stopped by a fault of the API server is tried again (doubles to
+    /// 30 s, jittered).
     #[arg(long, env = "BOOTIMAGE_WEBHOOK_TOUCH_BACKOFF", value_parser = duration, default_value = "2s")]
     pub touch_backoff: Duration,
     #[command(flatten)]
@@ -474,6 +501,9 @@ mod tests {
             &["serve", "--touch-rate", "inf"],
             &["serve", "--touch-rate", "NaN"],
             &["serve", "--touch-rate", "-1"],
+            &["serve", "--max-body-bytes-in-flight", "16777215"],
+            &["serve", "--max-body-bytes-in-flight", "32Mi"],
+            &["serve", "--max-body-bytes-in-flight", "-1"],
         ] {
             let argv = std::iter::once("bootimage-webhook").chain(args.iter().copied());
             assert!(Cli::try_parse_from(argv).is_err(), "{args:?}");
@@ -493,6 +523,7 @@ mod tests {
             panic!()
         };
         assert_eq!(s.cert_reload_interval, Duration::from_secs(10));
+        assert_eq!(s.max_body_bytes_in_flight, 32 * 1024 * 1024);
         assert_eq!(s.tls_min_version, None, "the cluster's profile decides");
         assert_eq!(s.tls_cipher_suites, None);
         for (given, want) in [

@@ -99,6 +99,8 @@ pub struct RequestMetrics {
     decided: Vec<Counter>,
     latency: Histogram,
     pub in_flight: Gauge,
+    /// Bytes of request bodies charged against `--max-body-bytes-in-flight`.
+    pub body_bytes: Gauge,
 }
 
 impl RequestMetrics {
@@ -133,11 +135,17 @@ impl RequestMetrics {
             "requests_in_flight",
             "Admission requests being served",
         );
+        let body_bytes: Gauge = registered(
+            registry,
+            "request_body_bytes_in_flight",
+            "Bytes of request bodies held now, of the --max-body-bytes-in-flight budget (over it, requests are refused with 503, reason Overloaded)",
+        );
         RequestMetrics {
             family,
             decided,
             latency,
             in_flight,
+            body_bytes,
         }
     }
 

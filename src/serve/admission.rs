@@ -302,6 +302,7 @@ fn status_reason(code: u16) -> &'static str {
         408 => "Timeout",
         413 => "RequestEntityTooLarge",
         415 => "UnsupportedMediaType",
+        503 => "ServiceUnavailable",
         _ => "BadRequest",
     }
 }

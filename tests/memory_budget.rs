@@ -1,0 +1,232 @@
+//! Hostile load cannot exhaust the pod: 300 clients send maximum-size (8 MiB) reviews back
+//! to back, each on a connection of its own, to the real binary over real TLS, at the
+//! shipped defaults (the body budget `--max-body-bytes-in-flight` included). The process's
+//! peak RSS (`VmHWM` in /proc/<pid>/status) stays under the Deployment's 128 MiB memory
+//! limit, the bodies over the budget are refused at once (503, `Retry-After`), those within
+//! it are answered, and an ordinary review sent meanwhile is answered every time.
+
+mod support;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use bootimage_webhook::serve::server::MAX_BODY;
+use http_body_util::{BodyExt, Full};
+use hyper::body::Bytes;
+use serde_json::json;
+use support::binary::{Served, serve_command};
+use support::{Https, ReviewStream, fixture};
+
+/// The Deployment's memory limit (manifests/base/deployment.yaml).
+const MEMORY_LIMIT: u64 = 128 * 1024 * 1024;
+const CLIENTS: usize = 300;
+const LOAD: Duration = Duration::from_secs(20);
+
+/// A field of /proc/<pid>/status, in bytes (the kernel writes kB).
+fn proc_status(pid: u32, field: &str) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+        .and_then(|v| v.trim().strip_suffix(" kB")?.parse::<u64>().ok())
+        .unwrap_or_else(|| panic!("no {field} in /proc/{pid}/status"))
+        * 1024
+}
+
+/// An UPDATE review of a stale MachineSet, padded with a field no rule reads to exactly
+/// the largest body the webhook takes.
+fn maximum_review() -> Bytes {
+    let mut review = fixture("admissionreview-v1-machineset-gcp-update.assembled.json");
+    review["padding"] = json!("");
+    let bare = serde_json::to_vec(&review).unwrap().len();
+    review["padding"] = json!("x".repeat(MAX_BODY - bare));
+    let body = serde_json::to_vec(&review).unwrap();
+    assert_eq!(body.len(), MAX_BODY);
+    Bytes::from(body)
+}
+
+/// The CPU time the process used, user and system (/proc/<pid>/stat, in clock ticks).
+fn cpu_seconds(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let after_name = &stat[stat.rfind(')').unwrap() + 2..];
+    let fields: Vec<&str> = after_name.split(' ').collect();
+    let ticks: u64 = fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
+    ticks as f64 / 100.0
+}
+
+#[derive(Default)]
+struct Outcomes {
+    answered: AtomicU64,
+    refused: AtomicU64,
+    /// The connection closed under the client while it was still sending: refused too,
+    /// seen from a client that does not read before it has written.
+    cut: AtomicU64,
+    /// Admitted, but the body took longer than the body timeout to arrive (the machine's
+    /// cores are shared with the flood): 408, as for any slow client.
+    slow: AtomicU64,
+    other: AtomicU64,
+    /// The longest time to a refusal, in milliseconds.
+    slowest_refusal_ms: AtomicU64,
+}
+
+/// One client: a maximum-size review on a new connection, again and again until `stop`.
+async fn flood(
+    https: Https,
+    addr: std::net::SocketAddr,
+    body: Bytes,
+    stop: Arc<AtomicBool>,
+    o: Arc<Outcomes>,
+) {
+    while !stop.load(Ordering::Relaxed) {
+        let Ok(mut send) = https.conn(addr).await else {
+            o.cut.fetch_add(1, Ordering::Relaxed);
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            continue;
+        };
+        let started = Instant::now();
+        let req = hyper::Request::post("/mutate-machinesets")
+            .header("host", "localhost")
+            .header("content-type", "application/json")
+            .body(Full::new(body.clone()))
+            .unwrap();
+        let res = match send.send_request(req).await {
+            Ok(res) => res,
+            Err(_) => {
+                // Refused, as a client that writes before it reads sees it: back in a second.
+                o.cut.fetch_add(1, Ordering::Relaxed);
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                continue;
+            }
+        };
+        let status = res.status().as_u16();
+        let retry_after = res.headers().contains_key("retry-after");
+        let _ = res.into_body().collect().await;
+        match status {
+            200 => o.answered.fetch_add(1, Ordering::Relaxed),
+            503 if retry_after => {
+                let ms = started.elapsed().as_millis() as u64;
+                o.slowest_refusal_ms.fetch_max(ms, Ordering::Relaxed);
+                // Back after the second it was told to wait.
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                o.refused.fetch_add(1, Ordering::Relaxed)
+            }
+            408 => o.slow.fetch_add(1, Ordering::Relaxed),
+            _ => o.other.fetch_add(1, Ordering::Relaxed),
+        };
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_maximum_bodies_stay_under_the_memory_limit() {
+    support::install_provider();
+    let dir = tempfile::tempdir().unwrap();
+    let mut cmd = serve_command();
+    cmd.arg("--dev").current_dir(dir.path());
+    let served = Served::spawn(cmd);
+    let pid = served.pid();
+    let ca = std::fs::read_to_string(dir.path().join("certs/ca.crt")).unwrap();
+    let https = Https::new(&ca);
+    let idle = proc_status(pid, "VmRSS");
+
+    let body = maximum_review();
+    let stop = Arc::new(AtomicBool::new(false));
+    let outcomes = Arc::new(Outcomes::default());
+    // The flood on a runtime of its own, so that its encryption work does not hold up
+    // the ordinary client's tasks (the machine's cores are shared all the same).
+    let flood_runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    for _ in 0..CLIENTS {
+        flood_runtime.spawn(flood(
+            https.clone(),
+            served.webhook,
+            body.clone(),
+            stop.clone(),
+            outcomes.clone(),
+        ));
+    }
+    // Let the flood build up before the ordinary review comes.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let review = serde_json::to_vec(&fixture(
+        "admissionreview-v1-machineset-gcp-update.assembled.json",
+    ))
+    .unwrap();
+    let ordinary = ReviewStream::new(https.clone(), served.webhook, review)
+        .fresh(1)
+        .every(Duration::from_millis(200))
+        .start();
+    let mut rss_max = 0;
+    let until = Instant::now() + LOAD;
+    while Instant::now() < until {
+        rss_max = rss_max.max(proc_status(pid, "VmRSS"));
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let tally = ordinary.stop().await;
+    let peak = proc_status(pid, "VmHWM");
+    let cpu = cpu_seconds(pid);
+    stop.store(true, Ordering::Relaxed);
+    flood_runtime.shutdown_background();
+    let metrics = support::admin_get(served.admin, "/metrics").await.1;
+
+    let o = &outcomes;
+    let mib = |b: u64| b as f64 / (1024.0 * 1024.0);
+    eprintln!(
+        "{CLIENTS} clients of {MAX_BODY}-byte reviews for {LOAD:?}: {} answered, {} refused \
+         with 503 (the slowest after {} ms), {} cut while sending, {} too slow (408), {} other; RSS idle {:.1} MiB, \
+         highest sampled {:.1} MiB, peak (VmHWM) {:.1} MiB of a {:.0} MiB limit; ordinary \
+         reviews: {} answered, {} failed, p50 {:?}, max {:?}; the server used {cpu:.1} s of CPU",
+        o.answered.load(Ordering::Relaxed),
+        o.refused.load(Ordering::Relaxed),
+        o.slowest_refusal_ms.load(Ordering::Relaxed),
+        o.cut.load(Ordering::Relaxed),
+        o.slow.load(Ordering::Relaxed),
+        o.other.load(Ordering::Relaxed),
+        mib(idle),
+        mib(rss_max),
+        mib(peak),
+        mib(MEMORY_LIMIT),
+        tally.ok,
+        tally.failed,
+        tally.percentile(0.5),
+        tally.percentile(1.0),
+    );
+    assert!(
+        peak < MEMORY_LIMIT,
+        "peak RSS {:.1} MiB is over the limit",
+        mib(peak)
+    );
+    assert_eq!(
+        tally.failed, 0,
+        "ordinary reviews failed: {:?}",
+        tally.failures
+    );
+    assert!(
+        tally.ok >= 20,
+        "only {} ordinary reviews answered",
+        tally.ok
+    );
+    assert!(
+        o.answered.load(Ordering::Relaxed) > 0,
+        "no maximum-size review was answered"
+    );
+    assert!(
+        o.refused.load(Ordering::Relaxed) > 0,
+        "nothing was refused: the flood never reached the budget"
+    );
+    assert_eq!(o.other.load(Ordering::Relaxed), 0, "{}", served.log_text());
+    let overloaded = metrics
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix(r#"bootimage_webhook_requests_total{reason="Overloaded",code="503"} "#)
+        })
+        .and_then(|v| v.parse::<u64>().ok())
+        .unwrap_or(0);
+    assert!(overloaded > 0, "no refusal counted:\n{metrics}");
+    assert!(
+        metrics.contains("bootimage_webhook_request_body_bytes_in_flight"),
+        "{metrics}"
+    );
+}
