@@ -13,7 +13,9 @@
 //!   names, the decision on an UPDATE;
 //! - `image`: the container image under test, built with podman;
 //! - `report`: figures a passing test prints, kept for scripts/test to show;
-//! - `evanphx`: the apiserver's own JSON Patch library, as the oracle for patches.
+//! - `evanphx`: the apiserver's own JSON Patch library, as the oracle for patches;
+//! - `decision`: the decision's checks (every patch applied with evanphx, a second pass);
+//! - `clouds`: the AWS, Azure and vSphere snapshots and the same checks on their patches.
 //!
 //! The most used items are re-exported here (`support::fixture`, `support::Https`, ...).
 
@@ -21,7 +23,9 @@
 
 pub mod apiserver;
 pub mod binary;
+pub mod clouds;
 pub mod cluster;
+pub mod decision;
 pub mod evanphx;
 pub mod fixtures;
 pub mod https;
