@@ -1,8 +1,8 @@
 //! AWS, Azure and vSphere through the one decision: every case of the MCO's upstream tables
 //! (`tests/fixtures/unit-cases-aws-marketplace.json`, `unit-cases-marketplace-pkg.json`,
 //! `unit-cases-azure-reconcile.json`) replayed through `decide`, not through the helpers,
-//! with the MCO's outcome; every patch applied with the apiserver's JSON Patch library
-//! (evanphx), the result equal to the input but for the image and the annotation, and a
+//! with the MCO's outcome; every patch applied by the JSON Patch oracle
+//! (`tests/support/oracle.rs`), the result equal to the input but for the image and the annotation, and a
 //! second pass giving no patch. EC2's answers are what the background learns: here they are
 //! given to the snapshot directly (the EC2 side has its own tests against moto).
 

@@ -1,5 +1,5 @@
 //! The decision, rule by rule and reason by reason (behaviour §4, §5), on real fixtures. Every
-//! patch is applied with evanphx/json-patch (the apiserver's library); the result must
+//! patch is applied by the JSON Patch oracle (`tests/support/oracle.rs`); the result must
 //! equal the input but for the boot image(s) and the annotation, and a second pass must
 //! give no patch.
 

@@ -1,5 +1,5 @@
 //! The clouds' decisions shared by tests/clouds*.rs: a snapshot with what EC2 or vCenter
-//! told us, the streams, and `decide`, which checks a patch with evanphx and a second pass.
+//! told us, the streams, and `decide`, which checks a patch with the JSON Patch oracle and a second pass.
 
 use std::collections::BTreeMap;
 
@@ -8,7 +8,7 @@ use bootimage_webhook::core::platforms::aws::AwsLearned;
 use bootimage_webhook::core::snapshot::{Arch, BootImages, Learned, Snapshot};
 use serde_json::{Value, json};
 
-use super::{evanphx, fixture, without_image_fields};
+use super::{fixture, oracle, without_image_fields};
 
 pub const REGION: &str = "us-east-1";
 pub const CURRENT_AMI: &str = "ami-0000000000current";
@@ -62,7 +62,7 @@ pub fn stream_with_release(release: &str) -> Value {
     s
 }
 
-/// Decide, and for a patch check it with evanphx and a second pass; the patched object.
+/// Decide, and for a patch check it with the oracle and a second pass; the patched object.
 pub fn decide(ms: &Value, snap: &Snapshot) -> (Decision, Value) {
     let d = decision::decide_object(ms, snap);
     if d.reason != Reason::Updated {
@@ -70,7 +70,8 @@ pub fn decide(ms: &Value, snap: &Snapshot) -> (Decision, Value) {
         return (d, ms.clone());
     }
     let patch = serde_json::to_value(&d.patch).unwrap();
-    let out = evanphx::apply(ms, &patch).unwrap_or_else(|e| panic!("evanphx refused {patch}: {e}"));
+    let out = oracle::apply(ms, &patch)
+        .unwrap_or_else(|e| panic!("{} refused {patch}: {e}", oracle::NAME));
     assert_eq!(
         without_image_fields(&out),
         without_image_fields(ms),

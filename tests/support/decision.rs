@@ -1,13 +1,13 @@
 //! The decision's checks shared by tests/decision*.rs: the fixtures they start from, small
-//! edits of a MachineSet, and every patch applied with evanphx/json-patch (the apiserver's
-//! library), the result equal to the input but for the boot image(s) and the annotation,
+//! edits of a MachineSet, and every patch applied by the JSON Patch oracle (`oracle.rs`: the
+//! apiserver's library in the end-to-end tier), the result equal to the input but for the boot image(s) and the annotation,
 //! and a second pass giving no patch.
 
 use bootimage_webhook::core::decision::{self, BOOT_IMAGE_ANNOTATION, Decision, Reason};
 use bootimage_webhook::core::snapshot::{ClusterFacts, Snapshot};
 use serde_json::{Value, json};
 
-use super::{evanphx, fixture, offline_snapshot, without_image_fields};
+use super::{fixture, offline_snapshot, oracle, without_image_fields};
 
 pub const OLD_X86: &str = "projects/rhcos-cloud/global/images/rhcos-9-6-20250826-1-gcp-x86-64";
 
@@ -89,12 +89,13 @@ pub fn boot_images(ms: &Value) -> Vec<String> {
         .unwrap_or_default()
 }
 
-/// Apply the decision's patch with evanphx, check what changed and that a second pass is
+/// Apply the decision's patch with the oracle, check what changed and that a second pass is
 /// a no-op. Returns the patched MachineSet.
 pub fn apply_checked(ms: &Value, d: &Decision, snap: &Snapshot) -> Value {
     assert_eq!(d.reason, Reason::Updated, "{}", d.message);
     let patch = serde_json::to_value(&d.patch).unwrap();
-    let out = evanphx::apply(ms, &patch).unwrap_or_else(|e| panic!("evanphx refused {patch}: {e}"));
+    let out = oracle::apply(ms, &patch)
+        .unwrap_or_else(|e| panic!("{} refused {patch}: {e}", oracle::NAME));
     let target = d.target.as_deref().unwrap();
     assert_eq!(
         without_image_fields(&out),
