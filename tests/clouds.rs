@@ -247,12 +247,13 @@ fn aws_upstream_marketplace_version_token() {
     }
 }
 
-/// The marketplace package's tables (`marketplace_test.go`), through decide.
+// The marketplace package's tables (`marketplace_test.go`), through decide.
+
+/// TestExtractProductID: a marketplace AMI whose name has a product moves to that
+/// product's image; one without is somebody else's.
 #[test]
-fn aws_upstream_marketplace_package() {
+fn aws_upstream_marketplace_product_id() {
     let table = fixture("unit-cases-marketplace-pkg.json");
-    // TestExtractProductID: a marketplace AMI whose name has a product moves to that
-    // product's image; one without is somebody else's.
     for case in table["TestExtractProductID"].as_array().unwrap() {
         let name = case["name"].as_str().unwrap();
         let ami_name = case["amiName"].as_str().unwrap();
@@ -275,8 +276,13 @@ fn aws_upstream_marketplace_package() {
         };
         assert_eq!(d.reason, want, "{name}: {}", d.message);
     }
-    // TestExtractVersionFromDescription: an image whose description has no version is
-    // never chosen; one with a version is, when at most the stream's.
+}
+
+/// TestExtractVersionFromDescription: an image whose description has no version is
+/// never chosen; one with a version is, when at most the stream's.
+#[test]
+fn aws_upstream_marketplace_version_from_description() {
+    let table = fixture("unit-cases-marketplace-pkg.json");
     for case in table["TestExtractVersionFromDescription"]
         .as_array()
         .unwrap()
@@ -308,8 +314,13 @@ fn aws_upstream_marketplace_package() {
         };
         assert_eq!(d.reason, want, "{name}: {}", d.message);
     }
-    // TestCmpVersionToken / TestCmpRHCOSVersion: of two images, the higher version wins
-    // (the newer one when equal), the stream's bound being the higher of the two.
+}
+
+/// TestCmpVersionToken / TestCmpRHCOSVersion: of two images, the higher version wins
+/// (the newer one when equal), the stream's bound being the higher of the two.
+#[test]
+fn aws_upstream_marketplace_higher_version_wins() {
+    let table = fixture("unit-cases-marketplace-pkg.json");
     for (key, a_key, b_key) in [
         ("TestCmpVersionToken", "a", "b"),
         ("TestCmpRHCOSVersion", "a", "b"),
@@ -350,7 +361,12 @@ fn aws_upstream_marketplace_package() {
             assert_eq!(ami_of(&out), json!({"id": want}), "{key} {name}");
         }
     }
-    // TestIsPreRHELAlignedToken: a product with only pre-4.19 images is said to be so.
+}
+
+/// TestIsPreRHELAlignedToken: a product with only pre-4.19 images is said to be so.
+#[test]
+fn aws_upstream_marketplace_pre_rhel_aligned_token() {
+    let table = fixture("unit-cases-marketplace-pkg.json");
     for case in table["TestIsPreRHELAlignedToken"].as_array().unwrap() {
         let token = case["token"].as_str().unwrap();
         let images = vec![at_version(

@@ -101,10 +101,38 @@ fn annotation_shapes() {
 fn every_reason_code_is_reachable() {
     // One input per reason; together they must cover Reason::ALL.
     let snap = offline_snapshot();
-    let mut seen = BTreeSet::new();
-    let mut check = |ms: Value, snap: &Snapshot| {
-        seen.insert(decision::decide_object(&ms, snap).reason);
-    };
+    for (case, reason) in cloud_cases() {
+        let d = decision::decide_object(&case, &snap);
+        assert_eq!(d.reason, reason, "{}", d.message);
+    }
+    let seen: BTreeSet<Reason> = one_input_per_reason()
+        .iter()
+        .map(|(ms, snap)| decision::decide_object(ms, snap).reason)
+        .collect();
+    let all: BTreeSet<Reason> = Reason::ALL.into_iter().collect();
+    assert_eq!(
+        seen,
+        all,
+        "missing: {:?}",
+        all.difference(&seen).collect::<Vec<_>>()
+    );
+}
+
+/// A MachineSet and a snapshot for each reason code, from the rules' order: the GCP
+/// fixture edited, the other clouds' fixtures, and snapshots that close the gate or hold
+/// what the background learned.
+fn one_input_per_reason() -> Vec<(Value, Snapshot)> {
+    let mut inputs = inputs_up_to_the_platform_rule();
+    inputs.extend(inputs_from_the_platform_rule_on());
+    inputs
+}
+
+/// Rules 1 to 8: not a MachineSet, opted out, owned, another stream, Windows, not ready,
+/// the gate, the architecture, the platform.
+fn inputs_up_to_the_platform_rule() -> Vec<(Value, Snapshot)> {
+    let snap = offline_snapshot();
+    let mut inputs = Vec::new();
+    let mut check = |ms: Value, snap: &Snapshot| inputs.push((ms, snap.clone()));
     let with = |f: &dyn Fn(&mut Value)| {
         let mut ms = gcp_ms();
         f(&mut ms);
@@ -148,6 +176,19 @@ fn every_reason_code_is_reachable() {
         }),
         &snap,
     );
+    inputs
+}
+
+/// Rules 8 to 12: each cloud's own reasons, the stub Ignition, a revert loop, the outcome.
+fn inputs_from_the_platform_rule_on() -> Vec<(Value, Snapshot)> {
+    let snap = offline_snapshot();
+    let mut inputs = Vec::new();
+    let mut check = |ms: Value, snap: &Snapshot| inputs.push((ms, snap.clone()));
+    let with = |f: &dyn Fn(&mut Value)| {
+        let mut ms = gcp_ms();
+        f(&mut ms);
+        ms
+    };
     // vSphere: no Infrastructure offline (NoFailureDomain), then its failure domains with
     // nothing imported (TemplateNotImported).
     let vsphere = support::example("machineset-vsphere.yaml");
@@ -160,30 +201,9 @@ fn every_reason_code_is_reachable() {
         }),
     );
     // A marketplace AMI whose product has no image at or below the stream's version.
-    let aws = fixture("machineset-aws-build01-ci-tests-worker-us-east-1a.yaml");
-    let ami = aws["spec"]["template"]["spec"]["providerSpec"]["value"]["ami"]["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    let product = "59ead7de-2540-4653-a8b0-fa7926d5c845";
-    let mut learned = AwsLearned::default();
-    learned.images.insert(
-        ("us-east-1".into(), ami),
-        Described::Found {
-            owner: aws::MARKETPLACE_OWNER.into(),
-            name: format!("RHEL-9.4-RHCOS-9.6_HVM_GA-20260210-x86_64-0-{product}"),
-        },
-    );
-    learned
-        .marketplace
-        .insert(("us-east-1".into(), product.into()), Vec::new());
-    check(
-        aws,
-        &snap_with(|c| c.learned = Learned::default().with_aws(learned)),
-    );
-    for (case, reason) in cloud_cases() {
-        let d = decision::decide_object(&case, &snap);
-        assert_eq!(d.reason, reason, "{}", d.message);
+    let (aws, learned) = a_marketplace_ami_without_an_image();
+    check(aws, &learned);
+    for (case, _) in cloud_cases() {
         check(case, &snap);
     }
     check(
@@ -240,13 +260,33 @@ fn every_reason_code_is_reachable() {
         }),
         &snap,
     );
-    let all: BTreeSet<Reason> = Reason::ALL.into_iter().collect();
-    assert_eq!(
-        seen,
-        all,
-        "missing: {:?}",
-        all.difference(&seen).collect::<Vec<_>>()
+    inputs
+}
+
+/// The AWS fixture on a marketplace AMI whose product EC2 lists no image for, and a
+/// snapshot that knows it.
+fn a_marketplace_ami_without_an_image() -> (Value, Snapshot) {
+    let aws = fixture("machineset-aws-build01-ci-tests-worker-us-east-1a.yaml");
+    let ami = aws["spec"]["template"]["spec"]["providerSpec"]["value"]["ami"]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let product = "59ead7de-2540-4653-a8b0-fa7926d5c845";
+    let mut learned = AwsLearned::default();
+    learned.images.insert(
+        ("us-east-1".into(), ami),
+        Described::Found {
+            owner: aws::MARKETPLACE_OWNER.into(),
+            name: format!("RHEL-9.4-RHCOS-9.6_HVM_GA-20260210-x86_64-0-{product}"),
+        },
     );
+    learned
+        .marketplace
+        .insert(("us-east-1".into(), product.into()), Vec::new());
+    (
+        aws,
+        snap_with(|c| c.learned = Learned::default().with_aws(learned)),
+    )
 }
 
 #[test]

@@ -26,9 +26,70 @@ fn kubectl_create_is_patched_through_the_shipped_webhook_and_its_cel_conditions(
     let a = c.replica("replica-a", "0s");
     c.register_webhook(&a.url());
     c.webhook_serves(CURRENT_X86);
+    a_stale_machineset_is_stored_on_the_target_with_a_warning(&c);
+    a_server_side_dry_run_is_patched_and_nothing_stored(&c);
 
-    // A stale GCP MachineSet: stored with the target image and the annotation, and kubectl
-    // shows our warning.
+    // Left alone: stored exactly as sent. Who left it alone shows in the audit log: the
+    // apiserver (objectSelector, matchConditions) or our webhook (with its reason).
+    let left_alone = left_alone_and_by_whom();
+    for (ms, _) in &left_alone {
+        c.create(ms);
+    }
+    // Through the matchConditions, and patched: every has() guard holds on real objects.
+    let patched = patched_through_the_match_conditions();
+    for ms in &patched {
+        c.create(ms);
+    }
+
+    let events = c.audit();
+    assert_eq!(
+        webhook_call(creation(&events, "stale")),
+        answered("Updated", true)
+    );
+    for (sent, call) in &left_alone {
+        let name = sent["metadata"]["name"].as_str().unwrap();
+        let stored = c.get(name);
+        assert_eq!(
+            as_written(&stored),
+            as_written(sent),
+            "{name} not stored as sent"
+        );
+        assert_eq!(annotation(&stored, BOOT_IMAGE), None, "{name}");
+        assert_eq!(&webhook_call(creation(&events, name)), call, "{name}");
+    }
+    for sent in &patched {
+        let name = sent["metadata"]["name"].as_str().unwrap();
+        assert_eq!(image(&c.get(name)), CURRENT_X86, "{name}");
+        assert_eq!(
+            webhook_call(creation(&events, name)),
+            answered("Updated", true),
+            "{name}"
+        );
+    }
+    the_match_conditions_left_out_four_and_never_failed(&c);
+
+    // RBAC: nothing of ours refused over the whole run; what we ship no grant for is.
+    c.assert_nothing_refused(&[&a]);
+    c.assert_refused(
+        &["delete", "machineset", "stale", "-n", NS],
+        "delete resource \"machinesets\"",
+    );
+    // Secrets are read in the MachineSets' namespace only.
+    c.assert_refused(
+        &[
+            "get",
+            "secret",
+            "other",
+            "-n",
+            "openshift-machine-config-operator",
+        ],
+        "get resource \"secrets\"",
+    );
+}
+
+/// A stale GCP MachineSet: stored with the target image and the annotation, and kubectl
+/// shows our warning.
+fn a_stale_machineset_is_stored_on_the_target_with_a_warning(c: &Cluster) {
     let sent = machineset("stale", OLD);
     let out = c.create(&sent);
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -50,8 +111,10 @@ fn kubectl_create_is_patched_through_the_shipped_webhook_and_its_cel_conditions(
         as_written(&expected),
         "more changed than the image and the annotation"
     );
+}
 
-    // Server-side dry run: the patched object comes back, nothing is stored.
+/// Server-side dry run: the patched object comes back, nothing is stored.
+fn a_server_side_dry_run_is_patched_and_nothing_stored(c: &Cluster) {
     let out = c.api.kubectl_stdin(
         ["create", "--dry-run=server", "-o", "json", "-f", "-"],
         &machineset("dry", OLD).to_string(),
@@ -61,23 +124,29 @@ fn kubectl_create_is_patched_through_the_shipped_webhook_and_its_cel_conditions(
     assert_eq!(annotation(&dry, BOOT_IMAGE), Some(CURRENT_X86));
     let out = c.api.kubectl(["get", "machineset", "dry", "-n", NS]);
     assert!(text(&out).contains("NotFound"), "{}", text(&out));
+}
 
-    // Left alone: stored exactly as sent. Who left it alone shows in the audit log: the
-    // apiserver (objectSelector, matchConditions) or our webhook (with its reason).
-    let with = |name: &str, image: &str, f: &dyn Fn(&mut Value)| {
-        let mut ms = machineset(name, image);
-        f(&mut ms);
-        ms
-    };
-    let tmpl_label = |k: &'static str, v: &'static str| {
-        move |ms: &mut Value| {
-            ms["spec"]["template"]["metadata"]["labels"][k] = json!(v);
-        }
-    };
+/// The MachineSet fixture named `name` on `image`, as `f` changes it.
+fn with(name: &str, image: &str, f: &dyn Fn(&mut Value)) -> Value {
+    let mut ms = machineset(name, image);
+    f(&mut ms);
+    ms
+}
+
+/// Sets a label of the Machines' template.
+fn tmpl_label(k: &'static str, v: &'static str) -> impl Fn(&mut Value) {
+    move |ms: &mut Value| {
+        ms["spec"]["template"]["metadata"]["labels"][k] = json!(v);
+    }
+}
+
+/// MachineSets the webhook leaves alone, and how: not called (the apiserver's objectSelector
+/// or matchConditions left it out) or the reason it answered.
+fn left_alone_and_by_whom() -> Vec<(Value, Call)> {
     let mut aws = fixture("machineset-aws-build01-ci-tests-worker-us-east-1a.yaml");
     aws["metadata"]["name"] = json!("aws-on-gcp");
     aws["metadata"]["namespace"] = json!(NS);
-    let left_alone = [
+    vec![
         (
             with("opted-out", OLD, &|ms| {
                 ms["metadata"]["labels"][OPT_OUT] = json!("false");
@@ -137,12 +206,12 @@ fn kubectl_create_is_patched_through_the_shipped_webhook_and_its_cel_conditions(
             }),
             Call::NotCalled,
         ),
-    ];
-    for (ms, _) in &left_alone {
-        c.create(ms);
-    }
-    // Through the matchConditions, and patched: every has() guard holds on real objects.
-    let patched = [
+    ]
+}
+
+/// MachineSets that pass every has() guard of the matchConditions, each in its own way.
+fn patched_through_the_match_conditions() -> Vec<Value> {
+    vec![
         with(
             "linux",
             OLD,
@@ -160,38 +229,12 @@ fn kubectl_create_is_patched_through_the_shipped_webhook_and_its_cel_conditions(
                 .unwrap()
                 .remove("metadata");
         }),
-    ];
-    for ms in &patched {
-        c.create(ms);
-    }
+    ]
+}
 
-    let events = c.audit();
-    assert_eq!(
-        webhook_call(creation(&events, "stale")),
-        answered("Updated", true)
-    );
-    for (sent, call) in &left_alone {
-        let name = sent["metadata"]["name"].as_str().unwrap();
-        let stored = c.get(name);
-        assert_eq!(
-            as_written(&stored),
-            as_written(sent),
-            "{name} not stored as sent"
-        );
-        assert_eq!(annotation(&stored, BOOT_IMAGE), None, "{name}");
-        assert_eq!(&webhook_call(creation(&events, name)), call, "{name}");
-    }
-    for sent in &patched {
-        let name = sent["metadata"]["name"].as_str().unwrap();
-        assert_eq!(image(&c.get(name)), CURRENT_X86, "{name}");
-        assert_eq!(
-            webhook_call(creation(&events, name)),
-            answered("Updated", true),
-            "{name}"
-        );
-    }
-    // The apiserver left some out by matchConditions, and none of its evaluations failed
-    // (an error would also mean "not called" under failurePolicy Ignore).
+/// The apiserver left some out by matchConditions, and none of its evaluations failed
+/// (an error would also mean "not called" under failurePolicy Ignore).
+fn the_match_conditions_left_out_four_and_never_failed(c: &Cluster) {
     let metrics = c.kubectl(&["get", "--raw", "/metrics"]);
     let series = |name: &str| -> f64 {
         metrics
@@ -208,24 +251,6 @@ fn kubectl_create_is_patched_through_the_shipped_webhook_and_its_cel_conditions(
     assert_eq!(
         series("apiserver_admission_match_condition_evaluation_errors_total"),
         0.0
-    );
-
-    // RBAC: nothing of ours refused over the whole run; what we ship no grant for is.
-    c.assert_nothing_refused(&[&a]);
-    c.assert_refused(
-        &["delete", "machineset", "stale", "-n", NS],
-        "delete resource \"machinesets\"",
-    );
-    // Secrets are read in the MachineSets' namespace only.
-    c.assert_refused(
-        &[
-            "get",
-            "secret",
-            "other",
-            "-n",
-            "openshift-machine-config-operator",
-        ],
-        "get resource \"secrets\"",
     );
 }
 
@@ -398,23 +423,11 @@ fn enrollment_follows_the_status_or_on_releases_without_one_the_spec() {
     let mc = c.api.get_json(["machineconfiguration", "cluster"]);
     let has_status = mc.pointer("/status/managedBootImagesStatus").is_some();
     // The status stuck exactly where the release's CRD has the field.
-    let crd = c
-        .api
-        .get_json(["crd", "machineconfigurations.operator.openshift.io"]);
-    let in_schema = crd["spec"]["versions"].as_array().unwrap().iter().any(|v| {
-        v.pointer("/schema/openAPIV3Schema/properties/status/properties/managedBootImagesStatus")
-            .is_some()
-    });
+    let in_schema = c.machine_configuration_status_has("managedBootImagesStatus");
     assert_eq!(has_status, in_schema, "{mc:#}");
 
-    let report: Value = serde_json::from_str(&status(&c, "json")).unwrap();
-    let row = report["machineSets"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|r| r["name"] == "ms-enrolled")
-        .unwrap_or_else(|| panic!("no row for ms-enrolled: {report:#}"))
-        .clone();
+    let report = status_json(&c);
+    let row = status_row(&report, "ms-enrolled");
     if has_status {
         // The MCO's status (All, as seeded) decides, not the spec it has yet to mirror.
         assert_eq!(row["reason"], "Updated", "{row:#}");

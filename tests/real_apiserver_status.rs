@@ -24,126 +24,11 @@ use support::cluster::*;
 #[test]
 fn status_shows_every_machineset_with_its_reason_and_the_gate() {
     let c = Cluster::start(false);
-    let spec = |m: &mut Value, path: &str, v: Value| {
-        let (parent, key) = path.rsplit_once('/').unwrap();
-        m.pointer_mut(&format!("{PROVIDER}{parent}")).unwrap()[key] = v;
-    };
-    let with = |name: &str, f: &dyn Fn(&mut Value)| {
-        let mut m = machineset(name, OLD);
-        f(&mut m);
-        m
-    };
-    let ann = |m: &mut Value, k: &str, v: &str| {
-        m["metadata"]
-            .as_object_mut()
-            .unwrap()
-            .entry("annotations")
-            .or_insert(json!({}))[k] = json!(v);
-    };
-    let user_data =
-        base64::engine::general_purpose::STANDARD.encode(br#"{"ignition":{"version":"2.2.0"}}"#);
-    c.create_all(&[
-        &json!({"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
-        "metadata": {"name": "stub-2-user-data", "namespace": NS},
-        "data": {"userData": user_data}}),
-    ]);
-    let world = [
-        (machineset("ms-stale", OLD), "Updated"),
-        (machineset("ms-not-moved", OLD), "Updated"),
-        (machineset("ms-current", CURRENT_X86), "UpToDate"),
-        (machineset("ms-custom", CUSTOM), "CustomImage"),
-        (
-            with("ms-opted-out", &|m| {
-                m["metadata"]["labels"][OPT_OUT] = json!("false")
-            }),
-            "OptedOut",
-        ),
-        (
-            with("ms-owned", &|m| {
-                m["metadata"]["ownerReferences"] = json!([{"apiVersion": "hive.openshift.io/v1",
-                    "kind": "MachinePool", "name": "worker", "uid": "6f1e2d3c-0000-4000-8000-00000000000a"}])
-            }),
-            "OwnedByController",
-        ),
-        (
-            with("ms-rhel-10", &|m| {
-                m["metadata"]["labels"]["machineconfiguration.openshift.io/osstream"] =
-                    json!("rhel-10")
-            }),
-            "UnsupportedOSStream",
-        ),
-        (
-            with("ms-windows", &|m| {
-                m["spec"]["template"]["metadata"]["labels"]["machine.openshift.io/os-id"] =
-                    json!("Windows")
-            }),
-            "Windows",
-        ),
-        (
-            with("ms-bad-arch", &|m| {
-                ann(
-                    m,
-                    "capacity.cluster-autoscaler.kubernetes.io/labels",
-                    "kubernetes.io/arch=sparc",
-                )
-            }),
-            "InvalidArchitecture",
-        ),
-        (
-            with("ms-s390x", &|m| {
-                ann(
-                    m,
-                    "capacity.cluster-autoscaler.kubernetes.io/labels",
-                    "kubernetes.io/arch=s390x",
-                )
-            }),
-            "NoImageInStream",
-        ),
-        (
-            with("ms-openstack", &|m| {
-                spec(m, "/kind", json!("OpenstackProviderSpec"))
-            }),
-            "UnsupportedPlatform",
-        ),
-        (
-            with("ms-no-boot-disk", &|m| {
-                spec(m, "/disks/0/boot", json!(false))
-            }),
-            "NoBootDisk",
-        ),
-        (
-            with("ms-bad-disks", &|m| spec(m, "/disks", json!(7))),
-            "InvalidProviderSpec",
-        ),
-        (
-            with("ms-stub-2", &|m| {
-                spec(m, "/userDataSecret", json!({"name": "stub-2-user-data"}))
-            }),
-            "StubIgnitionSpec2",
-        ),
-        (
-            with("ms-reverted", &|m| {
-                ann(
-                    m,
-                    "bootimages.machineconfiguration.openshift.io/reverts",
-                    &format!("4 {CURRENT_X86}"),
-                )
-            }),
-            "RevertLoop",
-        ),
-    ];
+    let world = one_machineset_of_each_reason(&c);
     for (ms, _) in &world {
         c.create(ms);
     }
-    // The toucher gave up on ms-not-moved for the current target (its Event says so).
-    let uid = c.get("ms-not-moved")["metadata"]["uid"].clone();
-    c.create_all(&[&json!({"apiVersion": "events.k8s.io/v1", "kind": "Event",
-        "metadata": {"name": "ms-not-moved.1", "namespace": NS},
-        "eventTime": "2026-12-01T00:00:00.000000Z", "type": "Warning", "reason": "BootImageNotMoved",
-        "action": "Touch", "reportingController": "bootimage-webhook", "reportingInstance": "replica-a",
-        "regarding": {"apiVersion": "machine.openshift.io/v1beta1", "kind": "MachineSet",
-                      "name": "ms-not-moved", "namespace": NS, "uid": uid},
-        "note": format!("3 touches did not move the boot image from {OLD} to {CURRENT_X86}: is the webhook reachable, or is another controller reverting it? Not touching again until the target changes.")})]);
+    the_toucher_gave_up_on(&c, "ms-not-moved");
     // A write by our toucher's field manager: status shows when.
     c.kubectl(&[
         "annotate",
@@ -156,7 +41,7 @@ fn status_shows_every_machineset_with_its_reason_and_the_gate() {
     ]);
 
     // The gate closed: every MachineSet past the gate waits, and status says why.
-    let closed: Value = serde_json::from_str(&status(&c, "json")).unwrap();
+    let closed = status_json(&c);
     assert_eq!(closed["gate"]["open"], false, "{closed:#}");
     let why = closed["gate"]["reason"].as_str().unwrap();
     assert!(
@@ -164,19 +49,14 @@ fn status_shows_every_machineset_with_its_reason_and_the_gate() {
             && why.contains("no master has completed"),
         "{why}"
     );
-    let reason_of = |report: &Value, name: &str| -> String {
-        report["machineSets"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|r| r["name"] == name)
-            .unwrap_or_else(|| panic!("no row for {name}: {report:#}"))["reason"]
-            .as_str()
-            .unwrap()
-            .to_owned()
-    };
-    assert_eq!(reason_of(&closed, "ms-stale"), "UpgradeInProgress");
-    assert_eq!(reason_of(&closed, "ms-owned"), "OwnedByController");
+    assert_eq!(
+        status_row(&closed, "ms-stale")["reason"],
+        "UpgradeInProgress"
+    );
+    assert_eq!(
+        status_row(&closed, "ms-owned")["reason"],
+        "OwnedByController"
+    );
 
     // A master finishes: the gate opens, and each MachineSet shows its own reason.
     c.set_master_updated(1);
@@ -184,10 +64,7 @@ fn status_shows_every_machineset_with_its_reason_and_the_gate() {
         "status to see the gate open",
         Duration::from_secs(30),
         String::new,
-        || {
-            let v: Value = serde_json::from_str(&status(&c, "json")).unwrap();
-            (v["gate"]["open"] == true).then_some(v)
-        },
+        || Some(status_json(&c)).filter(|v| v["gate"]["open"] == true),
     );
     assert!(
         open["gate"]["reason"]
@@ -204,17 +81,127 @@ fn status_shows_every_machineset_with_its_reason_and_the_gate() {
     );
     for (ms, want) in &world {
         let name = ms["metadata"]["name"].as_str().unwrap();
-        assert_eq!(reason_of(&open, name), *want, "{name}: {open:#}");
+        assert_eq!(status_row(&open, name)["reason"], *want, "{name}: {open:#}");
     }
-    let row = |name: &str| {
-        open["machineSets"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|r| r["name"] == name)
-            .unwrap()
-            .clone()
+    assert_the_rows_name_images_touches_and_give_ups(&open);
+    assert_the_table(&status(&c, "table"), world.len());
+    let wide = status(&c, "wide");
+    assert!(
+        wide.contains(CURRENT_X86) && wide.contains("MESSAGE"),
+        "{wide}"
+    );
+    status_as_the_service_account_only_reads(&c, &open);
+}
+
+/// One MachineSet (not yet created) of each reason this apiserver can hold without a
+/// webhook, with the reason `status` gives it once the gate is open; the spec-2 stub's
+/// Secret is created.
+fn one_machineset_of_each_reason(c: &Cluster) -> Vec<(Value, &'static str)> {
+    let user_data =
+        base64::engine::general_purpose::STANDARD.encode(br#"{"ignition":{"version":"2.2.0"}}"#);
+    c.create_all(&[
+        &json!({"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+        "metadata": {"name": "stub-2-user-data", "namespace": NS},
+        "data": {"userData": user_data}}),
+    ]);
+    let arch = |name: &str, arch: &str| {
+        annotated(
+            name,
+            "capacity.cluster-autoscaler.kubernetes.io/labels",
+            &format!("kubernetes.io/arch={arch}"),
+        )
     };
+    let mut owned = machineset("ms-owned", OLD);
+    owned["metadata"]["ownerReferences"] = json!([{"apiVersion": "hive.openshift.io/v1",
+        "kind": "MachinePool", "name": "worker", "uid": "6f1e2d3c-0000-4000-8000-00000000000a"}]);
+    let mut windows = machineset("ms-windows", OLD);
+    windows["spec"]["template"]["metadata"]["labels"]["machine.openshift.io/os-id"] =
+        json!("Windows");
+    let osstream = "machineconfiguration.openshift.io/osstream";
+    let reverts = "bootimages.machineconfiguration.openshift.io/reverts";
+    vec![
+        (machineset("ms-stale", OLD), "Updated"),
+        (machineset("ms-not-moved", OLD), "Updated"),
+        (machineset("ms-current", CURRENT_X86), "UpToDate"),
+        (machineset("ms-custom", CUSTOM), "CustomImage"),
+        (labelled("ms-opted-out", OPT_OUT, "false"), "OptedOut"),
+        (owned, "OwnedByController"),
+        (
+            labelled("ms-rhel-10", osstream, "rhel-10"),
+            "UnsupportedOSStream",
+        ),
+        (windows, "Windows"),
+        (arch("ms-bad-arch", "sparc"), "InvalidArchitecture"),
+        (arch("ms-s390x", "s390x"), "NoImageInStream"),
+        (
+            with_spec("ms-openstack", "/kind", json!("OpenstackProviderSpec")),
+            "UnsupportedPlatform",
+        ),
+        (
+            with_spec("ms-no-boot-disk", "/disks/0/boot", json!(false)),
+            "NoBootDisk",
+        ),
+        (
+            with_spec("ms-bad-disks", "/disks", json!(7)),
+            "InvalidProviderSpec",
+        ),
+        (
+            with_spec(
+                "ms-stub-2",
+                "/userDataSecret",
+                json!({"name": "stub-2-user-data"}),
+            ),
+            "StubIgnitionSpec2",
+        ),
+        (
+            annotated("ms-reverted", reverts, &format!("4 {CURRENT_X86}")),
+            "RevertLoop",
+        ),
+    ]
+}
+
+/// A MachineSet on the old image with one label set.
+fn labelled(name: &str, key: &str, value: &str) -> Value {
+    let mut m = machineset(name, OLD);
+    m["metadata"]["labels"][key] = json!(value);
+    m
+}
+
+/// A MachineSet on the old image with one annotation set.
+fn annotated(name: &str, key: &str, value: &str) -> Value {
+    let mut m = machineset(name, OLD);
+    m["metadata"]
+        .as_object_mut()
+        .unwrap()
+        .entry("annotations")
+        .or_insert(json!({}))[key] = json!(value);
+    m
+}
+
+/// A MachineSet on the old image with one providerSpec value field (a JSON pointer under
+/// it) set.
+fn with_spec(name: &str, path: &str, value: Value) -> Value {
+    let mut m = machineset(name, OLD);
+    let (parent, key) = path.rsplit_once('/').unwrap();
+    m.pointer_mut(&format!("{PROVIDER}{parent}")).unwrap()[key] = value;
+    m
+}
+
+/// The toucher gave up on `name` for the current target: its Event says so.
+fn the_toucher_gave_up_on(c: &Cluster, name: &str) {
+    let uid = c.get(name)["metadata"]["uid"].clone();
+    c.create_all(&[&json!({"apiVersion": "events.k8s.io/v1", "kind": "Event",
+        "metadata": {"name": format!("{name}.1"), "namespace": NS},
+        "eventTime": "2026-12-01T00:00:00.000000Z", "type": "Warning", "reason": "BootImageNotMoved",
+        "action": "Touch", "reportingController": "bootimage-webhook", "reportingInstance": "replica-a",
+        "regarding": {"apiVersion": "machine.openshift.io/v1beta1", "kind": "MachineSet",
+                      "name": name, "namespace": NS, "uid": uid},
+        "note": format!("3 touches did not move the boot image from {OLD} to {CURRENT_X86}: is the webhook reachable, or is another controller reverting it? Not touching again until the target changes.")})]);
+}
+
+/// The rows of `status -o json` with the gate open: what each names beside its reason.
+fn assert_the_rows_name_images_touches_and_give_ups(open: &Value) {
+    let row = |name: &str| status_row(open, name).clone();
     let stale = row("ms-stale");
     assert_eq!(stale["namespace"], NS);
     assert_eq!(stale["platform"], "GCP");
@@ -229,9 +216,10 @@ fn status_shows_every_machineset_with_its_reason_and_the_gate() {
     // Rows decided before any platform rule still show the image they name.
     assert_eq!(row("ms-opted-out")["current"], OLD);
     assert_eq!(row("ms-opted-out")["target"], Value::Null);
+}
 
-    // The table an administrator reads.
-    let table = status(&c, "table");
+/// The table an administrator reads: the gate line, the header, one line per MachineSet.
+fn assert_the_table(table: &str, machinesets: usize) {
     let lines: Vec<&str> = table.lines().collect();
     assert!(
         lines[0].starts_with("Gate: open (release 4.21.0: "),
@@ -252,7 +240,7 @@ fn status_shows_every_machineset_with_its_reason_and_the_gate() {
     ] {
         assert!(lines[header].contains(col), "{table}");
     }
-    assert_eq!(lines.len(), header + 1 + world.len(), "{table}");
+    assert_eq!(lines.len(), header + 1 + machinesets, "{table}");
     let stale_line = lines
         .iter()
         .find(|l| l.starts_with(&format!("{NS}/ms-stale ")))
@@ -271,14 +259,13 @@ fn status_shows_every_machineset_with_its_reason_and_the_gate() {
             "no"
         ]
     );
-    let wide = status(&c, "wide");
-    assert!(
-        wide.contains(CURRENT_X86) && wide.contains("MESSAGE"),
-        "{wide}"
-    );
+}
 
-    // Read-only: as the webhook's own ServiceAccount (whose every request the audit log
-    // records), status only reads; it needs no more than the webhook's watchers and list.
+/// Read-only: as the webhook's own ServiceAccount (whose every request the audit log
+/// records), status only reads; it needs no more than the webhook's watchers and list.
+/// It makes the same decisions as in `open` (the webhook's ServiceAccount may not list
+/// Events, so the toucher's give-ups are not shown).
+fn status_as_the_service_account_only_reads(c: &Cluster, open: &Value) {
     let kubeconfig = c.api.token_kubeconfig(&c.token(), Some(OWN_NS));
     let mark = c.audit().len();
     let out = std::process::Command::new(support::binary::BIN)
@@ -288,8 +275,6 @@ fn status_shows_every_machineset_with_its_reason_and_the_gate() {
         .expect("running status");
     assert!(out.status.success(), "status: {}", text(&out));
     let as_sa: Value = serde_json::from_slice(&out.stdout).unwrap();
-    // The same decisions (the webhook's ServiceAccount may not list Events, so the
-    // toucher's give-ups are not shown).
     let reasons = |v: &Value| -> Vec<Value> {
         v["machineSets"]
             .as_array()
@@ -298,7 +283,7 @@ fn status_shows_every_machineset_with_its_reason_and_the_gate() {
             .map(|r| json!([r["name"], r["reason"], r["current"], r["target"]]))
             .collect()
     };
-    assert_eq!(reasons(&as_sa), reasons(&open));
+    assert_eq!(reasons(&as_sa), reasons(open));
     let ours: Vec<String> = c.audit()[mark..]
         .iter()
         .filter(|e| is_ours(e) && e["stage"] == "ResponseComplete")
@@ -327,8 +312,6 @@ fn status_shows_the_boot_image_skew_for_each_enforcement_mode() {
     let c = Cluster::start(true);
     // A real older image (the rhcos-4.16 stream's), on a MachineSet this webhook does not
     // manage: the oldest all the same.
-    const LEGACY: &str =
-        "projects/rhcos-cloud/global/images/rhcos-416-94-202405291527-0-gcp-x86-64";
     let mut old = machineset("ms-old", LEGACY);
     old["metadata"]["labels"][OPT_OUT] = json!("false");
     for ms in [
@@ -339,133 +322,20 @@ fn status_shows_the_boot_image_skew_for_each_enforcement_mode() {
     ] {
         c.create(&ms);
     }
-    let managed = json!({"machineManagers": [
-        {"resource": "machinesets", "apiGroup": "machine.openshift.io", "selection": {"mode": "All"}}]});
-    let t = "2026-12-01T00:00:00Z";
-    let conditions = |degraded: &str| {
-        json!([
-            {"type": "BootImageUpdateProgressing", "status": "False", "lastTransitionTime": t,
-             "reason": "MachineSetUpdated", "message": "Reconciled 4 of 4 MAPI MachineSets"},
-            {"type": "BootImageUpdateDegraded", "status": degraded, "lastTransitionTime": t,
-             "reason": "MachineSetUpdated", "message": "1 Degraded MAPI MachineSets"}])
-    };
-    let manual_ocp =
-        json!({"mode": "Manual", "manual": {"mode": "OCPVersion", "ocpVersion": "4.12.0"}});
-    let manual_rhcos = json!({"mode": "Manual",
-        "manual": {"mode": "RHCOSVersion", "rhcosVersion": "416.94.202405291527-0"}});
-    let automatic = json!({"mode": "Automatic", "automatic": {"ocpVersion": "4.21.0"}});
-    // (enforcement status, conditions, mode, upgrade, what the skew line says of it)
-    let cases = [
-        (
-            manual_ocp,
-            json!([]),
-            "Manual",
-            "Refused",
-            "MCO skew enforcement Manual (recorded OCP 4.12.0): an upgrade would be refused (Upgrades have been disabled because the cluster is using OCP boot image version 4.12.0, which is below the minimum required version 4.13.0)",
-        ),
-        (
-            manual_rhcos,
-            json!([]),
-            "Manual",
-            "Allowed",
-            "MCO skew enforcement Manual (recorded RHCOS 416.94.202405291527-0): an upgrade would not be refused (recorded RHCOS version 416.94.202405291527-0 (RHEL 9.4) is at or above the floor RHEL 9.2)",
-        ),
-        (
-            automatic.clone(),
-            conditions("False"),
-            "Automatic",
-            "Allowed",
-            "MCO skew enforcement Automatic (recorded OCP 4.21.0): an upgrade would not be refused (recorded OCP version 4.21.0 is at or above the floor 4.13.0)",
-        ),
-        (
-            automatic,
-            conditions("True"),
-            "Automatic",
-            "Refused",
-            "an upgrade would be refused (Upgrades have been disabled due to boot image update failures: boot image controller is degraded: 1 Degraded MAPI MachineSets)",
-        ),
-        (
-            json!({"mode": "None"}),
-            json!([]),
-            "None",
-            "NotEnforced",
-            "MCO skew enforcement None: not enforced: the MCO does not check boot images, and never refuses an upgrade for them",
-        ),
-    ];
-    let oldest_line = "Skew: oldest boot image rhcos-416-94-202405291527-0-gcp-x86-64 (openshift-machine-api/ms-old): RHCOS 416.94.202405291527-0, RHEL 9.4, OpenShift 4.16 (from its name); 1 of 4 MachineSets with a boot image of unknown version; ";
-    let skew_line = |table: &str| -> String {
-        table
-            .lines()
-            .find(|l| l.starts_with("Skew: "))
-            .unwrap_or_else(|| panic!("no skew line:\n{table}"))
-            .to_owned()
-    };
     // OpenShift brought skew enforcement in 4.22: an older release's MachineConfiguration
     // has no status.bootImageSkewEnforcementStatus, and its apiserver drops what is written
     // there (KUBE_VERSION=1.30, OpenShift 4.17's CRDs).
-    let crd = c
-        .api
-        .get_json(["crd", "machineconfigurations.operator.openshift.io"]);
-    let has_enforcement = crd["spec"]["versions"].as_array().unwrap().iter().any(|v| {
-        v.pointer(
-            "/schema/openAPIV3Schema/properties/status/properties/bootImageSkewEnforcementStatus",
-        )
-        .is_some()
-    });
-    for (enforcement, conditions, mode, upgrade, says) in cases {
-        c.set_status(
-            "machineconfiguration",
-            "cluster",
-            json!({"managedBootImagesStatus": managed,
-                   "bootImageSkewEnforcementStatus": enforcement, "conditions": conditions}),
-        );
-        let mc = c.api.get_json(["machineconfiguration", "cluster"]);
-        assert_eq!(
-            mc.pointer("/status/bootImageSkewEnforcementStatus")
-                .is_some(),
-            has_enforcement,
-            "{mc:#}"
-        );
-        let report: Value = serde_json::from_str(&status(&c, "json")).unwrap();
-        let skew = &report["skew"];
-        let (mode, upgrade, says) = if has_enforcement {
-            (json!(mode), upgrade, says)
-        } else {
-            // What such a cluster is: no mode, and the MCO never refuses for boot images.
-            (
-                Value::Null,
-                "Allowed",
-                "the MCO has recorded no skew enforcement mode: OpenShift before 4.22 has none",
-            )
-        };
-        assert_eq!(
-            skew["oldest"],
-            json!({"namespace": NS, "name": "ms-old", "image": LEGACY,
-                   "rhcosVersion": "416.94.202405291527-0", "rhelVersion": "9.4",
-                   "ocpRelease": "4.16", "source": "name", "belowFloor": false}),
-            "{report:#}"
-        );
-        assert_eq!(skew["unknown"], json!([format!("{NS}/ms-custom")]));
-        assert_eq!(skew["machineSets"], 4);
-        assert_eq!(
-            skew["floor"],
-            json!({"ocpVersion": "4.13.0", "rhelVersion": "9.2"})
-        );
-        assert_eq!(skew["enforcement"]["mode"], mode, "{report:#}");
-        assert_eq!(skew["enforcement"]["upgrade"], upgrade, "{report:#}");
-        let table = status(&c, "table");
-        println!("--- status, enforcement {mode} ({upgrade}):\n{table}");
-        let line = skew_line(&table);
-        assert!(line.starts_with(oldest_line), "{line}");
-        assert!(line.contains(says), "{line}\nshould say: {says}");
+    let has_enforcement = c.machine_configuration_status_has("bootImageSkewEnforcementStatus");
+    for case in enforcement_cases() {
+        skew_is_reported_under(&c, has_enforcement, case);
     }
 
     // The current image is the stream's: its release is the ConfigMap's.
-    let report: Value = serde_json::from_str(&status(&c, "json")).unwrap();
+    let report = status_json(&c);
     assert_eq!(report["skew"]["oldest"]["name"], "ms-old");
     c.kubectl(&["delete", "machineset", "ms-old", "-n", NS]);
     c.kubectl(&["delete", "machineset", "ms-9-6", "-n", NS]);
-    let report: Value = serde_json::from_str(&status(&c, "json")).unwrap();
+    let report = status_json(&c);
     assert_eq!(
         report["skew"]["oldest"],
         json!({"namespace": NS, "name": "ms-current", "image": CURRENT_X86,
@@ -476,7 +346,7 @@ fn status_shows_the_boot_image_skew_for_each_enforcement_mode() {
 
     // No MachineConfiguration: whether an upgrade would be refused is unknown.
     c.kubectl(&["delete", "machineconfiguration", "cluster"]);
-    let report: Value = serde_json::from_str(&status(&c, "json")).unwrap();
+    let report = status_json(&c);
     assert_eq!(
         report["skew"]["enforcement"]["upgrade"], "Unknown",
         "{report:#}"
@@ -492,13 +362,139 @@ fn status_shows_the_boot_image_skew_for_each_enforcement_mode() {
     );
 }
 
+/// The rhcos-4.16 stream's GCP image: older than anything the current stream names.
+const LEGACY: &str = "projects/rhcos-cloud/global/images/rhcos-416-94-202405291527-0-gcp-x86-64";
+
+/// A skew enforcement status the MCO records, with the boot image controller's conditions,
+/// and what `status` makes of it: the mode, the upgrade verdict, what the skew line says.
+struct EnforcementCase {
+    enforcement: Value,
+    conditions: Value,
+    mode: &'static str,
+    upgrade: &'static str,
+    says: &'static str,
+}
+
+fn enforcement_cases() -> Vec<EnforcementCase> {
+    let t = "2026-12-01T00:00:00Z";
+    let conditions = |degraded: &str| {
+        json!([
+            {"type": "BootImageUpdateProgressing", "status": "False", "lastTransitionTime": t,
+             "reason": "MachineSetUpdated", "message": "Reconciled 4 of 4 MAPI MachineSets"},
+            {"type": "BootImageUpdateDegraded", "status": degraded, "lastTransitionTime": t,
+             "reason": "MachineSetUpdated", "message": "1 Degraded MAPI MachineSets"}])
+    };
+    let automatic = json!({"mode": "Automatic", "automatic": {"ocpVersion": "4.21.0"}});
+    vec![
+        EnforcementCase {
+            enforcement: json!({"mode": "Manual", "manual": {"mode": "OCPVersion", "ocpVersion": "4.12.0"}}),
+            conditions: json!([]),
+            mode: "Manual",
+            upgrade: "Refused",
+            says: "MCO skew enforcement Manual (recorded OCP 4.12.0): an upgrade would be refused (Upgrades have been disabled because the cluster is using OCP boot image version 4.12.0, which is below the minimum required version 4.13.0)",
+        },
+        EnforcementCase {
+            enforcement: json!({"mode": "Manual",
+                "manual": {"mode": "RHCOSVersion", "rhcosVersion": "416.94.202405291527-0"}}),
+            conditions: json!([]),
+            mode: "Manual",
+            upgrade: "Allowed",
+            says: "MCO skew enforcement Manual (recorded RHCOS 416.94.202405291527-0): an upgrade would not be refused (recorded RHCOS version 416.94.202405291527-0 (RHEL 9.4) is at or above the floor RHEL 9.2)",
+        },
+        EnforcementCase {
+            enforcement: automatic.clone(),
+            conditions: conditions("False"),
+            mode: "Automatic",
+            upgrade: "Allowed",
+            says: "MCO skew enforcement Automatic (recorded OCP 4.21.0): an upgrade would not be refused (recorded OCP version 4.21.0 is at or above the floor 4.13.0)",
+        },
+        EnforcementCase {
+            enforcement: automatic,
+            conditions: conditions("True"),
+            mode: "Automatic",
+            upgrade: "Refused",
+            says: "an upgrade would be refused (Upgrades have been disabled due to boot image update failures: boot image controller is degraded: 1 Degraded MAPI MachineSets)",
+        },
+        EnforcementCase {
+            enforcement: json!({"mode": "None"}),
+            conditions: json!([]),
+            mode: "None",
+            upgrade: "NotEnforced",
+            says: "MCO skew enforcement None: not enforced: the MCO does not check boot images, and never refuses an upgrade for them",
+        },
+    ]
+}
+
+/// Records `case` on MachineConfiguration `cluster` and checks `status -o json` and its
+/// skew line; a release without enforcement (`has_enforcement` false) drops what is written
+/// and never refuses.
+fn skew_is_reported_under(c: &Cluster, has_enforcement: bool, case: EnforcementCase) {
+    let managed = json!({"machineManagers": [
+        {"resource": "machinesets", "apiGroup": "machine.openshift.io", "selection": {"mode": "All"}}]});
+    c.set_status(
+        "machineconfiguration",
+        "cluster",
+        json!({"managedBootImagesStatus": managed,
+               "bootImageSkewEnforcementStatus": case.enforcement, "conditions": case.conditions}),
+    );
+    let mc = c.api.get_json(["machineconfiguration", "cluster"]);
+    assert_eq!(
+        mc.pointer("/status/bootImageSkewEnforcementStatus")
+            .is_some(),
+        has_enforcement,
+        "{mc:#}"
+    );
+    let report = status_json(c);
+    let skew = &report["skew"];
+    let (mode, upgrade, says) = if has_enforcement {
+        (json!(case.mode), case.upgrade, case.says)
+    } else {
+        // What such a cluster is: no mode, and the MCO never refuses for boot images.
+        (
+            Value::Null,
+            "Allowed",
+            "the MCO has recorded no skew enforcement mode: OpenShift before 4.22 has none",
+        )
+    };
+    assert_eq!(
+        skew["oldest"],
+        json!({"namespace": NS, "name": "ms-old", "image": LEGACY,
+               "rhcosVersion": "416.94.202405291527-0", "rhelVersion": "9.4",
+               "ocpRelease": "4.16", "source": "name", "belowFloor": false}),
+        "{report:#}"
+    );
+    assert_eq!(skew["unknown"], json!([format!("{NS}/ms-custom")]));
+    assert_eq!(skew["machineSets"], 4);
+    assert_eq!(
+        skew["floor"],
+        json!({"ocpVersion": "4.13.0", "rhelVersion": "9.2"})
+    );
+    assert_eq!(skew["enforcement"]["mode"], mode, "{report:#}");
+    assert_eq!(skew["enforcement"]["upgrade"], upgrade, "{report:#}");
+    let table = status(c, "table");
+    println!("--- status, enforcement {mode} ({upgrade}):\n{table}");
+    let line = skew_line(&table);
+    let oldest = "Skew: oldest boot image rhcos-416-94-202405291527-0-gcp-x86-64 (openshift-machine-api/ms-old): RHCOS 416.94.202405291527-0, RHEL 9.4, OpenShift 4.16 (from its name); 1 of 4 MachineSets with a boot image of unknown version; ";
+    assert!(line.starts_with(oldest), "{line}");
+    assert!(line.contains(says), "{line}\nshould say: {says}");
+}
+
+/// The `Skew:` line of `status`'s table.
+fn skew_line(table: &str) -> String {
+    table
+        .lines()
+        .find(|l| l.starts_with("Skew: "))
+        .unwrap_or_else(|| panic!("no skew line:\n{table}"))
+        .to_owned()
+}
+
 /// The gate remembers a finished upgrade through the MCO's stamp, seen
 /// by `status` on real MachineConfigPool, MachineConfig and ConfigMap objects.
 #[test]
 fn the_gate_remembers_a_finished_upgrade_through_the_stamp() {
     let c = Cluster::start(false);
     let gate = || -> (bool, String) {
-        let v: Value = serde_json::from_str(&status(&c, "json")).unwrap();
+        let v = status_json(&c);
         (
             v["gate"]["open"] == true,
             v["gate"]["reason"].as_str().unwrap_or("").to_owned(),

@@ -145,36 +145,7 @@ fn moves_are_told_by_one_event_per_target_and_the_gauges_count_machinesets() {
     for name in ["ms-custom", "ms-opted-out"] {
         assert!(events_of(&c, "BootImageUpdated", name).is_empty(), "{name}");
     }
-    let gauge = |reason: &str| {
-        metric(
-            &a,
-            &format!("bootimage_webhook_machinesets{{reason=\"{reason}\"}}"),
-        )
-    };
-    assert_eq!(gauge("UpToDate"), Some(1));
-    assert_eq!(gauge("CustomImage"), Some(1));
-    assert_eq!(gauge("OptedOut"), Some(1));
-    assert_eq!(gauge("Updated"), Some(0));
-    // The oldest enrolled image is ms-stale's, now the current one (built 2026-04-28); the
-    // older image of the opted-out one and the custom image do not count.
-    let today = Timestamp::now()
-        .to_zoned(k8s_openapi::jiff::tz::TimeZone::UTC)
-        .date();
-    let built = k8s_openapi::jiff::civil::date(2026, 4, 28);
-    let days = i64::from((today - built).get_days());
-    assert_eq!(
-        metric(&a, "bootimage_webhook_oldest_boot_image_age_days"),
-        Some(days)
-    );
-    // The oldest boot image's release counts every MachineSet, managed or not: the
-    // opted-out one's (RHCOS 9.6, which OpenShift 4.19 to 4.21 ship).
-    assert_eq!(
-        metric(
-            &a,
-            r#"bootimage_webhook_oldest_boot_image_info{rhcos_version="9.6.20250826-1",rhel_version="9.6",ocp_release="4.19-4.21"}"#
-        ),
-        Some(1)
-    );
+    the_gauges_count_machinesets_and_the_oldest_boot_image(&a);
 
     // Someone else writes ms-custom back onto a stock image: the webhook moves it on that
     // write, and the next pass tells it.
@@ -227,7 +198,7 @@ fn moves_are_told_by_one_event_per_target_and_the_gauges_count_machinesets() {
             "{name}: {notes:?}"
         );
     }
-    assert_eq!(gauge("UpToDate"), Some(2));
+    assert_eq!(gauge(&a, "UpToDate"), Some(2));
     assert_eq!(
         metric(&a, "bootimage_webhook_boot_image_updated_events_total"),
         Some(4)
@@ -288,16 +259,7 @@ fn a_writer_that_keeps_reverting_the_image_wins_after_three_reverts() {
         Some(format!("4 {CURRENT_X86}").as_str())
     );
     // The webhook's answers to the 5 writes, as the apiserver audited them.
-    let answers: Vec<Call> = c.audit()[mark..]
-        .iter()
-        .filter(|e| {
-            e["verb"] == "patch"
-                && e["objectRef"]["name"] == "ms-gitops"
-                && e["stage"] == "ResponseComplete"
-                && !is_ours(e)
-        })
-        .map(webhook_call)
-        .collect();
+    let answers = webhook_answers_to_patches_of(&c.audit()[mark..], "ms-gitops");
     assert_eq!(
         answers,
         [
@@ -346,25 +308,14 @@ fn a_writer_that_keeps_reverting_the_image_wins_after_three_reverts() {
 #[test]
 fn the_webhook_away_and_back_and_a_second_replica_taking_over_the_lease() {
     let c = Cluster::start(true).with_shipped_touch();
-    let a = c.replica("replica-a", "1s");
+    let mut a = c.replica("replica-a", "1s");
     c.register_webhook(&a.url());
     c.webhook_serves(CURRENT_X86);
     c.wait_holder("replica-a", Duration::from_secs(30));
 
     // SIGTERM: readiness fails at once while the webhook still serves, the process exits
     // 0, and the Lease is released on the apiserver.
-    a.served.signal("TERM");
-    let signalled = Instant::now();
-    while block_on(admin_get(a.served.admin, "/readyz")).0 != 503 {
-        assert!(
-            signalled.elapsed() < Duration::from_millis(900),
-            "readiness still passing"
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    let mut a = a;
-    assert!(a.served.wait_exit(Duration::from_secs(15)).success());
-    assert_eq!(c.lease_holder(), None, "the Lease is released on SIGTERM");
+    stopped_by_sigterm(&c, &mut a);
 
     // Webhook down: the create still succeeds (failurePolicy Ignore), unpatched.
     c.create(&machineset("ms-down", OLD));
@@ -387,32 +338,8 @@ fn the_webhook_away_and_back_and_a_second_replica_taking_over_the_lease() {
     assert_eq!(touches(&c.audit()[mark..], Some(&a2.jti)), ["ms-down"]);
     assert_eq!(touches(&c.audit()[mark..], None), ["ms-down"]);
 
-    // Unreachable while the toucher runs (the apiserver is pointed at the plain-HTTP admin
-    // port: its TLS handshake fails and it fails open): three touches, then an Event, then
-    // silence.
-    let mark = c.audit().len();
-    c.point_webhook(&format!("https://{}/mutate-machinesets", a2.served.admin));
-    c.create(&machineset("ms-lost", OLD));
-    assert_eq!(
-        webhook_call(creation(&c.audit(), "ms-lost")),
-        Call::FailedOpen
-    );
-    let events = eventually(
-        "a BootImageNotMoved Event on ms-lost",
-        Duration::from_secs(30),
-        || a2.served.log_text(),
-        || Some(events_of(&c, "BootImageNotMoved", "ms-lost")).filter(|e| !e.is_empty()),
-    );
-    assert_eq!(events.len(), 1, "{events:?}");
-    assert_eq!(events[0]["type"], "Warning");
-    assert_eq!(events[0]["reportingController"], "bootimage-webhook");
-    assert_eq!(events[0]["reportingInstance"], "replica-a");
-    c.passes(&a2, 2);
-    assert_eq!(
-        touches(&c.audit()[mark..], None),
-        ["ms-lost", "ms-lost", "ms-lost"]
-    );
-    assert_eq!(image(&c.get("ms-lost")), OLD);
+    // Unreachable while the toucher runs: three touches, then an Event, then silence.
+    a_webhook_unreachable_is_touched_three_times_and_told(&c, &a2);
 
     // Two replicas: the second follows, and the apiserver calls its webhook, so the webhook
     // stays up when the first goes.
@@ -546,4 +473,99 @@ fn the_apiserver_restarting_mid_run_and_the_lease_deleted() {
     );
 
     c.assert_nothing_refused(&[&a]);
+}
+
+/// The Lease holder's gauges after the first pass: MachineSets by reason, the oldest
+/// enrolled boot image's age and the oldest boot image's release.
+fn the_gauges_count_machinesets_and_the_oldest_boot_image(a: &Replica) {
+    assert_eq!(gauge(a, "UpToDate"), Some(1));
+    assert_eq!(gauge(a, "CustomImage"), Some(1));
+    assert_eq!(gauge(a, "OptedOut"), Some(1));
+    assert_eq!(gauge(a, "Updated"), Some(0));
+    // The oldest enrolled image is ms-stale's, now the current one (built 2026-04-28); the
+    // older image of the opted-out one and the custom image do not count.
+    let today = Timestamp::now()
+        .to_zoned(k8s_openapi::jiff::tz::TimeZone::UTC)
+        .date();
+    let built = k8s_openapi::jiff::civil::date(2026, 4, 28);
+    let days = i64::from((today - built).get_days());
+    assert_eq!(
+        metric(a, "bootimage_webhook_oldest_boot_image_age_days"),
+        Some(days)
+    );
+    // The oldest boot image's release counts every MachineSet, managed or not: the
+    // opted-out one's (RHCOS 9.6, which OpenShift 4.19 to 4.21 ship).
+    assert_eq!(
+        metric(
+            a,
+            r#"bootimage_webhook_oldest_boot_image_info{rhcos_version="9.6.20250826-1",rhel_version="9.6",ocp_release="4.19-4.21"}"#
+        ),
+        Some(1)
+    );
+}
+
+/// The machine-set gauge of `reason` on `a`'s `/metrics`.
+fn gauge(a: &Replica, reason: &str) -> Option<i64> {
+    metric(
+        a,
+        &format!("bootimage_webhook_machinesets{{reason=\"{reason}\"}}"),
+    )
+}
+
+/// How our webhook answered the patches others made to MachineSet `name` in `events`.
+fn webhook_answers_to_patches_of(events: &[Value], name: &str) -> Vec<Call> {
+    events
+        .iter()
+        .filter(|e| {
+            e["verb"] == "patch"
+                && e["objectRef"]["name"] == name
+                && e["stage"] == "ResponseComplete"
+                && !is_ours(e)
+        })
+        .map(webhook_call)
+        .collect()
+}
+
+/// SIGTERM: readiness fails at once while the webhook still serves, the process exits
+/// 0, and the Lease is released on the apiserver.
+fn stopped_by_sigterm(c: &Cluster, a: &mut Replica) {
+    a.served.signal("TERM");
+    let signalled = Instant::now();
+    while block_on(admin_get(a.served.admin, "/readyz")).0 != 503 {
+        assert!(
+            signalled.elapsed() < Duration::from_millis(900),
+            "readiness still passing"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(a.served.wait_exit(Duration::from_secs(15)).success());
+    assert_eq!(c.lease_holder(), None, "the Lease is released on SIGTERM");
+}
+
+/// The apiserver pointed at `a`'s plain-HTTP admin port (its TLS handshake fails, and it
+/// fails open): a new MachineSet is touched three times, then a Warning Event, then silence.
+fn a_webhook_unreachable_is_touched_three_times_and_told(c: &Cluster, a: &Replica) {
+    let mark = c.audit().len();
+    c.point_webhook(&format!("https://{}/mutate-machinesets", a.served.admin));
+    c.create(&machineset("ms-lost", OLD));
+    assert_eq!(
+        webhook_call(creation(&c.audit(), "ms-lost")),
+        Call::FailedOpen
+    );
+    let events = eventually(
+        "a BootImageNotMoved Event on ms-lost",
+        Duration::from_secs(30),
+        || a.served.log_text(),
+        || Some(events_of(c, "BootImageNotMoved", "ms-lost")).filter(|e| !e.is_empty()),
+    );
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert_eq!(events[0]["type"], "Warning");
+    assert_eq!(events[0]["reportingController"], "bootimage-webhook");
+    assert_eq!(events[0]["reportingInstance"], "replica-a");
+    c.passes(a, 2);
+    assert_eq!(
+        touches(&c.audit()[mark..], None),
+        ["ms-lost", "ms-lost", "ms-lost"]
+    );
+    assert_eq!(image(&c.get("ms-lost")), OLD);
 }

@@ -31,11 +31,6 @@ fn every_user_data_secret_a_machineset_names_is_checked() {
         &user_data_secret("custom-spec2", "2.2.0"),
         &user_data_secret("custom-spec3", "3.4.0"),
     ]);
-    let naming = |name: &str, secret: &str| {
-        let mut m = machineset(name, OLD);
-        m.pointer_mut(PROVIDER).unwrap()["userDataSecret"] = json!({"name": secret});
-        m
-    };
     for (name, secret) in [
         ("ms-spec2", "custom-spec2"),
         ("ms-spec3", "custom-spec3"),
@@ -62,16 +57,8 @@ fn every_user_data_secret_a_machineset_names_is_checked() {
     a.passes(2);
     assert_eq!(image(&c.get("ms-spec2")), OLD);
     assert_eq!(image(&c.get("ms-late")), OLD);
-    let report: Value = serde_json::from_str(&status(&c, "json")).unwrap();
-    let row = |name: &str| {
-        report["machineSets"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|r| r["name"] == name)
-            .unwrap_or_else(|| panic!("no row for {name}: {report:#}"))
-            .clone()
-    };
+    let report = status_json(&c);
+    let row = |name: &str| status_row(&report, name);
     assert_eq!(row("ms-spec2")["reason"], "StubIgnitionSpec2", "{report:#}");
     assert_eq!(
         row("ms-late")["reason"],
@@ -125,25 +112,17 @@ fn a_spec_2_stub_is_upgraded_with_a_backup_when_asked() {
     let component = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("manifests/components/upgrade-stub-ignition/rbac.yaml");
     c.kubectl(&["create", "-f", component.to_str().unwrap()]);
-    // A 4.5-era installer stub (its CA shortened), as stored: the exact bytes matter.
-    let spec2 = r#"{"ignition":{"config":{"append":[{"source":"https://api-int.build02.example:22623/config/worker","verification":{}}]},"security":{"tls":{"certificateAuthorities":[{"source":"data:text/plain;charset=utf-8;base64,LS0tLS1CRUdJTg==","verification":{}}]}},"timeouts":{},"version":"2.2.0"},"networkd":{},"passwd":{},"storage":{},"systemd":{}}"#;
     let with_files = r#"{"ignition":{"version":"2.2.0"},"storage":{"files":[{"filesystem":"root","path":"/etc/x","contents":{"source":"data:,x"}}]}}"#;
-    let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
     let secret = |name: &str, user_data: &str| {
         json!({"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
                "metadata": {"name": name, "namespace": NS},
                "data": {"userData": b64(user_data), "disableTemplating": b64("true")}})
     };
     c.create_all(&[
-        &secret("old-user-data", spec2),
+        &secret("old-user-data", SPEC2),
         &secret("files-user-data", with_files),
-        &secret("shared-user-data", spec2),
+        &secret("shared-user-data", SPEC2),
     ]);
-    let naming = |name: &str, secret: &str| {
-        let mut m = machineset(name, OLD);
-        m.pointer_mut(PROVIDER).unwrap()["userDataSecret"] = json!({"name": secret});
-        m
-    };
     let mut opted = naming("ms-shared-opted-out", "shared-user-data");
     opted["metadata"]["labels"][OPT_OUT] = json!("false");
     for ms in [
@@ -161,58 +140,7 @@ fn a_spec_2_stub_is_upgraded_with_a_backup_when_asked() {
         || a.served.log_text(),
         || (image(&c.get("ms-old")) == CURRENT_X86).then_some(()),
     );
-    let stored = c.api.get_json(["secret", "old-user-data", "-n", NS]);
-    let upgraded: Value = serde_json::from_slice(
-        &base64::engine::general_purpose::STANDARD
-            .decode(stored["data"]["userData"].as_str().unwrap())
-            .unwrap(),
-    )
-    .unwrap();
-    assert_eq!(upgraded["ignition"]["version"], "3.5.0");
-    let original: Value = serde_json::from_str(spec2).unwrap();
-    assert_eq!(
-        upgraded["ignition"]["config"]["merge"],
-        original["ignition"]["config"]["append"]
-    );
-    assert_eq!(
-        upgraded["ignition"]["security"],
-        original["ignition"]["security"]
-    );
-    assert_eq!(
-        annotation(
-            &stored,
-            "machineconfiguration.openshift.io/stub-ignition-upgraded-to"
-        ),
-        Some("3.5.0")
-    );
-    assert!(
-        annotation(
-            &stored,
-            "machineconfiguration.openshift.io/stub-ignition-upgraded-at"
-        )
-        .is_some_and(|t| t.parse::<Timestamp>().is_ok()),
-        "{stored:#}"
-    );
-    // Other keys of the Secret are left as they were.
-    assert_eq!(stored["data"]["disableTemplating"], json!(b64("true")));
-    let backup = c
-        .api
-        .get_json(["secret", "old-user-data-spec2-backup", "-n", NS]);
-    assert_eq!(
-        backup["data"]["userData"],
-        json!(b64(spec2)),
-        "byte for byte"
-    );
-    assert_eq!(backup["data"]["disableTemplating"], json!(b64("true")));
-    assert_eq!(backup["type"], "Opaque");
-    assert_eq!(
-        backup["metadata"]["labels"]["bootimages.machineconfiguration.openshift.io/backup-of"],
-        "old-user-data"
-    );
-    assert!(
-        backup["metadata"].get("ownerReferences").is_none(),
-        "{backup:#}"
-    );
+    the_stub_was_upgraded_after_a_byte_for_byte_backup(&c);
     let told = events_of(&c, "StubIgnitionUpgraded", "ms-old");
     assert_eq!(told.len(), 1, "{told:?}");
 
@@ -248,15 +176,88 @@ fn a_spec_2_stub_is_upgraded_with_a_backup_when_asked() {
             .contains("ms-shared-opted-out"),
         "{shared:?}"
     );
-    for (name, user_data) in [("files-user-data", with_files), ("shared-user-data", spec2)] {
+    for (name, user_data) in [("files-user-data", with_files), ("shared-user-data", SPEC2)] {
         let s = c.api.get_json(["secret", name, "-n", NS]);
         assert_eq!(s["data"]["userData"], json!(b64(user_data)), "{name}");
     }
     for name in ["ms-files", "ms-shared", "ms-shared-opted-out"] {
         assert_eq!(image(&c.get(name)), OLD, "{name}");
     }
-    let secret_writes: Vec<String> = c
-        .audit()
+    let secret_writes = our_secret_writes(&c);
+    assert_eq!(
+        secret_writes,
+        ["create old-user-data-spec2-backup", "update old-user-data"]
+    );
+    c.assert_nothing_refused(&[&a]);
+}
+
+/// A 4.5-era installer stub (its CA shortened), as stored: the exact bytes matter.
+const SPEC2: &str = r#"{"ignition":{"config":{"append":[{"source":"https://api-int.build02.example:22623/config/worker","verification":{}}]},"security":{"tls":{"certificateAuthorities":[{"source":"data:text/plain;charset=utf-8;base64,LS0tLS1CRUdJTg==","verification":{}}]}},"timeouts":{},"version":"2.2.0"},"networkd":{},"passwd":{},"storage":{},"systemd":{}}"#;
+
+fn b64(s: &str) -> String {
+    base64::engine::general_purpose::STANDARD.encode(s)
+}
+
+/// `old-user-data` holds a spec-3 translation of [`SPEC2`] with the MCO's annotations, its
+/// other keys as they were, and `old-user-data-spec2-backup` the old bytes.
+fn the_stub_was_upgraded_after_a_byte_for_byte_backup(c: &Cluster) {
+    let stored = c.api.get_json(["secret", "old-user-data", "-n", NS]);
+    let upgraded: Value = serde_json::from_slice(
+        &base64::engine::general_purpose::STANDARD
+            .decode(stored["data"]["userData"].as_str().unwrap())
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(upgraded["ignition"]["version"], "3.5.0");
+    let original: Value = serde_json::from_str(SPEC2).unwrap();
+    assert_eq!(
+        upgraded["ignition"]["config"]["merge"],
+        original["ignition"]["config"]["append"]
+    );
+    assert_eq!(
+        upgraded["ignition"]["security"],
+        original["ignition"]["security"]
+    );
+    assert_eq!(
+        annotation(
+            &stored,
+            "machineconfiguration.openshift.io/stub-ignition-upgraded-to"
+        ),
+        Some("3.5.0")
+    );
+    assert!(
+        annotation(
+            &stored,
+            "machineconfiguration.openshift.io/stub-ignition-upgraded-at"
+        )
+        .is_some_and(|t| t.parse::<Timestamp>().is_ok()),
+        "{stored:#}"
+    );
+    // Other keys of the Secret are left as they were.
+    assert_eq!(stored["data"]["disableTemplating"], json!(b64("true")));
+    let backup = c
+        .api
+        .get_json(["secret", "old-user-data-spec2-backup", "-n", NS]);
+    assert_eq!(
+        backup["data"]["userData"],
+        json!(b64(SPEC2)),
+        "byte for byte"
+    );
+    assert_eq!(backup["data"]["disableTemplating"], json!(b64("true")));
+    assert_eq!(backup["type"], "Opaque");
+    assert_eq!(
+        backup["metadata"]["labels"]["bootimages.machineconfiguration.openshift.io/backup-of"],
+        "old-user-data"
+    );
+    assert!(
+        backup["metadata"].get("ownerReferences").is_none(),
+        "{backup:#}"
+    );
+}
+
+/// Our ServiceAccount's writes to Secrets, as "<verb> <name>", in order.
+fn our_secret_writes(c: &Cluster) -> Vec<String> {
+    c.audit()
         .iter()
         .filter(|e| {
             is_ours(e)
@@ -272,10 +273,12 @@ fn a_spec_2_stub_is_upgraded_with_a_backup_when_asked() {
                 e["objectRef"]["name"].as_str().unwrap_or("")
             )
         })
-        .collect();
-    assert_eq!(
-        secret_writes,
-        ["create old-user-data-spec2-backup", "update old-user-data"]
-    );
-    c.assert_nothing_refused(&[&a]);
+        .collect()
+}
+
+/// A MachineSet on the old image whose providerSpec names the user-data Secret `secret`.
+fn naming(name: &str, secret: &str) -> Value {
+    let mut m = machineset(name, OLD);
+    m.pointer_mut(PROVIDER).unwrap()["userDataSecret"] = json!({"name": secret});
+    m
 }

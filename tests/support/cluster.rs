@@ -570,6 +570,20 @@ impl Cluster {
         }
     }
 
+    /// Whether this release's MachineConfiguration CRD has `status.<field>` (an older
+    /// release's apiserver drops what is written to a field its schema lacks).
+    pub fn machine_configuration_status_has(&self, field: &str) -> bool {
+        let crd = self
+            .api
+            .get_json(["crd", "machineconfigurations.operator.openshift.io"]);
+        let pointer = format!("/schema/openAPIV3Schema/properties/status/properties/{field}");
+        crd["spec"]["versions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|v| v.pointer(&pointer).is_some())
+    }
+
     /// A call we ship no grant for, with our ServiceAccount's token: refused.
     pub fn assert_refused(&self, args: &[&str], what: &str) {
         let out = self.api.kubectl_as(&self.token(), args);
@@ -593,6 +607,21 @@ pub fn status(c: &Cluster, output: &str) -> String {
         .expect("running status");
     assert!(out.status.success(), "status: {}", text(&out));
     String::from_utf8(out.stdout).unwrap()
+}
+
+/// `status -o json`, parsed.
+pub fn status_json(c: &Cluster) -> Value {
+    serde_json::from_str(&status(c, "json")).unwrap()
+}
+
+/// The row of MachineSet `name` in a `status -o json` report.
+pub fn status_row<'a>(report: &'a Value, name: &str) -> &'a Value {
+    report["machineSets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["name"] == name)
+        .unwrap_or_else(|| panic!("no row for {name}: {report:#}"))
 }
 
 /// The value of the metric line starting with `name` (labels included) on `/metrics`.
