@@ -48,7 +48,7 @@ fn without_nulls(value: &Value) -> Value {
 }
 
 /// `KUBE_VERSION` (a minor, or its release) picks the Kubernetes of every test here and in
-/// `tests/real_apiserver.rs`; unset, today's. It is the one that runs, with the CRDs of the
+/// `tests/real_apiserver_*.rs`; unset, today's. It is the one that runs, with the CRDs of the
 /// OpenShift release that runs it (`scripts/test-apiserver versions`).
 #[test]
 fn the_apiserver_is_the_kubernetes_kube_version_names_with_its_openshift_crds() {

@@ -72,7 +72,7 @@ fn preview_the_example_with_the_embedded_configmap() {
     )
     .unwrap();
     assert_eq!(
-        support::evanphx::apply(&input, &v["patch"]).unwrap(),
+        support::oracle::apply(&input, &v["patch"]).unwrap(),
         v["machineSet"]
     );
 }

@@ -2,7 +2,7 @@
 //! real TLS clients, a profile change while clients keep sending, and a Custom profile that
 //! leaves nothing to serve (the last good configuration stays). The profile comes in
 //! through `Running::tls`, as `cluster::tls_profile` feeds it from the APIServer object
-//! (that path, against a real apiserver, is in `tests/real_apiserver.rs`).
+//! (that path, against a real apiserver, is in `tests/real_apiserver_admission.rs`).
 
 mod support;
 

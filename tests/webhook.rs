@@ -1,6 +1,6 @@
 //! The webhook end to end over real TLS: a server on 127.0.0.1:0 with a test CA, a real
-//! HTTPS client that verifies it, the AdmissionReview fixtures, patches applied with
-//! evanphx/json-patch, and a table of bad input that must each get a clear answer.
+//! HTTPS client that verifies it, the AdmissionReview fixtures, patches applied by the JSON
+//! Patch oracle (`tests/support/oracle.rs`), and a table of bad input that must each get a clear answer.
 
 mod support;
 
@@ -11,7 +11,7 @@ use bootimage_webhook::serve::server::MAX_BODY;
 use bootimage_webhook::serve::tls::MinVersion;
 use serde_json::{Value, json};
 use support::{
-    CURRENT_X86, Https, Reply, TestServer, evanphx, fixture, request, review_object, send_on,
+    CURRENT_X86, Https, Reply, TestServer, fixture, oracle, request, review_object, send_on,
     start_server,
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -21,7 +21,7 @@ fn review_bytes(v: &Value) -> Vec<u8> {
     serde_json::to_vec(v).unwrap()
 }
 
-/// Send `review`, check the envelope, apply the patch with evanphx and return the result.
+/// Send `review`, check the envelope, apply the patch with the oracle and return the result.
 async fn admit(server: &TestServer, review: &Value) -> (Reply, Value) {
     let reply = server.post_review(&review_bytes(review)).await;
     assert_eq!(
@@ -43,7 +43,7 @@ async fn admit(server: &TestServer, review: &Value) -> (Reply, Value) {
     let patched = match reply.patch() {
         Some(patch) => {
             assert_eq!(v["response"]["patchType"], "JSONPatch");
-            evanphx::apply(&object, &patch).unwrap_or_else(|e| panic!("evanphx: {e}"))
+            oracle::apply(&object, &patch).unwrap_or_else(|e| panic!("{}: {e}", oracle::NAME))
         }
         None => object,
     };

@@ -5,10 +5,10 @@
 //! `openshift-machine-api` and `openshift-machine-config-operator`.
 //!
 //! The Kubernetes is today's (1.37) unless `KUBE_VERSION` names another that
-//! `scripts/test-apiserver versions` lists: `KUBE_VERSION=1.30 cargo test --test
-//! real_apiserver --test apiserver` runs those suites on OpenShift 4.17's Kubernetes with
-//! OpenShift 4.17's CRDs (the script reads the variable; `env("KUBE_RELEASE")` says which
-//! release runs).
+//! `scripts/test-apiserver versions` lists: `KUBE_VERSION=1.30 cargo test --features e2e
+//! --test 'real_apiserver_*' --test apiserver` runs those suites on OpenShift 4.17's
+//! Kubernetes with OpenShift 4.17's CRDs (the script reads the variable;
+//! `env("KUBE_RELEASE")` says which release runs).
 //!
 //! From an integration test:
 //!

@@ -1,5 +1,5 @@
 //! The whole system against a real kube-apiserver, for the tests that meet it whole
-//! (`tests/real_apiserver.rs`): a [`Cluster`] is an apiserver holding the project's own
+//! (`tests/real_apiserver_*.rs`): a [`Cluster`] is an apiserver holding the project's own
 //! manifests (rendered with kustomize) and an OpenShift-like world; a [`Replica`] is one
 //! `bootimage-webhook serve` running as the manifests' ServiceAccount with its own token.
 //! The helpers read what the apiserver stored and its audit log.
@@ -17,6 +17,12 @@ use serde_json::{Value, json};
 use super::apiserver::ApiServer;
 use super::binary::{Served, serve_command_on};
 use super::{CURRENT_X86, Https, admin_get, dev_certs, fixture, update_review_of};
+
+mod audit;
+mod world;
+
+pub use audit::*;
+pub use world::*;
 
 pub const NS: &str = "openshift-machine-api";
 pub const OWN_NS: &str = "bootimage-webhook";
@@ -86,145 +92,6 @@ pub fn jwt_claim(token: &str, claim: &str) -> String {
         .expect("JWT payload is base64url");
     let v: Value = serde_json::from_slice(&bytes).expect("JWT payload is JSON");
     v[claim].as_str().expect("claim").to_owned()
-}
-
-/// The MachineSet fixture (GCP, build02) named `name`, its boot disk on `image`.
-pub fn machineset(name: &str, image: &str) -> Value {
-    let mut ms = fixture("machineset-gcp-build02-infra-a.yaml");
-    ms["metadata"]["name"] = json!(name);
-    ms["spec"]["template"]["spec"]["providerSpec"]["value"]["disks"][0]["image"] = json!(image);
-    ms
-}
-
-pub fn image(ms: &Value) -> &str {
-    ms.pointer(&format!("{PROVIDER}/disks/0/image"))
-        .and_then(Value::as_str)
-        .unwrap_or("")
-}
-
-pub fn annotation<'a>(ms: &'a Value, key: &str) -> Option<&'a str> {
-    ms["metadata"]["annotations"][key].as_str()
-}
-
-/// What a MachineSet's owner wrote: the template (providerSpec included), labels,
-/// annotations and owners. The apiserver adds uid, resourceVersion, defaults (replicas).
-pub fn as_written(ms: &Value) -> Value {
-    json!({
-        "labels": ms["metadata"]["labels"],
-        "annotations": ms["metadata"].get("annotations").cloned().unwrap_or(json!({})),
-        "ownerReferences": ms["metadata"]["ownerReferences"],
-        "selector": ms["spec"]["selector"],
-        "template": ms["spec"]["template"],
-    })
-}
-
-/// The stream of the fixture ConfigMap with the x86_64 GCP image renamed.
-pub fn stream_with_gcp_image(name: &str) -> String {
-    let cm = fixture("configmap-coreos-bootimages.assembled.yaml");
-    let mut stream: Value = serde_json::from_str(cm["data"]["stream"].as_str().unwrap()).unwrap();
-    stream["architectures"]["x86_64"]["images"]["gcp"]["name"] = json!(name);
-    serde_json::to_string(&stream).unwrap()
-}
-
-// ------------------------------------------------------------------------------ audit log
-
-pub fn is_ours(e: &Value) -> bool {
-    e["user"]["username"] == SA_USER
-}
-
-/// Whether the audit event was made with the token whose `jti` is given.
-pub fn with_token(e: &Value, jti: &str) -> bool {
-    e["user"]["extra"]["authentication.kubernetes.io/credential-id"]
-        .as_array()
-        .is_some_and(|ids| ids.iter().any(|i| i == &json!(format!("JTI={jti}"))))
-}
-
-/// The touches in `events`: MachineSet patches by our ServiceAccount (of one token, if
-/// `jti` is given), by MachineSet name, in order.
-pub fn touches(events: &[Value], jti: Option<&str>) -> Vec<String> {
-    events
-        .iter()
-        .filter(|e| {
-            is_ours(e)
-                && e["verb"] == "patch"
-                && e["stage"] == "ResponseComplete"
-                && e["objectRef"]["resource"] == "machinesets"
-                && e["objectRef"].get("subresource").is_none()
-                && jti.is_none_or(|j| with_token(e, j))
-        })
-        .map(|e| e["objectRef"]["name"].as_str().unwrap_or("").to_owned())
-        .collect()
-}
-
-pub fn sorted(mut v: Vec<String>) -> Vec<String> {
-    v.sort();
-    v
-}
-
-/// The one completed `create` of MachineSet `name` in `events`.
-pub fn creation<'a>(events: &'a [Value], name: &str) -> &'a Value {
-    let found: Vec<_> = events
-        .iter()
-        .filter(|e| {
-            e["verb"] == "create"
-                && e["stage"] == "ResponseComplete"
-                && e["objectRef"]["resource"] == "machinesets"
-                && e["objectRef"]["name"] == name
-        })
-        .collect();
-    assert_eq!(found.len(), 1, "creations of {name}: {found:?}");
-    found[0]
-}
-
-/// How the apiserver's admission chain treated our webhook on a request, from the audit
-/// annotations it records: `None` if it did not call it (rules, selectors or
-/// matchConditions left it out), else whether the call failed open, and the reason code
-/// our webhook gave.
-#[derive(Debug, PartialEq, Eq)]
-pub enum Call {
-    NotCalled,
-    FailedOpen,
-    Answered { mutated: bool, reason: String },
-}
-
-pub fn webhook_call(event: &Value) -> Call {
-    let ann = event["annotations"]
-        .as_object()
-        .cloned()
-        .unwrap_or_default();
-    // "failed-open..." holds the webhook's name, "mutation..." a JSON object naming it.
-    let ours = |prefix: &str| {
-        ann.iter().find(|(k, v)| {
-            k.starts_with(prefix)
-                && (v == &WEBHOOK
-                    || serde_json::from_str::<Value>(v.as_str().unwrap_or("null"))
-                        .is_ok_and(|v| v["webhook"] == WEBHOOK))
-        })
-    };
-    if ours("failed-open.mutation.webhook.admission.k8s.io/").is_some() {
-        return Call::FailedOpen;
-    }
-    match ours("mutation.webhook.admission.k8s.io/") {
-        None => Call::NotCalled,
-        Some((_, v)) => {
-            let v: Value = serde_json::from_str(v.as_str().unwrap()).unwrap();
-            Call::Answered {
-                mutated: v["mutated"] == true,
-                reason: ann
-                    .get(&format!("{WEBHOOK}/reason"))
-                    .and_then(Value::as_str)
-                    .unwrap_or("")
-                    .to_owned(),
-            }
-        }
-    }
-}
-
-pub fn answered(reason: &str, mutated: bool) -> Call {
-    Call::Answered {
-        mutated,
-        reason: reason.into(),
-    }
 }
 
 // ------------------------------------------------------------------------------ the cluster
@@ -703,6 +570,20 @@ impl Cluster {
         }
     }
 
+    /// Whether this release's MachineConfiguration CRD has `status.<field>` (an older
+    /// release's apiserver drops what is written to a field its schema lacks).
+    pub fn machine_configuration_status_has(&self, field: &str) -> bool {
+        let crd = self
+            .api
+            .get_json(["crd", "machineconfigurations.operator.openshift.io"]);
+        let pointer = format!("/schema/openAPIV3Schema/properties/status/properties/{field}");
+        crd["spec"]["versions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|v| v.pointer(&pointer).is_some())
+    }
+
     /// A call we ship no grant for, with our ServiceAccount's token: refused.
     pub fn assert_refused(&self, args: &[&str], what: &str) {
         let out = self.api.kubectl_as(&self.token(), args);
@@ -714,26 +595,6 @@ impl Cluster {
             "{t}"
         );
     }
-}
-
-/// A user-data Secret holding a stub Ignition of `version`.
-pub fn user_data_secret(name: &str, version: &str) -> Value {
-    let stub = json!({"ignition": {"version": version}}).to_string();
-    json!({"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
-           "metadata": {"name": name, "namespace": NS},
-           "data": {"userData": base64::engine::general_purpose::STANDARD.encode(stub)}})
-}
-
-/// The Events of `reason` on MachineSet `name`, as the apiserver stored them.
-pub fn events_of(c: &Cluster, reason: &str, name: &str) -> Vec<Value> {
-    let list = c.api.get_json(["events.events.k8s.io", "-n", NS]);
-    list["items"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default()
-        .into_iter()
-        .filter(|e| e["reason"] == reason && e["regarding"]["name"] == name)
-        .collect()
 }
 
 /// `bootimage-webhook status -o <output>` with the cluster-admin kubeconfig, as an
@@ -748,147 +609,24 @@ pub fn status(c: &Cluster, output: &str) -> String {
     String::from_utf8(out.stdout).unwrap()
 }
 
+/// `status -o json`, parsed.
+pub fn status_json(c: &Cluster) -> Value {
+    serde_json::from_str(&status(c, "json")).unwrap()
+}
+
+/// The row of MachineSet `name` in a `status -o json` report.
+pub fn status_row<'a>(report: &'a Value, name: &str) -> &'a Value {
+    report["machineSets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["name"] == name)
+        .unwrap_or_else(|| panic!("no row for {name}: {report:#}"))
+}
+
 /// The value of the metric line starting with `name` (labels included) on `/metrics`.
 pub fn metric(r: &Replica, name: &str) -> Option<i64> {
     let text = block_on(admin_get(r.served.admin, "/metrics")).1;
     text.lines()
         .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
-}
-
-/// The enhancement's GCP ControlPlaneMachineSet, its placeholders filled in, on `image`.
-pub fn control_plane_machine_set(image: &str) -> Value {
-    let text = std::fs::read_to_string(
-        Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("tests/fixtures/cpms-gcp-enhancement-excerpt.yaml"),
-    )
-    .unwrap()
-    .replace("<cluster-name>", "build02-fmpjh");
-    let mut c = bootimage_webhook::core::snapshot::parse_document(&text).unwrap();
-    let meta = c["metadata"].as_object_mut().unwrap();
-    for k in [
-        "creationTimestamp",
-        "resourceVersion",
-        "uid",
-        "generation",
-        "finalizers",
-    ] {
-        meta.remove(k);
-    }
-    c["spec"]["template"]["machines_v1beta1_machine_openshift_io"]["spec"]["providerSpec"]["value"]
-        ["disks"][0]["image"] = json!(image);
-    c
-}
-
-pub fn create_all(api: &ApiServer, items: &[&Value]) {
-    let list = json!({"apiVersion": "v1", "kind": "List", "items": items});
-    let out = api.kubectl_stdin(["create", "-f", "-"], &list.to_string());
-    api.expect_ok(&["create", "-f", "-"], out);
-}
-
-/// `kubectl patch KIND NAME --subresource=status`: the status as a whole.
-pub fn set_status(api: &ApiServer, kind: &str, name: &str, status: Value) {
-    let patch = json!([{"op": "add", "path": "/status", "value": status}]);
-    api.kubectl_ok([
-        "patch",
-        kind,
-        name,
-        "--subresource=status",
-        "--type=json",
-        "-p",
-        &patch.to_string(),
-    ]);
-}
-
-/// The cluster's objects the webhook reads: the boot images ConfigMap, the master pool (its
-/// one master done when `master_done`), the rendered MachineConfig of 4.21.0,
-/// Infrastructure (GCP), ClusterVersion, MachineConfiguration (All), a master Node, the
-/// workers' and the masters' user-data Secrets (spec-3 stubs).
-pub fn seed(api: &ApiServer, master_done: bool) {
-    let user_data =
-        base64::engine::general_purpose::STANDARD.encode(br#"{"ignition":{"version":"3.2.0"}}"#);
-    // The MCO stamps the ConfigMap once a master has finished; until then it holds
-    // the previous release's stamp.
-    let mut configmap = fixture("configmap-coreos-bootimages.assembled.yaml");
-    if !master_done {
-        configmap["data"]["MCOReleaseImageVersion"] = json!("4.20.9");
-    }
-    let world = [
-        configmap,
-        json!({"apiVersion": "machineconfiguration.openshift.io/v1", "kind": "MachineConfigPool",
-               "metadata": {"name": "master"},
-               "spec": {"configuration": {"name": "rendered-master-new"},
-                        "machineConfigSelector": {"matchLabels": {"machineconfiguration.openshift.io/role": "master"}},
-                        "nodeSelector": {"matchLabels": {"node-role.kubernetes.io/master": ""}}}}),
-        json!({"apiVersion": "machineconfiguration.openshift.io/v1", "kind": "MachineConfig",
-               "metadata": {"name": "rendered-master-new",
-                            "annotations": {"machineconfiguration.openshift.io/release-image-version": "4.21.0"}},
-               "spec": {"config": {"ignition": {"version": "3.5.0"}}}}),
-        json!({"apiVersion": "config.openshift.io/v1", "kind": "Infrastructure",
-               "metadata": {"name": "cluster"}, "spec": {"platformSpec": {"type": "GCP"}}}),
-        json!({"apiVersion": "config.openshift.io/v1", "kind": "ClusterVersion",
-               "metadata": {"name": "version"},
-               "spec": {"clusterID": "6f1e2d3c-0000-4000-8000-000000000001"}}),
-        json!({"apiVersion": "operator.openshift.io/v1", "kind": "MachineConfiguration",
-               "metadata": {"name": "cluster"},
-               "spec": {"managedBootImages": {"machineManagers": [
-                   {"resource": "machinesets", "apiGroup": "machine.openshift.io", "selection": {"mode": "All"}}]}}}),
-        json!({"apiVersion": "v1", "kind": "Node",
-               "metadata": {"name": "master-0",
-                            "labels": {"node-role.kubernetes.io/master": "", "kubernetes.io/arch": "amd64"}}}),
-        json!({"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
-               "metadata": {"name": "worker-user-data", "namespace": NS},
-               "data": {"userData": user_data}}),
-        json!({"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
-               "metadata": {"name": "master-user-data", "namespace": NS},
-               "data": {"userData": user_data}}),
-    ];
-    create_all(api, &world.iter().collect::<Vec<_>>());
-    set_master_updated(api, if master_done { 1 } else { 0 });
-    set_status(
-        api,
-        "infrastructure",
-        "cluster",
-        json!({"platform": "GCP", "infrastructureName": "build02-fmpjh",
-               "platformStatus": {"type": "GCP", "gcp": {"projectID": "openshift-ci-build-farm", "region": "us-central1"}},
-               "controlPlaneTopology": "HighlyAvailable", "infrastructureTopology": "HighlyAvailable",
-               "apiServerURL": "https://api.build02.example:6443",
-               "apiServerInternalURI": "https://api-int.build02.example:6443",
-               "etcdDiscoveryDomain": ""}),
-    );
-    let release = |v: &str| format!("quay.io/openshift-release-dev/ocp-release:{v}-x86_64");
-    set_status(
-        api,
-        "clusterversion",
-        "version",
-        json!({"observedGeneration": 1, "versionHash": "x", "availableUpdates": null,
-               "desired": {"version": "4.21.0", "image": release("4.21.0")},
-               "history": [
-                   {"state": "Partial", "version": "4.21.0", "image": release("4.21.0"),
-                    "startedTime": "2026-11-01T00:00:00Z", "completionTime": null, "verified": false},
-                   {"state": "Completed", "version": "4.20.9", "image": release("4.20.9"),
-                    "startedTime": "2026-10-01T00:00:00Z", "completionTime": "2026-10-01T01:00:00Z", "verified": false}]}),
-    );
-    set_status(
-        api,
-        "machineconfiguration",
-        "cluster",
-        json!({"managedBootImagesStatus": {"machineManagers": [
-            {"resource": "machinesets", "apiGroup": "machine.openshift.io", "selection": {"mode": "All"}}]}}),
-    );
-}
-
-/// The master pool updates to rendered-master-new; `updated` masters run it.
-pub fn set_master_updated(api: &ApiServer, updated: u32) {
-    let t = "2026-11-01T00:00:00Z";
-    set_status(
-        api,
-        "machineconfigpool",
-        "master",
-        json!({"observedGeneration": 1, "configuration": {"name": "rendered-master-old"},
-               "machineCount": 3, "updatedMachineCount": updated, "readyMachineCount": 3,
-               "unavailableMachineCount": 0, "degradedMachineCount": 0,
-               "conditions": [
-                   {"type": "Updating", "status": "True", "lastTransitionTime": t, "reason": "", "message": ""},
-                   {"type": "Updated", "status": "False", "lastTransitionTime": t, "reason": "", "message": ""}]}),
-    );
 }

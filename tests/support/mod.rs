@@ -13,7 +13,10 @@
 //!   names, the decision on an UPDATE;
 //! - `image`: the container image under test, built with podman;
 //! - `report`: figures a passing test prints, kept for scripts/test to show;
-//! - `evanphx`: the apiserver's own JSON Patch library, as the oracle for patches.
+//! - `evanphx`: the apiserver's own JSON Patch library, the end-to-end tier's oracle;
+//! - `oracle`: the JSON Patch library every patch is applied with, chosen by the tier;
+//! - `decision`: the decision's checks (every patch applied by the oracle, a second pass);
+//! - `clouds`: the AWS, Azure and vSphere snapshots and the same checks on their patches.
 //!
 //! The most used items are re-exported here (`support::fixture`, `support::Https`, ...).
 
@@ -21,12 +24,15 @@
 
 pub mod apiserver;
 pub mod binary;
+pub mod clouds;
 pub mod cluster;
+pub mod decision;
 pub mod evanphx;
 pub mod fixtures;
 pub mod https;
 pub mod image;
 pub mod machinesets;
+pub mod oracle;
 pub mod report;
 pub mod servers;
 pub mod stream;
