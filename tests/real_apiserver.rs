@@ -15,7 +15,6 @@
 
 mod support;
 
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 use base64::Engine;
@@ -273,7 +272,7 @@ fn the_gate_opens_on_a_finished_master_and_the_lease_holder_touches_exactly_what
 
     // One master finishes: the Lease holder touches exactly the one that needs it, the
     // webhook moves its image, and a later resync writes nothing.
-    c.set_master_updated(1);
+    c.master_finished();
     eventually(
         "ms-stale to move",
         Duration::from_secs(30),
@@ -337,7 +336,10 @@ fn the_gate_opens_on_a_finished_master_and_the_lease_holder_touches_exactly_what
 #[test]
 fn every_user_data_secret_a_machineset_names_is_checked() {
     let c = Cluster::start(true);
-    let a = c.holder(&[]);
+    // Each Secret granted as manifests/kustomization.yaml says (Role and flag).
+    let grant = ["custom-spec2", "custom-spec3", "custom-late"];
+    let flags = support::rbac::enable(&c.api, &[], &grant);
+    let a = c.holder(&flags.iter().map(String::as_str).collect::<Vec<_>>());
     c.create_all(&[
         &user_data_secret("custom-spec2", "2.2.0"),
         &user_data_secret("custom-spec3", "3.4.0"),
@@ -373,7 +375,8 @@ fn every_user_data_secret_a_machineset_names_is_checked() {
     a.passes(2);
     assert_eq!(image(&c.get("ms-spec2")), OLD);
     assert_eq!(image(&c.get("ms-late")), OLD);
-    let report: Value = serde_json::from_str(&status(&c, "json")).unwrap();
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    let report: Value = serde_json::from_str(&status_with(&c, "json", &flags)).unwrap();
     let row = |name: &str| {
         report["machineSets"]
             .as_array()
@@ -433,9 +436,9 @@ fn every_user_data_secret_a_machineset_names_is_checked() {
 #[test]
 fn a_spec_2_stub_is_upgraded_with_a_backup_when_asked() {
     let c = Cluster::start(true).with_shipped_touch();
-    let component = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("manifests/components/upgrade-stub-ignition/rbac.yaml");
-    c.kubectl(&["create", "-f", component.to_str().unwrap()]);
+    let grant = ["old-user-data", "files-user-data", "shared-user-data"];
+    let mut flags = support::rbac::enable(&c.api, &["upgrade-stub-ignition"], &grant);
+    flags.push("--upgrade-stub-ignition".into());
     // A 4.5-era installer stub (its CA shortened), as stored: the exact bytes matter.
     let spec2 = r#"{"ignition":{"config":{"append":[{"source":"https://api-int.build02.example:22623/config/worker","verification":{}}]},"security":{"tls":{"certificateAuthorities":[{"source":"data:text/plain;charset=utf-8;base64,LS0tLS1CRUdJTg==","verification":{}}]}},"timeouts":{},"version":"2.2.0"},"networkd":{},"passwd":{},"storage":{},"systemd":{}}"#;
     let with_files = r#"{"ignition":{"version":"2.2.0"},"storage":{"files":[{"filesystem":"root","path":"/etc/x","contents":{"source":"data:,x"}}]}}"#;
@@ -465,7 +468,7 @@ fn a_spec_2_stub_is_upgraded_with_a_backup_when_asked() {
     ] {
         c.create(&ms);
     }
-    let a = c.holder(&["--upgrade-stub-ignition"]);
+    let a = c.holder(&flags.iter().map(String::as_str).collect::<Vec<_>>());
     eventually(
         "ms-old to move once its stub is upgraded",
         Duration::from_secs(30),
@@ -504,26 +507,14 @@ fn a_spec_2_stub_is_upgraded_with_a_backup_when_asked() {
         .is_some_and(|t| t.parse::<Timestamp>().is_ok()),
         "{stored:#}"
     );
-    // Other keys of the Secret are left as they were.
+    // Other keys of the Secret are left as they were; the original is kept beside it.
     assert_eq!(stored["data"]["disableTemplating"], json!(b64("true")));
-    let backup = c
-        .api
-        .get_json(["secret", "old-user-data-spec2-backup", "-n", NS]);
     assert_eq!(
-        backup["data"]["userData"],
+        stored["data"]["userData-spec2-backup"],
         json!(b64(spec2)),
         "byte for byte"
     );
-    assert_eq!(backup["data"]["disableTemplating"], json!(b64("true")));
-    assert_eq!(backup["type"], "Opaque");
-    assert_eq!(
-        backup["metadata"]["labels"]["bootimages.machineconfiguration.openshift.io/backup-of"],
-        "old-user-data"
-    );
-    assert!(
-        backup["metadata"].get("ownerReferences").is_none(),
-        "{backup:#}"
-    );
+    assert_eq!(stored["type"], "Opaque");
     let told = events_of(&c, "StubIgnitionUpgraded", "ms-old");
     assert_eq!(told.len(), 1, "{told:?}");
 
@@ -584,10 +575,7 @@ fn a_spec_2_stub_is_upgraded_with_a_backup_when_asked() {
             )
         })
         .collect();
-    assert_eq!(
-        secret_writes,
-        ["create old-user-data-spec2-backup", "update old-user-data"]
-    );
+    assert_eq!(secret_writes, ["update old-user-data"]);
     c.assert_nothing_refused(&[&a]);
 }
 
@@ -990,7 +978,7 @@ fn status_shows_every_machineset_with_its_reason_and_the_gate() {
         base64::engine::general_purpose::STANDARD.encode(br#"{"ignition":{"version":"2.2.0"}}"#);
     c.create_all(&[
         &json!({"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
-        "metadata": {"name": "stub-2-user-data", "namespace": NS},
+        "metadata": {"name": "worker-user-data-managed", "namespace": NS},
         "data": {"userData": user_data}}),
     ]);
     let world = [
@@ -1063,7 +1051,11 @@ fn status_shows_every_machineset_with_its_reason_and_the_gate() {
         ),
         (
             with("ms-stub-2", &|m| {
-                spec(m, "/userDataSecret", json!({"name": "stub-2-user-data"}))
+                spec(
+                    m,
+                    "/userDataSecret",
+                    json!({"name": "worker-user-data-managed"}),
+                )
             }),
             "StubIgnitionSpec2",
         ),
@@ -1125,7 +1117,7 @@ fn status_shows_every_machineset_with_its_reason_and_the_gate() {
     assert_eq!(reason_of(&closed, "ms-owned"), "OwnedByController");
 
     // A master finishes: the gate opens, and each MachineSet shows its own reason.
-    c.set_master_updated(1);
+    c.master_finished();
     let open: Value = eventually(
         "status to see the gate open",
         Duration::from_secs(30),
@@ -1584,6 +1576,7 @@ fn the_control_plane_machine_set_is_managed_when_asked() {
             .get_json(["controlplanemachineset", "cluster", "-n", NS])
     };
     assert_eq!(cpms_image(&get()), OLD);
+    support::rbac::enable(&c.api, &["control-plane-machine-sets"], &[]);
     let a = c.holder(&["--control-plane-machine-sets"]);
     eventually(
         "the ControlPlaneMachineSet to move",
@@ -1652,8 +1645,10 @@ fn the_control_plane_machine_set_is_managed_when_asked() {
 #[test]
 fn the_gate_remembers_a_finished_upgrade_through_the_stamp() {
     let c = Cluster::start(false);
+    // The pool rule is the opt-in component's (it reads MachineConfigs).
     let gate = || -> (bool, String) {
-        let v: Value = serde_json::from_str(&status(&c, "json")).unwrap();
+        let v: Value =
+            serde_json::from_str(&status_with(&c, "json", &["--master-pool-gate"])).unwrap();
         (
             v["gate"]["open"] == true,
             v["gate"]["reason"].as_str().unwrap_or("").to_owned(),

@@ -21,7 +21,7 @@ use tokio::sync::watch;
 
 use crate::cluster::apis;
 use crate::cluster::lease::LeaseCheck;
-use crate::cluster::stub_upgrade::{self, BACKUP_SUFFIX, Outcome as StubOutcome, Upgrader};
+use crate::cluster::stub_upgrade::{self, BACKUP_KEY, Outcome as StubOutcome, Upgrader};
 use crate::cluster::watch::Watching;
 use crate::core::age;
 use crate::core::decision::{self, Reason, TOUCH_ANNOTATION};
@@ -222,6 +222,9 @@ pub struct Toucher {
     last_images: BTreeMap<String, String>,
     /// (MachineSet uid, target) moves already reported by a `BootImageUpdated` Event.
     moves_reported: HashSet<(String, String)>,
+    /// (MachineSet uid, message) grants already asked for by a `UserDataSecretNotGranted`
+    /// Event.
+    grants_reported: HashSet<(String, String)>,
     /// With `--upgrade-stub-ignition`.
     stubs: Option<Upgrader>,
 }
@@ -287,6 +290,7 @@ impl Toucher {
             loops_reported: HashSet::new(),
             last_images: BTreeMap::new(),
             moves_reported: HashSet::new(),
+            grants_reported: HashSet::new(),
             stubs,
         }
     }
@@ -385,6 +389,7 @@ impl Toucher {
             .collect();
         self.given_up.retain(|k| wanted.contains(k));
         self.report_revert_loops(&objects, &snap).await;
+        self.report_not_granted(&objects, &snap).await;
         self.count(&objects, &snap).await;
         let mut stats = PassStats {
             listed: objects.len(),
@@ -551,6 +556,48 @@ impl Toucher {
         }
     }
 
+    /// One Warning Event per MachineSet (and Secret) whose user-data Secret is outside the
+    /// grant: the decision's message names the Secret and the grant to add.
+    async fn report_not_granted(&mut self, objects: &[Value], snap: &Snapshot) {
+        let mut now = HashSet::new();
+        for ms in objects {
+            let d = decision::decide_object(ms, snap);
+            if d.reason != Reason::UserDataSecretNotGranted {
+                continue;
+            }
+            let meta = |k: &str| ms["metadata"][k].as_str().unwrap_or_default().to_owned();
+            let key = (meta("uid"), d.message.clone());
+            now.insert(key.clone());
+            if self.grants_reported.contains(&key) {
+                continue;
+            }
+            let p = Planned {
+                kind: ms["kind"].as_str().unwrap_or("MachineSet").to_owned(),
+                name: meta("name"),
+                uid: meta("uid"),
+                current: String::new(),
+                target: String::new(),
+            };
+            tracing::warn!(machineset = %p.name, reason = %d.reason, "{}", d.message);
+            let event = Event {
+                type_: EventType::Warning,
+                reason: Reason::UserDataSecretNotGranted.to_string(),
+                note: Some(d.message.clone()),
+                action: "Update".into(),
+                secondary: None,
+            };
+            match self.own_event(&event, &self.reference(&p)).await {
+                Ok(()) => {
+                    self.grants_reported.insert(key);
+                }
+                Err(e) => {
+                    tracing::warn!(machineset = %p.name, error = %e, "could not record the Event")
+                }
+            }
+        }
+        self.grants_reported.retain(|k| now.contains(k));
+    }
+
     /// The census into the metrics, and a `BootImageUpdated` Event for every MachineSet now
     /// on its target whose image the last pass saw elsewhere (the webhook moved it on
     /// someone else's write).
@@ -593,9 +640,9 @@ impl Toucher {
             let (type_, reason, note) = match upgrader.upgrade(&c).await {
                 None => continue,
                 Some(StubOutcome::Upgraded) => {
-                    tracing::info!(%secret, backup = %format_args!("{secret}{BACKUP_SUFFIX}"), "ignition stub upgrade to {UPGRADED_VERSION} successful");
+                    tracing::info!(%secret, backup = BACKUP_KEY, "ignition stub upgrade to {UPGRADED_VERSION} successful");
                     let note = format!(
-                        "stub Ignition of user-data Secret {secret} upgraded to spec {UPGRADED_VERSION}; the original is in Secret {secret}{BACKUP_SUFFIX}"
+                        "stub Ignition of user-data Secret {secret} upgraded to spec {UPGRADED_VERSION}; the original is kept in its data key {BACKUP_KEY}"
                     );
                     (EventType::Normal, "StubIgnitionUpgraded", note)
                 }

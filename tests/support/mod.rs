@@ -13,6 +13,9 @@
 //!   names, the decision on an UPDATE;
 //! - `image`: the container image under test, built with podman;
 //! - `report`: figures a passing test prints, kept for scripts/test to show;
+//! - `render`: the shipped manifests rendered with kustomize, with opt-in components and
+//!   more user-data Secrets granted as an administrator would;
+//! - `rbac`: that RBAC applied over the shipped one on a test apiserver;
 //! - `evanphx`: the apiserver's own JSON Patch library, as the oracle for patches.
 //!
 //! The most used items are re-exported here (`support::fixture`, `support::Https`, ...).
@@ -27,6 +30,8 @@ pub mod fixtures;
 pub mod https;
 pub mod image;
 pub mod machinesets;
+pub mod rbac;
+pub mod render;
 pub mod report;
 pub mod servers;
 pub mod stream;
