@@ -290,8 +290,8 @@ pub struct ClusterArgs {
     #[arg(long, env = "BOOTIMAGE_WEBHOOK_TOUCH_SETTLE", value_parser = duration, default_value = "5s")]
     pub touch_settle: Duration,
     /// On the Lease holder, rewrite a spec-2 stub Ignition that keeps MachineSets off
-    /// their boot image as spec 3, as the MCO does, after copying it to
-    /// `<name>-spec2-backup` (needs components/upgrade-stub-ignition's RBAC).
+    /// their boot image as spec 3, as the MCO does, keeping the original in the same
+    /// Secret's `userData-spec2-backup` (needs components/upgrade-stub-ignition's RBAC).
     #[arg(long, env = "BOOTIMAGE_WEBHOOK_UPGRADE_STUB_IGNITION")]
     pub upgrade_stub_ignition: bool,
     /// Never touch MachineSets (and take no Lease): serve and watch only.
