@@ -599,6 +599,26 @@ mod tests {
         assert_eq!(a.digest.len(), 16);
     }
 
+    /// A new grant is a new snapshot (the toucher passes again), and only names in it are
+    /// granted; no grant known grants all.
+    #[test]
+    fn the_grant_is_part_of_the_snapshot() {
+        let with = |stubs: Stubs| {
+            let cluster = ClusterFacts {
+                stubs,
+                ..ClusterFacts::default()
+            };
+            Snapshot::new(None, cluster).id
+        };
+        let one = Stubs::default().granting(["worker-user-data"]);
+        let two = Stubs::default().granting(["worker-user-data", "infra-user-data-managed"]);
+        assert!(one.grants("worker-user-data") && !one.grants("infra-user-data-managed"));
+        assert!(two.grants("infra-user-data-managed"));
+        assert!(Stubs::default().grants("anything"));
+        assert_ne!(with(one.clone()), with(two));
+        assert_ne!(with(one), with(Stubs::default()));
+    }
+
     #[test]
     fn offline_gate_follows_the_stamp() {
         let mut d = data(r#"{"architectures":{}}"#);
