@@ -406,7 +406,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let settings = resolve(&args)?;
     let offline = args.offline.configmap_file.is_some() || args.dev;
     let snap = if offline {
-        let snap = args.offline.offline().snapshot()?;
+        let snap = args.offline.offline(&args.cluster.read.grant).snapshot()?;
         let gate = snap.cluster.gate.clone();
         tracing::info!(
             stream = snap.boot_images.as_ref().map(|b| b.stream_name.as_str()),

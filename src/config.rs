@@ -224,15 +224,13 @@ pub struct ReadArgs {
     /// Namespace of the MachineSets (and of their user-data Secrets and Events).
     #[arg(long, env = "BOOTIMAGE_WEBHOOK_MACHINE_API_NAMESPACE", default_value = apis::MACHINE_API_NAMESPACE)]
     pub machine_api_namespace: String,
-    /// Deprecated and ignored: the stub Ignition of every user-data Secret a MachineSet
-    /// names is checked now.
-    #[arg(
-        long,
-        env = "BOOTIMAGE_WEBHOOK_USER_DATA_SECRETS",
-        value_delimiter = ',',
-        hide = true
-    )]
-    pub user_data_secrets: Option<Vec<String>>,
+    #[command(flatten)]
+    pub grant: GrantArgs,
+    /// Also open the gate on the master MachineConfigPool and its rendered MachineConfig,
+    /// as soon as a master runs the release, before the MCO stamps the ConfigMap (needs
+    /// components/master-pool-gate's RBAC: reading MachineConfigs, which hold secrets).
+    #[arg(long, env = "BOOTIMAGE_WEBHOOK_MASTER_POOL_GATE")]
+    pub master_pool_gate: bool,
     /// Also wait for ClusterVersion history[0].state == Completed before images move.
     #[arg(long, env = "BOOTIMAGE_WEBHOOK_WAIT_FOR_UPGRADE_COMPLETE")]
     pub wait_for_upgrade_complete: bool,
@@ -264,19 +262,33 @@ impl ReadArgs {
     }
 
     pub fn watch_settings(&self) -> WatchSettings {
-        if self.user_data_secrets.is_some() {
-            tracing::warn!(
-                "--user-data-secrets (BOOTIMAGE_WEBHOOK_USER_DATA_SECRETS) is deprecated and ignored: every user-data Secret a MachineSet names is checked"
-            );
-        }
         WatchSettings {
             configmap_namespace: self.configmap_namespace.clone(),
             configmap_name: self.configmap_name.clone(),
             machine_api_namespace: self.machine_api_namespace.clone(),
             wait_for_upgrade_complete: self.wait_for_upgrade_complete,
             control_plane_machine_sets: self.control_plane_machine_sets,
+            user_data_secrets: self.grant.user_data_secrets.clone(),
+            master_pool_gate: self.master_pool_gate,
         }
     }
+}
+
+/// The user-data Secrets the webhook may read (`serve`, `status`, `preview`).
+#[derive(Debug, Args)]
+pub struct GrantArgs {
+    /// The user-data Secrets (in the MachineSets' namespace) whose stub Ignition is read:
+    /// the `resourceNames` of Role bootimage-webhook-user-data-secrets, which the shipped
+    /// Deployment passes here. A MachineSet naming another Secret keeps its boot image
+    /// (`UserDataSecretNotGranted`); no other Secret is ever read.
+    #[arg(
+        long,
+        env = "BOOTIMAGE_WEBHOOK_USER_DATA_SECRETS",
+        value_delimiter = ',',
+        num_args = 1..,
+        default_values = apis::USER_DATA_SECRETS
+    )]
+    pub user_data_secrets: Vec<String>,
 }
 
 /// The cluster side: watchers, gate, touch (used when neither --configmap-file nor --dev).
@@ -303,8 +315,8 @@ pub struct ClusterArgs {
     #[arg(long, env = "BOOTIMAGE_WEBHOOK_TOUCH_SETTLE", value_parser = duration, default_value = "5s")]
     pub touch_settle: Duration,
     /// On the Lease holder, rewrite a spec-2 stub Ignition that keeps MachineSets off
-    /// their boot image as spec 3, as the MCO does, after copying it to
-    /// `<name>-spec2-backup` (needs components/upgrade-stub-ignition's RBAC).
+    /// their boot image as spec 3, as the MCO does, keeping the original in the same
+    /// Secret's `userData-spec2-backup` (needs components/upgrade-stub-ignition's RBAC).
     #[arg(long, env = "BOOTIMAGE_WEBHOOK_UPGRADE_STUB_IGNITION")]
     pub upgrade_stub_ignition: bool,
     /// Never touch MachineSets (and take no Lease): serve and watch only.
@@ -405,6 +417,8 @@ pub struct PreviewArgs {
     pub exit_code: bool,
     #[command(flatten)]
     pub offline: OfflineArgs,
+    #[command(flatten)]
+    pub grant: GrantArgs,
 }
 
 /// What replaces the cluster offline (`serve --configmap-file`, `serve --dev`, `preview`).
@@ -433,8 +447,9 @@ pub struct OfflineArgs {
 }
 
 impl OfflineArgs {
-    pub fn offline(&self) -> crate::offline::Offline<'_> {
+    pub fn offline<'a>(&'a self, grant: &'a GrantArgs) -> crate::offline::Offline<'a> {
         crate::offline::Offline {
+            user_data_secrets: &grant.user_data_secrets,
             configmap_file: self.configmap_file.as_deref(),
             assume_masters_updated: self.assume_masters_updated,
             control_plane_arch: self.control_plane_arch.as_deref(),

@@ -87,7 +87,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
 /// One JSON line per MachineSet. A reader that closes the pipe early (`| head`) ends the
 /// output quietly: what it did not read it did not want.
 fn preview(args: &PreviewArgs) -> anyhow::Result<ExitCode> {
-    let out = preview::run(&args.machineset_file, &args.offline.offline())?;
+    let out = preview::run(&args.machineset_file, &args.offline.offline(&args.grant))?;
     for skipped in &out.skipped {
         eprintln!("preview: skipping {skipped}: not a MachineSet");
     }

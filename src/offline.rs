@@ -31,6 +31,9 @@ pub struct Offline<'a> {
     /// Infrastructure `cluster` (`oc get infrastructure cluster -o yaml`): its vSphere
     /// failure domains, which a vSphere MachineSet's template depends on.
     pub infrastructure_file: Option<&'a Path>,
+    /// `--user-data-secrets`: a MachineSet naming another Secret is shown as it would be
+    /// on the cluster, left alone.
+    pub user_data_secrets: &'a [String],
 }
 
 impl Offline<'_> {
@@ -58,11 +61,13 @@ impl Offline<'_> {
             arch,
             self.multi_arch,
         );
-        let Some(path) = self.infrastructure_file else {
-            return Ok(snap);
-        };
         let mut cluster = snap.cluster.clone();
-        cluster.vsphere = Some(Arc::new(read_vsphere(path)?));
+        cluster.stubs = cluster
+            .stubs
+            .granting(self.user_data_secrets.iter().map(String::as_str));
+        if let Some(path) = self.infrastructure_file {
+            cluster.vsphere = Some(Arc::new(read_vsphere(path)?));
+        }
         Ok(Snapshot::new(snap.boot_images, cluster))
     }
 }

@@ -530,6 +530,59 @@ fn rule_10_every_user_data_secret_is_checked() {
     expect(&ms, &offline_snapshot(), Reason::Updated);
 }
 
+/// The webhook reads only the Secrets its Role grants: a MachineSet naming another is
+/// left alone with a reason that names the Secret and the grant, whatever is known of
+/// the stub, online and offline (`preview`), and never as a stub that is fine.
+#[test]
+fn rule_10_a_secret_outside_the_grant_is_left_alone_and_named() {
+    let mut ms = gcp_ms();
+    set(
+        &mut ms,
+        "/spec/template/spec/providerSpec/value/userDataSecret",
+        json!({"name": "infra-user-data-managed"}),
+    );
+    let grant = ["worker-user-data", "master-user-data"];
+    let spec3 = || Stubs::learned([("infra-user-data-managed", Stub::Version("3.4.0".into()))]);
+    for stubs in [
+        spec3().granting(grant),
+        Stubs::learned([]).granting(grant),
+        Stubs {
+            unchecked: true,
+            ..Stubs::default()
+        }
+        .granting(grant),
+    ] {
+        let d = expect(
+            &ms,
+            &snap_with(|c| c.stubs = stubs.clone()),
+            Reason::UserDataSecretNotGranted,
+        );
+        assert_eq!(
+            d.message,
+            "user-data Secret infra-user-data-managed is outside the webhook's grant (--user-data-secrets=master-user-data,worker-user-data): its stub Ignition cannot be checked, so the boot image stays; grant it by adding infra-user-data-managed to the resourceNames of Role bootimage-webhook-user-data-secrets in openshift-machine-api (manifests/kustomization.yaml: the user-data Secrets patch), which also adds it to --user-data-secrets"
+        );
+        assert!(d.patch.0.is_empty());
+        assert_eq!(d.target.as_deref(), Some(CURRENT_X86));
+    }
+    // Granted, the same stub moves it.
+    let granted = snap_with(|c| {
+        c.stubs = spec3().granting(grant.into_iter().chain(["infra-user-data-managed"]))
+    });
+    expect(&ms, &granted, Reason::Updated);
+    // A MachineSet on its target needs no stub: up to date whatever the grant.
+    let mut current = ms.clone();
+    set(
+        &mut current,
+        "/spec/template/spec/providerSpec/value/disks/0/image",
+        json!(CURRENT_X86),
+    );
+    expect(
+        &current,
+        &snap_with(|c| c.stubs = Stubs::learned([]).granting(grant)),
+        Reason::UpToDate,
+    );
+}
+
 #[test]
 fn touch_plan_picks_exactly_the_machinesets_the_webhook_would_change() {
     use bootimage_webhook::cluster::touch;

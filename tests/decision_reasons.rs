@@ -231,6 +231,10 @@ fn inputs_from_the_platform_rule_on() -> Vec<(Value, Snapshot)> {
             &snap_with(|c| c.stubs = Stubs::learned(stub.map(|s| ("worker-user-data", s)))),
         );
     }
+    check(
+        gcp_ms(),
+        &snap_with(|c| c.stubs = Stubs::learned([]).granting(["master-user-data"])),
+    );
     check(gcp_ms(), &snap);
     check(
         with(&|m| {

@@ -141,7 +141,13 @@ fn deployment() -> Deployment {
     };
     let sc = &c["securityContext"];
     Deployment {
-        args: strings(&c["args"]),
+        // The command after the image's entrypoint, then the args (the user-data
+        // Secrets of --user-data-secrets, which ends the command).
+        args: strings(&c["command"])
+            .into_iter()
+            .skip(1)
+            .chain(strings(&c["args"]))
+            .collect(),
         env,
         tls_mount: mount_of("tls"),
         tmp_mount: mount_of("tmp"),

@@ -1,120 +1,21 @@
-//! The rendered manifests agree with the code: webhook path and ports, the opt-out label,
-//! and RBAC that covers every call in `src/cluster/apis.rs` and nothing more. And they fit
-//! together: the webhook settings of behaviour §6, selectors that select the pods, a pod
-//! the restricted SCC admits, and each build's own certificates, monitoring and network
-//! policy. Run on the builds scripts/check-manifests renders: OpenShift, OpenShift with
-//! the opt-in components, and the cert-manager overlay.
+//! The rendered manifests agree with the code: webhook path and ports, the opt-out label.
+//! And they fit together: the webhook settings of behaviour §6, selectors that select the
+//! pods, a pod the restricted SCC admits, and each build's own certificates, monitoring
+//! and network policy. Run on the builds scripts/check-manifests renders: OpenShift,
+//! OpenShift with the opt-in components, and the cert-manager overlay. RBAC and the
+//! ValidatingAdmissionPolicy: tests/manifests_rbac.rs.
+
+mod support;
 
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
-use std::process::Command;
 
-use bootimage_webhook::cluster::apis::{self, Scope};
+use bootimage_webhook::cluster::apis;
 use bootimage_webhook::core::decision::OPT_OUT_LABEL;
 use bootimage_webhook::serve::server::WEBHOOK_PATH;
 use serde_json::Value;
+use support::render::{find, render, render_with_components, strings};
 
 const OWN_NAMESPACE: &str = "bootimage-webhook";
-const SERVICE_ACCOUNT: &str = "bootimage-webhook";
-
-/// kubectl with kustomize: $KUBECTL, the one scripts/check-manifests installs, or PATH's.
-fn kubectl() -> PathBuf {
-    if let Ok(k) = std::env::var("KUBECTL") {
-        return k.into();
-    }
-    let venv = Path::new(&std::env::var("HOME").unwrap_or_else(|_| "/tmp".into()))
-        .join(".cache/bootimage-webhook/venv/bin/kubectl");
-    if venv.exists() {
-        venv
-    } else {
-        "kubectl".into()
-    }
-}
-
-fn render(dir: &str) -> Vec<Value> {
-    render_at(Path::new(env!("CARGO_MANIFEST_DIR")), dir)
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), target).unwrap();
-        }
-    }
-}
-
-/// The OpenShift build with the opt-in `component` enabled as the manifests' README says:
-/// its commented-out entry in manifests/kustomization.yaml uncommented.
-fn render_with_component(component: &str) -> Vec<Value> {
-    render_with_components(&[component])
-}
-
-/// The OpenShift build with each of `components` enabled (see `render_with_component`).
-fn render_with_components(components: &[&str]) -> Vec<Value> {
-    let dir = tempfile::tempdir().unwrap();
-    let copy = dir.path().join("manifests");
-    copy_dir(
-        &Path::new(env!("CARGO_MANIFEST_DIR")).join("manifests"),
-        &copy,
-    );
-    let kustomization = copy.join("kustomization.yaml");
-    let mut text = std::fs::read_to_string(&kustomization).unwrap();
-    for component in components {
-        let commented = format!("  # - components/{component}\n");
-        assert!(
-            text.contains(&commented),
-            "manifests/kustomization.yaml has no commented-out entry for {component}"
-        );
-        text = text.replace(&commented, &format!("  - components/{component}\n"));
-    }
-    std::fs::write(&kustomization, text).unwrap();
-    render_at(dir.path(), "manifests")
-}
-
-fn render_at(root: &Path, dir: &str) -> Vec<Value> {
-    let home = tempfile::tempdir().unwrap();
-    let out = Command::new(kubectl())
-        .args(["kustomize", dir])
-        .current_dir(root)
-        .env_remove("KUBECONFIG")
-        .env("HOME", home.path())
-        .output()
-        .unwrap_or_else(|e| {
-            panic!(
-                "kubectl ({}): {e}; run scripts/check-manifests once to install it",
-                kubectl().display()
-            )
-        });
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    bootimage_webhook::core::snapshot::parse_documents(&String::from_utf8(out.stdout).unwrap())
-        .unwrap()
-        .into_iter()
-        .filter(|d| !d.is_null())
-        .collect()
-}
-
-fn find<'a>(docs: &'a [Value], kind: &str, name: &str) -> &'a Value {
-    docs.iter()
-        .find(|d| d["kind"] == kind && d["metadata"]["name"] == name)
-        .unwrap_or_else(|| panic!("no {kind} {name}"))
-}
-
-fn strings(v: &Value) -> Vec<String> {
-    v.as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|s| s.as_str().map(str::to_owned))
-        .collect()
-}
 
 #[test]
 fn webhook_configuration_matches_the_server() {
@@ -164,205 +65,6 @@ fn webhook_configuration_matches_the_server() {
         // webhook_settings_are_those_of_behaviour_6.
     }
 }
-
-/// One permission: (namespace or "" for cluster, group, resource, verb, name or "" for any).
-type Grant = (String, String, String, String, String);
-
-fn granted(docs: &[Value]) -> BTreeSet<Grant> {
-    let bound: BTreeSet<(String, String, String)> = docs
-        .iter()
-        .filter(|d| d["kind"] == "RoleBinding" || d["kind"] == "ClusterRoleBinding")
-        .filter(|b| {
-            b["subjects"].as_array().into_iter().flatten().any(|s| {
-                s["kind"] == "ServiceAccount"
-                    && s["name"] == SERVICE_ACCOUNT
-                    && s["namespace"] == OWN_NAMESPACE
-            })
-        })
-        .map(|b| {
-            let ns = if b["kind"] == "RoleBinding" {
-                b["metadata"]["namespace"].as_str().unwrap().to_owned()
-            } else {
-                String::new()
-            };
-            (
-                ns,
-                b["roleRef"]["kind"].as_str().unwrap().to_owned(),
-                b["roleRef"]["name"].as_str().unwrap().to_owned(),
-            )
-        })
-        .collect();
-    let mut out = BTreeSet::new();
-    for (ns, kind, name) in bound {
-        let role_ns = if kind == "Role" {
-            ns.clone()
-        } else {
-            String::new()
-        };
-        let role = docs
-            .iter()
-            .find(|d| {
-                d["kind"] == kind
-                    && d["metadata"]["name"] == name
-                    && d["metadata"]["namespace"].as_str().unwrap_or("") == role_ns
-            })
-            .unwrap_or_else(|| panic!("bound {kind} {name} in {ns:?} is missing"));
-        for rule in role["rules"].as_array().unwrap() {
-            let names = strings(&rule["resourceNames"]);
-            let names = if names.is_empty() {
-                vec![String::new()]
-            } else {
-                names
-            };
-            for g in strings(&rule["apiGroups"]) {
-                for r in strings(&rule["resources"]) {
-                    for v in strings(&rule["verbs"]) {
-                        for n in &names {
-                            out.insert((ns.clone(), g.clone(), r.clone(), v.clone(), n.clone()));
-                        }
-                    }
-                }
-            }
-        }
-    }
-    out
-}
-
-fn needed<'a>(calls: impl IntoIterator<Item = &'a apis::Call>) -> BTreeSet<Grant> {
-    let mut out = BTreeSet::new();
-    for call in calls {
-        let ns = match call.scope {
-            Scope::Cluster => String::new(),
-            Scope::Namespace(n) => n.to_owned(),
-            Scope::Own => OWN_NAMESPACE.to_owned(),
-        };
-        for verb in call.verbs {
-            // create names no existing object: it cannot be narrowed by resourceNames.
-            let names: Vec<&str> = if call.names.is_empty() || *verb == "create" {
-                vec![""]
-            } else {
-                call.names.to_vec()
-            };
-            for n in names {
-                out.insert((
-                    ns.clone(),
-                    call.group.to_owned(),
-                    call.plural.to_owned(),
-                    verb.to_string(),
-                    n.to_owned(),
-                ));
-            }
-        }
-    }
-    out
-}
-
-#[test]
-fn rbac_is_exactly_the_calls_the_code_makes() {
-    for build in ["manifests", "manifests/overlays/cert-manager"] {
-        rbac_matches(build, &render(build), apis::ALL.iter());
-    }
-    // Each opt-in component adds exactly its own calls.
-    for (component, calls) in apis::COMPONENTS {
-        let build = format!("manifests + components/{component}");
-        let docs = render_with_component(component);
-        rbac_matches(&build, &docs, apis::ALL.iter().chain(calls.iter()));
-    }
-}
-
-fn rbac_matches<'a>(build: &str, docs: &[Value], calls: impl Iterator<Item = &'a apis::Call>) {
-    let calls: Vec<&apis::Call> = calls.collect();
-    let granted = granted(docs);
-    let needed = needed(calls.iter().copied());
-    let missing: Vec<_> = needed.difference(&granted).collect();
-    let extra: Vec<_> = granted.difference(&needed).collect();
-    let callers: Vec<&str> = calls
-        .iter()
-        .filter(|c| missing.iter().any(|m| m.2 == c.plural && m.1 == c.group))
-        .map(|c| c.why)
-        .collect();
-    assert!(
-        missing.is_empty(),
-        "{build}: the code calls these without RBAC: {missing:#?} (from {callers:?})"
-    );
-    assert!(
-        extra.is_empty(),
-        "{build}: RBAC grants more than the code calls: {extra:#?}"
-    );
-}
-
-/// Each component turns on the flag the code reads, and adds nothing else to the
-/// Deployment: the default build never has it.
-#[test]
-fn each_component_sets_its_flag() {
-    for (component, flag) in [
-        (
-            "aws-machine-api-credentials",
-            "BOOTIMAGE_WEBHOOK_AWS_MACHINE_API_CREDENTIALS",
-        ),
-        (
-            "upgrade-stub-ignition",
-            "BOOTIMAGE_WEBHOOK_UPGRADE_STUB_IGNITION",
-        ),
-        ("vsphere-import", "BOOTIMAGE_WEBHOOK_VSPHERE_IMPORT"),
-    ] {
-        component_sets_its_flag(component, flag);
-    }
-}
-
-/// The vSphere importer downloads the OVA into an emptyDir, bounded, mounted where
-/// `--vsphere-ova-cache` points by default (the root file system is read-only).
-#[test]
-fn the_vsphere_component_mounts_the_ova_cache_where_the_flag_points() {
-    let docs = render_with_component("vsphere-import");
-    let spec = &find(&docs, "Deployment", "bootimage-webhook")["spec"]["template"]["spec"];
-    let mount = spec["containers"][0]["volumeMounts"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|m| m["name"] == "ova-cache")
-        .expect("the OVA cache is mounted");
-    let cli = <bootimage_webhook::config::Cli as clap::CommandFactory>::command();
-    let serve = cli.find_subcommand("serve").unwrap();
-    let default = serve
-        .get_arguments()
-        .find(|a| a.get_id() == "vsphere_ova_cache")
-        .and_then(|a| a.get_default_values().first().cloned())
-        .expect("--vsphere-ova-cache has a default");
-    assert_eq!(mount["mountPath"].as_str(), default.to_str());
-    let volume = spec["volumes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|v| v["name"] == "ova-cache")
-        .expect("the OVA cache volume");
-    assert!(volume["emptyDir"]["sizeLimit"].is_string(), "{volume}");
-}
-
-fn component_sets_its_flag(component: &str, flag: &str) {
-    let env_of = |docs: &[Value]| -> Vec<Value> {
-        let deploy = find(docs, "Deployment", "bootimage-webhook");
-        deploy["spec"]["template"]["spec"]["containers"][0]["env"]
-            .as_array()
-            .unwrap()
-            .clone()
-    };
-    let plain = env_of(&render("manifests"));
-    assert!(!plain.iter().any(|e| e["name"] == flag));
-    let with = env_of(&render_with_component(component));
-    let added: Vec<&Value> = with.iter().filter(|e| !plain.contains(e)).collect();
-    assert_eq!(added, [&serde_json::json!({"name": flag, "value": "true"})]);
-    // A variable no flag reads would be ignored without a word: the flag reads this one.
-    let cli = <bootimage_webhook::config::Cli as clap::CommandFactory>::command();
-    let serve = cli.find_subcommand("serve").unwrap();
-    assert!(
-        serve
-            .get_arguments()
-            .any(|a| a.get_env().is_some_and(|e| e == flag)),
-        "no serve flag reads {flag}"
-    );
-}
-
 #[test]
 fn the_deployment_feeds_the_lease_identity_and_namespace() {
     for b in builds() {
@@ -725,12 +427,15 @@ fn the_container_serves_locked_down() {
     for b in builds() {
         let c = b.container();
         assert_eq!(c["image"], IMAGE, "{}: the image", b.name);
-        let argv = if c["args"].is_array() {
-            &c["args"]
-        } else {
-            &c["command"]
-        };
-        assert_eq!(argv[0], "serve", "{}: the container runs 'serve'", b.name);
+        // The image's entrypoint, then serve (the args are --user-data-secrets'
+        // values: tests/manifests_rbac.rs).
+        let command = strings(&c["command"]);
+        assert_eq!(
+            command[..2],
+            ["/usr/local/bin/bootimage-webhook", "serve"],
+            "{}: the container runs 'serve'",
+            b.name
+        );
         let ports: BTreeSet<(String, i64)> = items(&c["ports"])
             .map(|p| {
                 (

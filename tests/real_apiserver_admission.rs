@@ -336,6 +336,7 @@ fn the_control_plane_machine_set_is_managed_when_asked() {
             .get_json(["controlplanemachineset", "cluster", "-n", NS])
     };
     assert_eq!(cpms_image(&get()), OLD);
+    support::rbac::enable(&c.api, &["control-plane-machine-sets"], &[]);
     let a = c.holder(&["--control-plane-machine-sets"]);
     eventually(
         "the ControlPlaneMachineSet to move",

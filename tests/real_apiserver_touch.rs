@@ -53,7 +53,7 @@ fn the_gate_opens_on_a_finished_master_and_the_lease_holder_touches_exactly_what
 
     // One master finishes: the Lease holder touches exactly the one that needs it, the
     // webhook moves its image, and a later resync writes nothing.
-    c.set_master_updated(1);
+    c.master_finished();
     eventually(
         "ms-stale to move",
         Duration::from_secs(30),

@@ -43,6 +43,7 @@ pub const BOOTIMAGES_CONFIGMAP: &str = "coreos-bootimages";
 pub const LEASE_NAME: &str = "bootimage-webhook";
 
 const LIST_WATCH: &[&str] = &["list", "watch"];
+const LIST_WATCH_GET: &[&str] = &["get", "list", "watch"];
 
 pub const CONFIGMAP: Call = Call {
     group: "",
@@ -62,7 +63,7 @@ pub const MACHINECONFIGPOOL: Call = Call {
     scope: Scope::Cluster,
     names: &["master"],
     verbs: LIST_WATCH,
-    why: "watch::start: the master pool for the gate (field selector metadata.name)",
+    why: "watch::watch_master_pool: with --master-pool-gate, the master pool for the gate (field selector metadata.name)",
 };
 pub const MACHINECONFIG: Call = Call {
     group: "machineconfiguration.openshift.io",
@@ -72,7 +73,7 @@ pub const MACHINECONFIG: Call = Call {
     scope: Scope::Cluster,
     names: &[],
     verbs: LIST_WATCH,
-    why: "watch::start: metadata of the rendered MachineConfigs, for the release annotation",
+    why: "watch::watch_master_pool: with --master-pool-gate, metadata of the rendered MachineConfigs, for the release annotation",
 };
 pub const INFRASTRUCTURE: Call = Call {
     group: "config.openshift.io",
@@ -114,15 +115,26 @@ pub const MACHINECONFIGURATION: Call = Call {
     verbs: LIST_WATCH,
     why: "watch::start: enrollment, managedBootImagesStatus or (4.17, 4.18) spec.managedBootImages (absent is normal)",
 };
+/// The user-data Secrets OpenShift makes in the machine API namespace: the installer's
+/// `worker-user-data` and `master-user-data`, and the MCO's `<pool>-user-data-managed` of
+/// the two pools every cluster has. The default of `--user-data-secrets`, and the
+/// `resourceNames` of the shipped Role.
+pub const USER_DATA_SECRETS: &[&str] = &[
+    "worker-user-data",
+    "master-user-data",
+    "worker-user-data-managed",
+    "master-user-data-managed",
+];
+
 pub const USER_DATA_SECRET: Call = Call {
     group: "",
     version: "v1",
     kind: "Secret",
     plural: "secrets",
     scope: Scope::Namespace(MACHINE_API_NAMESPACE),
-    names: &[],
-    verbs: &["get", "list", "watch"],
-    why: "stubs::Learner: which Secrets exist (metadata-only watch), then a get of each one a MachineSet names, for its stub Ignition version; aws_credentials::MachineApiSecret::read: with --aws-machine-api-credentials, a get of aws-cloud-credentials",
+    names: USER_DATA_SECRETS,
+    verbs: LIST_WATCH_GET,
+    why: "stubs::Learner: each Secret of --user-data-secrets, watched by name (metadata only) and read (get) once per resourceVersion, for its stub Ignition version",
 };
 pub const MACHINESET: Call = Call {
     group: "machine.openshift.io",
@@ -132,7 +144,7 @@ pub const MACHINESET: Call = Call {
     scope: Scope::Namespace(MACHINE_API_NAMESPACE),
     names: &[],
     verbs: &["list", "watch", "patch"],
-    why: "touch::Toucher::pass: list, then merge-patch the touch annotation; watch::start: the user-data Secrets they name; vsphere::Background::list: which templates are waited for and named",
+    why: "touch::Toucher::pass: list, then merge-patch the touch annotation; watch::start_stubs: watched, to wake the toucher; vsphere::Background::list: which templates are waited for and named",
 };
 pub const CONTROLPLANEMACHINESET: Call = Call {
     group: "machine.openshift.io",
@@ -142,7 +154,7 @@ pub const CONTROLPLANEMACHINESET: Call = Call {
     scope: Scope::Namespace(MACHINE_API_NAMESPACE),
     names: &[],
     verbs: &["list", "watch", "patch"],
-    why: "touch::Toucher::pass, status: with --control-plane-machine-sets, list, then merge-patch the touch annotation; watch::start: the user-data Secret it names",
+    why: "touch::Toucher::pass, status: with --control-plane-machine-sets, list, then merge-patch the touch annotation; watch::start_stubs: watched, to wake the toucher",
 };
 pub const EVENT: Call = Call {
     group: "events.k8s.io",
@@ -184,9 +196,21 @@ pub const USER_DATA_SECRET_WRITE: Call = Call {
     kind: "Secret",
     plural: "secrets",
     scope: Scope::Namespace(MACHINE_API_NAMESPACE),
-    names: &[],
-    verbs: &["create", "update"],
-    why: "stub_upgrade::Upgrader: with --upgrade-stub-ignition, create the <name>-spec2-backup copy, then update the stub in place",
+    names: USER_DATA_SECRETS,
+    verbs: &["update"],
+    why: "stub_upgrade::Upgrader: with --upgrade-stub-ignition, update the stub in place, its original kept in the same Secret",
+};
+
+/// With `--aws-machine-api-credentials` only: `manifests/components/aws-machine-api-credentials`.
+pub const AWS_MACHINE_API_SECRET: Call = Call {
+    group: "",
+    version: "v1",
+    kind: "Secret",
+    plural: "secrets",
+    scope: Scope::Namespace(MACHINE_API_NAMESPACE),
+    names: &["aws-cloud-credentials"],
+    verbs: &["get"],
+    why: "aws_credentials::MachineApiSecret::read: with --aws-machine-api-credentials, the machine API's AWS credentials (get by name)",
 };
 
 /// With `--vsphere-import` only: granted by `manifests/components/vsphere-import`.
@@ -216,8 +240,9 @@ pub const VSPHERE_MACHINE: Call = Call {
 /// The calls of opt-in kustomize components, by component directory under
 /// `manifests/components/`: granted only when the component is in the build.
 pub const COMPONENTS: &[(&str, &[Call])] = &[
-    // Its get of the machine API's AWS Secret is the base's USER_DATA_SECRET grant.
-    ("aws-machine-api-credentials", &[]),
+    ("aws-machine-api-credentials", &[AWS_MACHINE_API_SECRET]),
+    ("control-plane-machine-sets", &[CONTROLPLANEMACHINESET]),
+    ("master-pool-gate", &[MACHINECONFIGPOOL, MACHINECONFIG]),
     ("upgrade-stub-ignition", &[USER_DATA_SECRET_WRITE]),
     ("vsphere-import", &[VSPHERE_CREDENTIALS, VSPHERE_MACHINE]),
 ];
@@ -225,15 +250,12 @@ pub const COMPONENTS: &[(&str, &[Call])] = &[
 /// The calls the base RBAC grants.
 pub const ALL: &[Call] = &[
     CONFIGMAP,
-    MACHINECONFIGPOOL,
-    MACHINECONFIG,
     INFRASTRUCTURE,
     CLUSTERVERSION,
     NODE,
     MACHINECONFIGURATION,
     USER_DATA_SECRET,
     MACHINESET,
-    CONTROLPLANEMACHINESET,
     EVENT,
     LEASE,
     APISERVER,

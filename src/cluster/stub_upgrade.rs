@@ -1,7 +1,9 @@
 //! `--upgrade-stub-ignition`, on the Lease holder: a spec-2 stub Ignition that keeps
-//! MachineSets off the new boot image is rewritten as spec 3 in place, as the MCO does, after
-//! its original is copied to `<name>-spec2-backup` (the MCO keeps none). The learner then
-//! reads the new stub and the toucher moves the MachineSets.
+//! MachineSets off the new boot image is rewritten as spec 3 in place, as the MCO does, its
+//! original kept in the same Secret under `userData-spec2-backup` (the MCO keeps none),
+//! in one update: the Role grants `update` of the granted Secrets by name, and no
+//! `create` of Secrets (which RBAC cannot narrow by name). The learner then reads the new
+//! stub and the toucher moves the MachineSets.
 //!
 //! A stub is upgraded only when every MachineSet naming it would move once it is spec 3 (or
 //! is on its target already): one that would keep an old image (opted out, a custom image)
@@ -12,7 +14,7 @@ use std::collections::{BTreeMap, HashSet};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Api, ObjectMeta, PostParams};
+use kube::api::{Api, PostParams};
 use serde_json::Value;
 
 use crate::cluster::stubs::{USER_DATA_KEY, user_data_secret};
@@ -25,9 +27,9 @@ pub const UPGRADED_TO_ANNOTATION: &str =
     "machineconfiguration.openshift.io/stub-ignition-upgraded-to";
 pub const UPGRADED_AT_ANNOTATION: &str =
     "machineconfiguration.openshift.io/stub-ignition-upgraded-at";
-/// On a backup: the Secret it is the original of (a label when the name fits one).
-pub const BACKUP_OF: &str = "bootimages.machineconfiguration.openshift.io/backup-of";
-pub const BACKUP_SUFFIX: &str = "-spec2-backup";
+/// The data key that keeps the original spec-2 stub, beside `userData` (the machine API
+/// reads `userData` alone).
+pub const BACKUP_KEY: &str = "userData-spec2-backup";
 
 /// A MachineSet as an Event names it: (kind, name, uid).
 pub type Named = (String, String, String);
@@ -140,8 +142,8 @@ impl Upgrader {
         }
     }
 
-    /// Backup first, then the stub rewritten in place (optimistic: the version read).
-    /// `false`: the stub is spec 3 already, nothing written.
+    /// The stub rewritten in place with its backup beside it, in one update (optimistic:
+    /// the version read). `false`: the stub is spec 3 already, nothing written.
     async fn rewrite(&self, mut secret: Secret) -> Result<bool, UpgradeError> {
         let name = secret.metadata.name.clone().unwrap_or_default();
         let original = secret
@@ -155,11 +157,17 @@ impl Upgrader {
         }
         let upgraded = stub::upgrade(&original)
             .map_err(|e| UpgradeError::Refused(format!("its stub cannot be translated: {e}")))?;
-        self.back_up(&secret).await?;
-        secret
-            .data
-            .get_or_insert_with(Default::default)
-            .insert(USER_DATA_KEY.into(), ByteString(upgraded));
+        let data = secret.data.get_or_insert_with(Default::default);
+        match data.get(BACKUP_KEY) {
+            Some(kept) if kept.0 != original => {
+                return Err(UpgradeError::Refused(format!(
+                    "its {BACKUP_KEY} holds another stub: not overwriting a backup"
+                )));
+            }
+            _ => {}
+        }
+        data.insert(BACKUP_KEY.into(), ByteString(original));
+        data.insert(USER_DATA_KEY.into(), ByteString(upgraded));
         let annotations = secret
             .metadata
             .annotations
@@ -170,37 +178,5 @@ impl Upgrader {
             .replace(&name, &PostParams::default(), &secret)
             .await?;
         Ok(true)
-    }
-
-    /// `<name>-spec2-backup`: the whole Secret's data and type, owner-less, labelled with
-    /// its source. One already there must hold exactly this data (a pass that stopped
-    /// between the backup and the rewrite); any other is a person's, and the stub stays.
-    async fn back_up(&self, secret: &Secret) -> Result<(), UpgradeError> {
-        let name = secret.metadata.name.clone().unwrap_or_default();
-        let backup_name = format!("{name}{BACKUP_SUFFIX}");
-        if let Some(existing) = self.api.get_opt(&backup_name).await? {
-            return if existing.data == secret.data {
-                Ok(())
-            } else {
-                Err(UpgradeError::Refused(format!(
-                    "Secret {backup_name} exists and differs from it: not overwriting a backup"
-                )))
-            };
-        }
-        let fits_a_label = name.len() <= 63;
-        let backup = Secret {
-            metadata: ObjectMeta {
-                name: Some(backup_name),
-                namespace: secret.metadata.namespace.clone(),
-                labels: fits_a_label.then(|| [(BACKUP_OF.to_owned(), name.clone())].into()),
-                annotations: Some([(BACKUP_OF.to_owned(), name.clone())].into()),
-                ..Default::default()
-            },
-            type_: secret.type_.clone(),
-            data: secret.data.clone(),
-            ..Default::default()
-        };
-        self.api.create(&PostParams::default(), &backup).await?;
-        Ok(())
     }
 }

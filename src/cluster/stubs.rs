@@ -1,18 +1,17 @@
-//! The stub Ignition of every user-data Secret a MachineSet (or the ControlPlaneMachineSet)
-//! names, learned in the background for rule 10 (behaviour §4): a metadata-only watch of
-//! the machine-api namespace's Secrets says which exist and when they change, and each
-//! Secret a MachineSet names (and the installer's two) is read once per `resourceVersion`.
-//! Only the stub's Ignition version is kept; the Secret's data is dropped as soon as it is
-//! parsed.
+//! The stub Ignition of the user-data Secrets the webhook may read (`--user-data-secrets`,
+//! the Role's `resourceNames`), learned in the background for rule 10 (behaviour §4): a
+//! metadata-only watch of each of them by name says whether it exists and when it changes,
+//! and each is read once per `resourceVersion`. Only the stub's Ignition version is kept;
+//! the Secret's data is dropped as soon as it is parsed. No other Secret is ever asked for.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use arc_swap::ArcSwap;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::Api;
-use kube::core::{DynamicObject, PartialObjectMeta};
+use kube::core::PartialObjectMeta;
 use kube::runtime::reflector::Store;
 use tokio::sync::Notify;
 
@@ -22,9 +21,6 @@ use crate::core::view::MachineSetView;
 
 /// The data key of a user-data Secret, as the installer and the MCO write it.
 pub const USER_DATA_KEY: &str = "userData";
-/// The installer's user-data Secrets: always read, so that the first MachineSet naming one
-/// is decided at once (a new cluster's, a dry run).
-const INSTALLER_SECRETS: [&str; 2] = ["worker-user-data", "master-user-data"];
 const FIRST_RETRY: Duration = Duration::from_secs(2);
 const MAX_RETRY: Duration = Duration::from_secs(300);
 
@@ -39,22 +35,14 @@ pub fn user_data_secret(object: &impl serde::Serialize) -> Option<String> {
     view.user_data_secret().map(|s| s.into_owned())
 }
 
-/// The Secret names the MachineSets' providerSpecs name.
-pub fn named_secrets(objects: &[Arc<DynamicObject>]) -> BTreeSet<String> {
-    objects
-        .iter()
-        .filter_map(|o| user_data_secret(o.as_ref()))
-        .collect()
-}
-
 pub struct Learner {
     pub api: Api<Secret>,
-    /// The namespace's Secrets, metadata only.
-    pub secrets: Store<PartialObjectMeta<Secret>>,
-    /// MachineSets (and ControlPlaneMachineSets): who names which Secret.
-    pub machinesets: Vec<Store<DynamicObject>>,
+    /// One store per granted Secret, metadata only.
+    pub secrets: Vec<Store<PartialObjectMeta<Secret>>>,
+    /// The Secrets it may read: all of them are read.
+    pub granted: Vec<String>,
     pub out: Learned,
-    /// Rung by the Secret and MachineSet watches.
+    /// Rung by the Secret watches.
     pub wake: Arc<Notify>,
     /// Rung when `out` changes (the snapshot builder).
     pub changed: Arc<Notify>,
@@ -68,30 +56,22 @@ struct Read {
 }
 
 impl Learner {
-    /// Learns until the process ends; `first_round` runs once the Secrets named when both
-    /// lists arrived have each been tried once (readiness waits for it).
+    /// Learns until the process ends; `first_round` runs once every granted Secret has
+    /// been listed and tried once (readiness waits for it).
     pub async fn run(self, first_round: impl FnOnce()) {
         // Absent is an answer only once the Secrets have been listed.
-        if self.secrets.wait_until_ready().await.is_err() {
-            return;
-        }
-        if let Some(ms) = self.machinesets.first() {
-            let _ = ms.wait_until_ready().await;
+        for store in &self.secrets {
+            if store.wait_until_ready().await.is_err() {
+                return;
+            }
         }
         let mut read: BTreeMap<String, Read> = BTreeMap::new();
         let mut failing: BTreeMap<String, String> = BTreeMap::new();
         let mut retry = FIRST_RETRY;
         let mut first_round = Some(first_round);
         loop {
-            let named: BTreeSet<String> = self
-                .machinesets
-                .iter()
-                .flat_map(|s| named_secrets(&s.state()))
-                .chain(INSTALLER_SECRETS.map(String::from))
-                .collect();
             let before = read.clone();
-            read.retain(|name, _| named.contains(name));
-            for name in &named {
+            for name in &self.granted {
                 self.learn(name, &mut read, &mut failing).await;
             }
             if read != before {
@@ -125,8 +105,8 @@ impl Learner {
     ) {
         let listed = self
             .secrets
-            .state()
-            .into_iter()
+            .iter()
+            .flat_map(Store::state)
             .find(|s| s.metadata.name.as_deref() == Some(name))
             .map(|s| s.metadata.resource_version.clone().unwrap_or_default());
         let Some(version) = listed else {

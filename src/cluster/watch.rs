@@ -48,6 +48,11 @@ pub struct WatchSettings {
     pub wait_for_upgrade_complete: bool,
     /// `--control-plane-machine-sets`.
     pub control_plane_machine_sets: bool,
+    /// `--user-data-secrets`: the only Secrets read, each watched by name.
+    pub user_data_secrets: Vec<String>,
+    /// `--master-pool-gate`: the gate also opens on the master pool and its rendered
+    /// MachineConfig (read), before the MCO stamps the ConfigMap.
+    pub master_pool_gate: bool,
 }
 
 fn by_name(name: &str) -> watcher::Config {
@@ -180,8 +185,8 @@ where
 /// What the builder reads.
 pub struct Stores {
     configmap: Store<ConfigMap>,
-    pools: Store<DynamicObject>,
-    machineconfigs: Store<PartialObjectMeta<DynamicObject>>,
+    /// With `--master-pool-gate` only.
+    master_pool: Option<MasterPool>,
     infrastructures: Store<DynamicObject>,
     clusterversions: Store<DynamicObject>,
     nodes: Vec<Store<PartialObjectMeta<Node>>>,
@@ -198,6 +203,12 @@ where
         .state()
         .into_iter()
         .find(|o| o.name().as_deref() == Some(name))
+}
+
+/// The master pool and the rendered MachineConfigs' metadata (`--master-pool-gate`).
+struct MasterPool {
+    pools: Store<DynamicObject>,
+    machineconfigs: Store<PartialObjectMeta<DynamicObject>>,
 }
 
 /// Keeps the last good boot images across a malformed ConfigMap, and reports each bad
@@ -239,6 +250,7 @@ impl Builder {
                 stubs: Stubs {
                     unchecked: false,
                     by_name: BTreeMap::clone(&s.stubs.load()),
+                    granted: Some(settings.user_data_secrets.iter().cloned().collect()),
                 },
                 vsphere: infra
                     .as_ref()
@@ -287,12 +299,19 @@ impl Builder {
 
     /// The upgrade gate (behaviour §4), logged when it opens or closes.
     fn gate(&mut self, s: &Stores, settings: &WatchSettings, cv: Option<&DynamicObject>) -> Gate {
-        let pool = named(&s.pools, MASTER_POOL);
+        let pool = s
+            .master_pool
+            .as_ref()
+            .and_then(|m| named(&m.pools, MASTER_POOL));
         let target = pool
             .as_ref()
             .and_then(|p| p.data.pointer("/spec/configuration/name"))
             .and_then(Value::as_str);
-        let rendered = target.and_then(|t| named(&s.machineconfigs, t));
+        let rendered = s
+            .master_pool
+            .as_ref()
+            .zip(target)
+            .and_then(|(m, t)| named(&m.machineconfigs, t));
         let rendered_release = rendered.as_ref().map(|mc| {
             mc.metadata
                 .annotations
@@ -302,6 +321,7 @@ impl Builder {
         });
         let last_good = self.last_good.as_deref();
         let gate = facts::gate(GateInputs {
+            pool_rule: s.master_pool.is_some(),
             master_pool: pool.as_ref().map(|p| &p.data),
             rendered_release,
             release_version: last_good.map(|b| b.release_version.as_str()),
@@ -379,9 +399,9 @@ where
     watcher(api, config)
 }
 
-/// The user-data Secrets' learner ([`stubs::Learner`]), fed by a metadata watch of the
-/// namespace's Secrets and a watch of the MachineSets (and ControlPlaneMachineSets) that
-/// name them. Readiness waits for its first round.
+/// The user-data Secrets' learner ([`stubs::Learner`]), fed by a metadata watch of each
+/// granted Secret, and the watch of the MachineSets (and ControlPlaneMachineSets) that
+/// wakes the toucher. Readiness waits for the learner's first round.
 fn start_stubs(
     client: &Client,
     settings: &WatchSettings,
@@ -399,16 +419,21 @@ fn start_stubs(
         })
     };
     let ns = &settings.machine_api_namespace;
-    let (secrets, w) = typed::<PartialObjectMeta<Secret>>();
-    // Api<PartialObjectMeta<_>> asks for metadata only: the Secrets' data never comes.
-    let meta = Api::<PartialObjectMeta<Secret>>::namespaced(client.clone(), ns);
-    spawn_watch(
-        "secrets-metadata",
-        watch_typed(meta, watcher::Config::default()),
-        w,
-        &own(None),
-        false,
-    );
+    // One watch per granted name (the Role grants no other): Api<PartialObjectMeta<_>>
+    // asks for metadata only, so the Secrets' data never comes with it.
+    let mut secrets = Vec::new();
+    for name in &settings.user_data_secrets {
+        let (store, w) = typed::<PartialObjectMeta<Secret>>();
+        let meta = Api::<PartialObjectMeta<Secret>>::namespaced(client.clone(), ns);
+        spawn_watch(
+            format!("secret-{name}"),
+            watch_typed(meta, by_name(name)),
+            w,
+            &own(None),
+            false,
+        );
+        secrets.push(store);
+    }
     // (watcher name, what, whether the resource may be absent from the cluster)
     let mut kinds = vec![("machinesets", apis::MACHINESET, false)];
     if settings.control_plane_machine_sets {
@@ -418,10 +443,9 @@ fn start_stubs(
             true,
         ));
     }
-    let mut machinesets = Vec::new();
     for (name, call, absent_is_normal) in kinds {
         let ar = call.api_resource();
-        let (store, w) = dynamic(ar.clone());
+        let (_, w) = dynamic(ar.clone());
         let api = Api::namespaced_with(client.clone(), ns, &ar);
         spawn_watch(
             name,
@@ -430,13 +454,12 @@ fn start_stubs(
             &own(Some(machinesets_changed)),
             absent_is_normal,
         );
-        machinesets.push(store);
     }
     let learned = stubs::Learned::default();
     let learner = stubs::Learner {
         api: Api::namespaced(client.clone(), ns),
         secrets,
-        machinesets,
+        granted: settings.user_data_secrets.clone(),
         out: learned.clone(),
         wake,
         changed: ctx.notify.clone(),
@@ -476,6 +499,35 @@ fn watch_one(
     store
 }
 
+/// `--master-pool-gate`: the master pool, and the metadata of the MachineConfigs (RBAC
+/// cannot narrow to the rendered one, nor to metadata: the opt-in component's grant
+/// allows reading whole MachineConfigs).
+fn watch_master_pool(client: &Client, ctx: &Arc<Ctx>) -> MasterPool {
+    // Metadata only: rendered MachineConfigs are large.
+    let ar = apis::MACHINECONFIG.api_resource();
+    let (machineconfigs, w) = dynamic_meta(ar.clone());
+    let api = Api::<PartialObjectMeta<DynamicObject>>::all_with(client.clone(), &ar);
+    spawn_watch(
+        "machineconfigs",
+        watch_typed(api, watcher::Config::default()),
+        w,
+        ctx,
+        false,
+    );
+    let pools = watch_one(
+        client,
+        ctx,
+        "machineconfigpool",
+        apis::MACHINECONFIGPOOL,
+        MASTER_POOL,
+        false,
+    );
+    MasterPool {
+        pools,
+        machineconfigs,
+    }
+}
+
 /// Start every watcher and the builder.
 pub fn start(
     client: Client,
@@ -497,17 +549,9 @@ pub fn start(
     let stream = watch_typed(api, by_name(&settings.configmap_name));
     spawn_watch("configmap", stream, w, &ctx, false);
 
-    // Metadata only: rendered MachineConfigs are large.
-    let ar = apis::MACHINECONFIG.api_resource();
-    let (machineconfigs, w) = dynamic_meta(ar.clone());
-    let api = Api::<PartialObjectMeta<DynamicObject>>::all_with(client.clone(), &ar);
-    spawn_watch(
-        "machineconfigs",
-        watch_typed(api, watcher::Config::default()),
-        w,
-        &ctx,
-        false,
-    );
+    let master_pool = settings
+        .master_pool_gate
+        .then(|| watch_master_pool(&client, &ctx));
 
     let mut nodes = Vec::new();
     for (label, name) in MASTER_LABELS
@@ -524,12 +568,6 @@ pub fn start(
     let one = |name, call, object, absent_is_normal| {
         watch_one(&client, &ctx, name, call, object, absent_is_normal)
     };
-    let pools = one(
-        "machineconfigpool",
-        apis::MACHINECONFIGPOOL,
-        MASTER_POOL,
-        false,
-    );
     let infrastructures = one("infrastructure", apis::INFRASTRUCTURE, CLUSTER, false);
     let clusterversions = one("clusterversion", apis::CLUSTERVERSION, VERSION, false);
     let mcfgs = one(
@@ -541,8 +579,7 @@ pub fn start(
     let machinesets_changed = Arc::new(Notify::new());
     let stores = Stores {
         configmap,
-        pools,
-        machineconfigs,
+        master_pool,
         infrastructures,
         clusterversions,
         nodes,

@@ -686,10 +686,14 @@ fn stub_ignition_can_boot(
     let Some(secret) = spec.user_data_secret() else {
         return Ok(());
     };
+    let target = &change.target;
+    if !cluster.stubs.grants(&secret) {
+        return Err(not_granted(&secret, cluster)
+            .with_images(Some(change.current.clone()), Some(target.clone())));
+    }
     if cluster.stubs.unchecked {
         return Ok(());
     }
-    let target = &change.target;
     let (reason, message) = match cluster.stubs.by_name.get(secret.as_ref()) {
         Some(Stub::Version(v)) if v.starts_with('3') => return Ok(()),
         Some(Stub::Version(v)) => (
@@ -719,6 +723,25 @@ fn stub_ignition_can_boot(
     };
     Err(Decision::new(reason, message)
         .with_images(Some(change.current.clone()), Some(target.clone())))
+}
+
+/// A user-data Secret outside the grant is never read: its stub cannot be checked. The
+/// message names the Secret and how to grant it.
+fn not_granted(secret: &str, cluster: &ClusterFacts) -> Decision {
+    let granted = cluster
+        .stubs
+        .granted
+        .iter()
+        .flatten()
+        .map(String::as_str)
+        .collect::<Vec<_>>()
+        .join(",");
+    Decision::new(
+        Reason::UserDataSecretNotGranted,
+        format!(
+            "user-data Secret {secret} is outside the webhook's grant (--user-data-secrets={granted}): its stub Ignition cannot be checked, so the boot image stays; grant it by adding {secret} to the resourceNames of Role bootimage-webhook-user-data-secrets in openshift-machine-api (manifests/kustomization.yaml: the user-data Secrets patch), which also adds it to --user-data-secrets"
+        ),
+    )
 }
 
 /// 12. The patch: the platform's edits and the annotation that records the image.

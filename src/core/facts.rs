@@ -25,6 +25,8 @@ fn condition_true(pool: &Value, kind: &str) -> bool {
 /// What the gate reads, gathered by the watchers.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct GateInputs<'a> {
+    /// `--master-pool-gate`: the pool rule may open the gate before the MCO stamps.
+    pub pool_rule: bool,
     /// MachineConfigPool `master`.
     pub master_pool: Option<&'a Value>,
     /// The release annotation of the MachineConfig named by the pool's
@@ -43,14 +45,20 @@ pub struct GateInputs<'a> {
 
 /// Open once a master has completed the current upgrade (behaviour §3): the ConfigMap's
 /// stamp equals its `releaseVersion` (the MCO's verdict, which it keeps: a later master
-/// rollout, a paused or degraded pool do not close the gate again), or the rule by which
-/// the MCO stamps holds now on the master pool. Then the optional ClusterVersion wait.
+/// rollout, a paused or degraded pool do not close the gate again), or, with the pool
+/// rule, the rule by which the MCO stamps holds now on the master pool. Then the optional
+/// ClusterVersion wait.
 pub fn gate(i: GateInputs<'_>) -> Gate {
     let Some(release) = i.release_version else {
         return Gate::closed("the coreos-bootimages ConfigMap has not been read");
     };
     let finished = if i.stamp == Some(release) {
         format!("ConfigMap stamped {KEY_MCO_RELEASE_IMAGE_VERSION}={release}")
+    } else if !i.pool_rule {
+        let stamp = i.stamp.unwrap_or("<unset>");
+        return Gate::closed(format!(
+            "ConfigMap {KEY_MCO_RELEASE_IMAGE_VERSION}={stamp}, not {release}: the MCO stamps it once a master has completed {release}"
+        ));
     } else {
         match pool_rule(i.master_pool, i.rendered_release, release) {
             Ok(finished) => finished,
@@ -300,6 +308,7 @@ mod tests {
 
     fn inputs<'a>(p: &'a Value, rendered: Option<Option<&'a str>>) -> GateInputs<'a> {
         GateInputs {
+            pool_rule: true,
             master_pool: Some(p),
             rendered_release: rendered,
             release_version: Some("4.21.0"),
@@ -498,6 +507,43 @@ mod tests {
             })
             .open
         );
+    }
+
+    /// The default install reads no MachineConfig: the MCO's stamp alone opens the gate,
+    /// whatever the pool says, and keeps it open through a routine master rollout.
+    #[test]
+    fn without_the_pool_rule_the_stamp_alone_opens_the_gate() {
+        fn stamp_only<'a>(stamp: Option<&'a str>, p: &'a Value) -> GateInputs<'a> {
+            GateInputs {
+                pool_rule: false,
+                stamp,
+                ..inputs(p, Some(Some("4.21.0")))
+            }
+        }
+        let done = &pool("r", "r", 3, &[("Updated", "True")]);
+        let g = gate(stamp_only(Some("4.20.9"), done));
+        assert!(!g.open, "a finished pool opens nothing without the stamp");
+        assert_eq!(
+            g.reason,
+            "ConfigMap MCOReleaseImageVersion=4.20.9, not 4.21.0: the MCO stamps it once a master has completed 4.21.0"
+        );
+        let g = gate(stamp_only(None, done));
+        assert!(!g.open);
+        assert!(g.reason.contains("=<unset>, not 4.21.0"), "{}", g.reason);
+        let rollout = &pool("rendered-master-newer", "r", 0, &[("Updating", "True")]);
+        let g = gate(stamp_only(Some("4.21.0"), rollout));
+        assert!(g.open, "{}", g.reason);
+        assert_eq!(
+            g.reason,
+            "release 4.21.0: ConfigMap stamped MCOReleaseImageVersion=4.21.0"
+        );
+        // Nothing of the pool is needed at all.
+        let g = gate(GateInputs {
+            stamp: Some("4.21.0"),
+            release_version: Some("4.21.0"),
+            ..Default::default()
+        });
+        assert!(g.open, "{}", g.reason);
     }
 
     #[test]

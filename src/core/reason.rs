@@ -51,6 +51,10 @@ pub enum Reason {
     StubIgnitionUnreadable,
     /// The user-data Secret the MachineSet names does not exist.
     UserDataSecretMissing,
+    /// The user-data Secret the MachineSet names is outside the webhook's grant
+    /// (`--user-data-secrets`, the Role's `resourceNames`): it is never read, so its stub
+    /// cannot be checked, and the boot image stays.
+    UserDataSecretNotGranted,
     /// Another writer put the old boot image back more than [`REVERT_LIMIT`] times after it was
     /// set to this target: its writes are left as sent until the target changes.
     ///
@@ -64,7 +68,7 @@ pub enum Reason {
 }
 
 impl Reason {
-    pub const ALL: [Reason; 30] = [
+    pub const ALL: [Reason; 31] = [
         Reason::NotApplicable,
         Reason::OptedOut,
         Reason::OwnedByController,
@@ -91,6 +95,7 @@ impl Reason {
         Reason::StubIgnitionUnknown,
         Reason::StubIgnitionUnreadable,
         Reason::UserDataSecretMissing,
+        Reason::UserDataSecretNotGranted,
         Reason::RevertLoop,
         Reason::Updated,
         Reason::UpToDate,
@@ -125,6 +130,7 @@ impl Reason {
             Reason::StubIgnitionUnknown => "StubIgnitionUnknown",
             Reason::StubIgnitionUnreadable => "StubIgnitionUnreadable",
             Reason::UserDataSecretMissing => "UserDataSecretMissing",
+            Reason::UserDataSecretNotGranted => "UserDataSecretNotGranted",
             Reason::RevertLoop => "RevertLoop",
             Reason::Updated => "Updated",
             Reason::UpToDate => "UpToDate",

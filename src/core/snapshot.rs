@@ -337,6 +337,10 @@ pub struct Stubs {
     /// does not check. Following a cluster, a Secret absent from `by_name` is not read yet.
     pub unchecked: bool,
     pub by_name: BTreeMap<String, Stub>,
+    /// The Secrets this process may read (`--user-data-secrets`, the Role's
+    /// `resourceNames`): a MachineSet naming another is left alone, online and offline.
+    /// `None`: no limit.
+    pub granted: Option<BTreeSet<String>>,
 }
 
 impl Stubs {
@@ -345,21 +349,41 @@ impl Stubs {
         Stubs {
             unchecked: false,
             by_name: stubs.into_iter().map(|(k, v)| (k.to_owned(), v)).collect(),
+            granted: None,
         }
     }
 
-    fn digest_words(&self) -> String {
-        if self.unchecked {
-            return "unchecked".to_owned();
+    /// These stubs, with only `names` readable.
+    pub fn granting<'a>(self, names: impl IntoIterator<Item = &'a str>) -> Stubs {
+        Stubs {
+            granted: Some(names.into_iter().map(str::to_owned).collect()),
+            ..self
         }
-        self.by_name
+    }
+
+    /// Whether `secret` may be read: within the grant, or no grant is known.
+    pub fn grants(&self, secret: &str) -> bool {
+        self.granted.as_ref().is_none_or(|g| g.contains(secret))
+    }
+
+    fn digest_words(&self) -> String {
+        let granted = match &self.granted {
+            Some(g) => g.iter().map(|n| format!("{n},")).collect(),
+            None => "*".to_owned(),
+        };
+        if self.unchecked {
+            return format!("unchecked granted={granted}");
+        }
+        let read: String = self
+            .by_name
             .iter()
             .map(|(name, stub)| match stub {
                 Stub::Version(v) => format!("{name}={v};"),
                 Stub::Unreadable(why) => format!("{name}!{why};"),
                 Stub::Missing => format!("{name}-;"),
             })
-            .collect()
+            .collect();
+        format!("{read} granted={granted}")
     }
 }
 
@@ -452,7 +476,7 @@ impl Snapshot {
                 cpms_enrollment: Enrollment::All,
                 stubs: Stubs {
                     unchecked: true,
-                    by_name: BTreeMap::new(),
+                    ..Stubs::default()
                 },
                 vsphere: None,
                 learned: Learned::default()
@@ -573,6 +597,26 @@ mod tests {
         let b = BootImages::from_data(&d).unwrap();
         assert_ne!(a.digest, b.digest);
         assert_eq!(a.digest.len(), 16);
+    }
+
+    /// A new grant is a new snapshot (the toucher passes again), and only names in it are
+    /// granted; no grant known grants all.
+    #[test]
+    fn the_grant_is_part_of_the_snapshot() {
+        let with = |stubs: Stubs| {
+            let cluster = ClusterFacts {
+                stubs,
+                ..ClusterFacts::default()
+            };
+            Snapshot::new(None, cluster).id
+        };
+        let one = Stubs::default().granting(["worker-user-data"]);
+        let two = Stubs::default().granting(["worker-user-data", "infra-user-data-managed"]);
+        assert!(one.grants("worker-user-data") && !one.grants("infra-user-data-managed"));
+        assert!(two.grants("infra-user-data-managed"));
+        assert!(Stubs::default().grants("anything"));
+        assert_ne!(with(one.clone()), with(two));
+        assert_ne!(with(one), with(Stubs::default()));
     }
 
     #[test]

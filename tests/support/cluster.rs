@@ -333,6 +333,22 @@ impl Cluster {
         set_master_updated(&self.api, updated);
     }
 
+    /// A master finishes the release: the pool says so, and the MCO stamps the
+    /// ConfigMap (what the default install's gate reads).
+    pub fn master_finished(&self) {
+        self.set_master_updated(1);
+        self.kubectl(&[
+            "patch",
+            "configmap",
+            "coreos-bootimages",
+            "-n",
+            "openshift-machine-config-operator",
+            "--type=merge",
+            "-p",
+            r#"{"data":{"MCOReleaseImageVersion":"4.21.0"}}"#,
+        ]);
+    }
+
     /// `data.stream` of coreos-bootimages, as the MCO would write it.
     pub fn set_stream(&self, stream: &str) {
         let file = self.certs_dir.path().join("stream-patch.json");
@@ -600,8 +616,14 @@ impl Cluster {
 /// `bootimage-webhook status -o <output>` with the cluster-admin kubeconfig, as an
 /// administrator runs it: its stdout, after a successful exit.
 pub fn status(c: &Cluster, output: &str) -> String {
+    status_with(c, output, &[])
+}
+
+/// [`status`] with more flags.
+pub fn status_with(c: &Cluster, output: &str, flags: &[&str]) -> String {
     let out = std::process::Command::new(super::binary::BIN)
         .args(["status", "-o", output])
+        .args(flags)
         .env("KUBECONFIG", c.api.kubeconfig())
         .output()
         .expect("running status");

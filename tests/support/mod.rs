@@ -17,6 +17,9 @@
 //! - `oracle`: the JSON Patch library every patch is applied with, chosen by the tier;
 //! - `decision`: the decision's checks (every patch applied by the oracle, a second pass);
 //! - `clouds`: the AWS, Azure and vSphere snapshots and the same checks on their patches.
+//! - `render`: the shipped manifests rendered with kustomize, with opt-in components and
+//!   more user-data Secrets granted as an administrator would;
+//! - `rbac`: that RBAC applied over the shipped one on a test apiserver;
 //!
 //! The most used items are re-exported here (`support::fixture`, `support::Https`, ...).
 
@@ -33,6 +36,8 @@ pub mod https;
 pub mod image;
 pub mod machinesets;
 pub mod oracle;
+pub mod rbac;
+pub mod render;
 pub mod report;
 pub mod servers;
 pub mod stream;

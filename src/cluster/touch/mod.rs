@@ -91,6 +91,9 @@ pub struct Toucher {
     last_images: BTreeMap<String, String>,
     /// (MachineSet uid, target) moves already reported by a `BootImageUpdated` Event.
     moves_reported: HashSet<(String, String)>,
+    /// (MachineSet uid, message) grants already asked for by a `UserDataSecretNotGranted`
+    /// Event.
+    grants_reported: HashSet<(String, String)>,
     /// With `--upgrade-stub-ignition`.
     stubs: Option<Upgrader>,
 }
@@ -173,6 +176,7 @@ impl Toucher {
             loops_reported: HashSet::new(),
             last_images: BTreeMap::new(),
             moves_reported: HashSet::new(),
+            grants_reported: HashSet::new(),
             stubs,
         }
     }
@@ -286,6 +290,7 @@ impl Toucher {
             .collect();
         self.given_up.retain(|k| wanted.contains(k));
         self.report_revert_loops(&objects, &snap).await;
+        self.report_not_granted(&objects, &snap).await;
         self.count(&objects, &snap).await;
         let mut stats = PassStats {
             listed: objects.len(),

@@ -10,13 +10,55 @@ use kube::runtime::events::{Event, EventType, Recorder};
 use serde_json::Value;
 
 use super::{MAX_ATTEMPTS, Planned, Toucher, census, revert_loops};
-use crate::cluster::stub_upgrade::{self, BACKUP_SUFFIX, Outcome as StubOutcome, Upgrader};
-use crate::core::decision::Reason;
+use crate::cluster::stub_upgrade::{self, BACKUP_KEY, Outcome as StubOutcome, Upgrader};
+use crate::core::decision::{self, Reason};
 use crate::core::snapshot::Snapshot;
 use crate::core::stub::UPGRADED_VERSION;
 use crate::core::view::CPMS_KIND;
 
 impl Toucher {
+    /// One Warning Event per MachineSet (and Secret) whose user-data Secret is outside the
+    /// grant: the decision's message names the Secret and the grant to add.
+    pub(super) async fn report_not_granted(&mut self, objects: &[Value], snap: &Snapshot) {
+        let mut now = HashSet::new();
+        for ms in objects {
+            let d = decision::decide_object(ms, snap);
+            if d.reason != Reason::UserDataSecretNotGranted {
+                continue;
+            }
+            let meta = |k: &str| ms["metadata"][k].as_str().unwrap_or_default().to_owned();
+            let key = (meta("uid"), d.message.clone());
+            now.insert(key.clone());
+            if self.grants_reported.contains(&key) {
+                continue;
+            }
+            let p = Planned {
+                kind: ms["kind"].as_str().unwrap_or("MachineSet").to_owned(),
+                name: meta("name"),
+                uid: meta("uid"),
+                current: String::new(),
+                target: String::new(),
+            };
+            tracing::warn!(machineset = %p.name, reason = %d.reason, "{}", d.message);
+            let event = Event {
+                type_: EventType::Warning,
+                reason: Reason::UserDataSecretNotGranted.to_string(),
+                note: Some(d.message.clone()),
+                action: "Update".into(),
+                secondary: None,
+            };
+            match self.own_event(&event, &self.reference(&p)).await {
+                Ok(()) => {
+                    self.grants_reported.insert(key);
+                }
+                Err(e) => {
+                    tracing::warn!(machineset = %p.name, error = %e, "could not record the Event")
+                }
+            }
+        }
+        self.grants_reported.retain(|k| now.contains(k));
+    }
+
     /// One Warning Event and one count per MachineSet and target that another writer keeps
     /// putting back; the writes are its (the webhook leaves them as sent, and [`plan`]
     /// does not touch them).
@@ -97,9 +139,9 @@ impl Toucher {
             let (type_, reason, note) = match upgrader.upgrade(&c).await {
                 None => continue,
                 Some(StubOutcome::Upgraded) => {
-                    tracing::info!(%secret, backup = %format_args!("{secret}{BACKUP_SUFFIX}"), "ignition stub upgrade to {UPGRADED_VERSION} successful");
+                    tracing::info!(%secret, backup = BACKUP_KEY, "ignition stub upgrade to {UPGRADED_VERSION} successful");
                     let note = format!(
-                        "stub Ignition of user-data Secret {secret} upgraded to spec {UPGRADED_VERSION}; the original is in Secret {secret}{BACKUP_SUFFIX}"
+                        "stub Ignition of user-data Secret {secret} upgraded to spec {UPGRADED_VERSION}; the original is kept in its data key {BACKUP_KEY}"
                     );
                     (EventType::Normal, "StubIgnitionUpgraded", note)
                 }

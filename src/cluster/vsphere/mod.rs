@@ -465,11 +465,11 @@ impl Background {
     /// deleted this pass).
     async fn list(&self, client: &kube::Client) -> Option<Listed> {
         let mut listed = Listed::default();
-        for call in [
-            apis::MACHINESET,
-            apis::CONTROLPLANEMACHINESET,
-            apis::VSPHERE_MACHINE,
-        ] {
+        // ControlPlaneMachineSets only with --control-plane-machine-sets (and its grant).
+        let cpms = self.snapshot.load().cluster.control_plane_machine_sets;
+        let cpms = cpms.then_some(apis::CONTROLPLANEMACHINESET);
+        let calls = [Some(apis::MACHINESET), cpms, Some(apis::VSPHERE_MACHINE)];
+        for call in calls.into_iter().flatten() {
             let api: Api<DynamicObject> =
                 Api::namespaced_with(client.clone(), &self.namespace, &call.api_resource());
             let items = match api.list(&ListParams::default()).await {

@@ -1,0 +1,29 @@
+//! The RBAC an administrator gets by enabling opt-in components and granting more
+//! user-data Secrets in `manifests/kustomization.yaml`, applied over the shipped one on
+//! a test apiserver.
+
+use serde_json::Value;
+
+use super::apiserver::ApiServer;
+use super::render;
+
+const RBAC_KINDS: [&str; 4] = ["Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding"];
+
+/// Applies the RBAC of the build with `components` and `grant` (see
+/// [`render::render_with`]) over the shipped one; returns the `--user-data-secrets` flag of
+/// that build, for a replica to be given as the Deployment gives it.
+pub fn enable(api: &ApiServer, components: &[&str], grant: &[&str]) -> Vec<String> {
+    let docs = render::render_with(components, grant);
+    let rbac: Vec<&Value> = docs
+        .iter()
+        .filter(|d| RBAC_KINDS.contains(&d["kind"].as_str().unwrap_or("")))
+        .collect();
+    let list = serde_json::json!({"apiVersion": "v1", "kind": "List", "items": rbac});
+    let args = ["apply", "--server-side", "--force-conflicts", "-f", "-"];
+    let out = api.kubectl_stdin(args, &list.to_string());
+    api.expect_ok(&args, out);
+    vec![
+        "--user-data-secrets".into(),
+        render::user_data_secrets_of(&docs).join(","),
+    ]
+}
