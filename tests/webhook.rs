@@ -533,7 +533,7 @@ async fn a_client_that_does_not_trust_the_ca_fails_verification() {
     assert!(err.to_string().contains("certificate"), "{err}");
 }
 
-/// Issue 12: a MachineSet the Cluster API is (becoming) authoritative for is left alone over
+/// A MachineSet the Cluster API is (becoming) authoritative for is left alone over
 /// the wire too; and an UPDATE that puts the old image back is counted, then left as sent.
 #[tokio::test]
 async fn cluster_api_authoritative_and_revert_loops_over_the_wire() {
@@ -595,7 +595,7 @@ async fn cluster_api_authoritative_and_revert_loops_over_the_wire() {
     );
 }
 
-/// Issue 13: a keep-alive connection waits for its next request well past the header
+/// A keep-alive connection waits for its next request well past the header
 /// timeout (800 ms here), as the apiserver's pooled connections do between reviews, and is
 /// closed by the server once idle for the idle timeout (3 s here).
 ///

@@ -228,7 +228,8 @@ pub fn recorded_reverts(ms: &MachineSetView<'_>, target: &str) -> u32 {
 /// already had the target and whose new object brings another image back is a revert
 /// (GitOps, ACM policies). The first [`REVERT_LIMIT`] reverts of a target are re-mutated
 /// and counted on the object; the next is left as sent, and so is every later write, until
-/// the target changes (issue 12; OCPBUGS-55967). Never a denial.
+/// the target changes, so that two writers do not fight (the MCO degrades after three
+/// identical re-patches, OCPBUGS-55967). Never a denial.
 ///
 /// `old` is the request's `oldObject`, read only when the new object would be patched.
 pub fn decide_update(ms: &MachineSetView<'_>, old: Option<&str>, snap: &Snapshot) -> Decision {

@@ -400,7 +400,7 @@ mod tests {
         );
     }
 
-    /// The gate remembers a finished upgrade through the MCO's stamp (issue 12, item 1).
+    /// The gate remembers a finished upgrade through the MCO's stamp.
     #[test]
     fn the_stamp_keeps_the_gate_open_after_the_upgrade() {
         let new = "rendered-master-new";
