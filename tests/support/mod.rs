@@ -13,7 +13,8 @@
 //!   names, the decision on an UPDATE;
 //! - `image`: the container image under test, built with podman;
 //! - `report`: figures a passing test prints, kept for scripts/test to show;
-//! - `evanphx`: the apiserver's own JSON Patch library, as the oracle for patches.
+//! - `evanphx`: the apiserver's own JSON Patch library, as the oracle for patches;
+//! - `vsphere`, `vcsim`: the vSphere tests' world (a vSphere cluster, vcsim, the OVA).
 //!
 //! The most used items are re-exported here (`support::fixture`, `support::Https`, ...).
 
@@ -30,7 +31,9 @@ pub mod machinesets;
 pub mod report;
 pub mod servers;
 pub mod stream;
+pub mod vcsim;
 pub mod volume;
+pub mod vsphere;
 
 pub use fixtures::*;
 pub use https::*;

@@ -7,7 +7,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::ObjectReference;
-use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, ListParams};
 use kube::core::DynamicObject;
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
@@ -24,9 +23,11 @@ use crate::health::until;
 use super::access::Access;
 use super::error::ImportError;
 use super::import;
-use super::place::{Found, Place, is_ready, on_vsphere};
+use super::objects;
+use super::place::{Found, Place, is_ready, not_ours, on_vsphere};
 use super::retention;
 use super::state::{Listed, Pass, Settings, State, Want};
+use super::vim::Vim;
 
 /// The longest wait before vCenter is asked again after trouble.
 const MAX_BACKOFF: Duration = Duration::from_secs(600);
@@ -73,13 +74,13 @@ impl Background {
         let mut state = State {
             access,
             unused_since: BTreeMap::new(),
+            unmarked_reported: BTreeSet::new(),
             warned: BTreeSet::new(),
             recorder: Recorder::new(client, reporter),
             reported: None,
             backoff: Duration::from_secs(5),
             published: None,
             next_try: None,
-            leading_since: None,
             failed_imports: BTreeSet::new(),
             bad_ova: None,
         };
@@ -87,11 +88,6 @@ impl Background {
         loop {
             let snap = self.snapshot.load_full();
             let leading = leader.as_ref().is_some_and(|l| *l.borrow());
-            match (leading, state.leading_since) {
-                (true, None) => state.leading_since = Some(Timestamp::now()),
-                (false, Some(_)) => state.leading_since = None,
-                _ => {}
-            }
             let now = tokio::time::Instant::now();
             let mut wait = self.resync;
             match (on_vsphere(&snap), state.next_try) {
@@ -177,11 +173,16 @@ impl Background {
         };
         for fd in &infra.failure_domains {
             let name = vsphere::template_name(&infra.infra_id, &target.release, &fd.name);
+            let waiting = listed
+                .as_ref()
+                .map(|l| waiting_for(&l.sets, snap, &name))
+                .unwrap_or_default();
+            let mut tag_ids: Vec<String> = waiting.iter().flat_map(objects::tag_ids_of).collect();
+            tag_ids.sort();
+            tag_ids.dedup();
             let want = Want {
-                waiting: listed
-                    .as_ref()
-                    .map(|l| waiting_for(&l.sets, snap, &name))
-                    .unwrap_or_default(),
+                waiting,
+                tag_ids,
                 infra,
                 fd,
                 target,
@@ -225,7 +226,9 @@ impl Background {
                 }
             };
             for o in items.iter().filter_map(|o| serde_json::to_value(o).ok()) {
-                listed.named.extend(template_of(&o).map(str::to_owned));
+                listed
+                    .named
+                    .extend(objects::template_of(&o).map(str::to_owned));
                 if call.kind != apis::VSPHERE_MACHINE.kind {
                     listed.sets.push(o);
                 }
@@ -245,7 +248,7 @@ impl Background {
         let vim = state.access.login(fd).await?;
         let result = async {
             let place = Place::find(&vim, want.infra, fd).await?;
-            let found = is_ready(&vim, &place, fd, name).await?;
+            let found = is_ready(&vim, &place, fd, name, &want.infra.infra_id, want.target).await?;
             let import = !want.waiting.is_empty() && want.listed.is_some();
             let ready = match found {
                 Found::Template => true,
@@ -253,15 +256,16 @@ impl Background {
                     import::import(&self.settings, state, &vim, &place, want).await?;
                     true
                 }
-                Found::NotTemplate(vm) if import => {
-                    import::leftover(state, &vim, fd, name, &vm).await?;
+                Found::Leftover(vm) if import => {
+                    import::clear_leftover(state, &vim, want, &vm).await?;
                     import::import(&self.settings, state, &vim, &place, want).await?;
                     true
                 }
-                Found::Missing | Found::NotTemplate(_) => false,
+                Found::Foreign(why) if import => return Err(not_ours(fd, name, why)),
+                Found::Missing | Found::Leftover(_) | Found::Foreign(_) => false,
             };
             if let Some(listed) = want.listed {
-                retention::retire(&self.settings, state, &vim, &place, want, listed).await;
+                self.retire(state, &vim, &place, want, listed).await;
             }
             Ok(ready)
         }
@@ -269,12 +273,36 @@ impl Background {
         vim.logout().await;
         result
     }
+
+    /// Deletes the templates of ours found due, each after the objects are listed again
+    /// and vCenter is asked again, right before.
+    async fn retire(
+        &self,
+        state: &mut State,
+        vim: &Vim,
+        place: &Place,
+        want: &Want<'_>,
+        listed: &Listed,
+    ) {
+        let due = retention::due(self.settings.retention, state, vim, place, want, listed).await;
+        if due.is_empty() {
+            return;
+        }
+        let Some(now) = self.list(&state.access.client).await else {
+            return;
+        };
+        for d in &due {
+            retention::delete(state, vim, d, want.infra, want.target, &now.named).await;
+        }
+    }
 }
 
 /// A Warning Event on each object waiting for the template, once per trouble, when the
 /// OVA itself is wrong (a bad checksum, too large, not an OVA).
 async fn warn(state: &mut State, want: &Want<'_>, e: &ImportError) {
-    if !matches!(e, ImportError::Ova(o) if o.is_bad_ova()) {
+    let blocked = matches!(e, ImportError::Ova(o) if o.is_bad_ova())
+        || matches!(e, ImportError::NotOurs { .. });
+    if !blocked {
         return;
     }
     let note = format!("template {} cannot be imported: {e}", want.name);
@@ -318,19 +346,4 @@ fn waiting_for(all: &[serde_json::Value], snap: &Snapshot, name: &str) -> Vec<se
         })
         .cloned()
         .collect()
-}
-
-/// The template a vSphere MachineSet, ControlPlaneMachineSet or Machine names (its last
-/// path element).
-fn template_of(obj: &serde_json::Value) -> Option<&str> {
-    let value = obj
-        .pointer("/spec/template/spec/providerSpec/value")
-        .or_else(|| obj.pointer("/spec/providerSpec/value"))
-        .or_else(|| {
-            obj.pointer(
-                "/spec/template/machines_v1beta1_machine_openshift_io/spec/providerSpec/value",
-            )
-        })?;
-    let template = value.get("template")?.as_str()?;
-    Some(template.rsplit('/').next().unwrap_or(template))
 }

@@ -2,6 +2,7 @@
 
 use crate::core::platforms::vsphere::FailureDomain;
 
+use super::marker::Keep;
 use super::ova::OvaError;
 use super::tags;
 use super::vim::VimError;
@@ -30,11 +31,28 @@ pub enum ImportError {
         name: String,
     },
     #[error(
-        "failure domain {failure_domain}: a VM {name}, not a template, was made while this replica leads: another import may still be running; it is left alone"
+        "failure domain {failure_domain}: a VM {name} of ours is not a template, and {why}: it is left alone"
     )]
     Busy {
         failure_domain: String,
         name: String,
+        why: Keep,
+    },
+    #[error(
+        "failure domain {failure_domain}: a VM {name} is where the template goes, and {why}: it is not provably this project's, so it is left alone and nothing is imported there"
+    )]
+    NotOurs {
+        failure_domain: String,
+        name: String,
+        why: Keep,
+    },
+    #[error(
+        "failure domain {failure_domain}: the import of {name} did not finish within {budget:?}: aborted"
+    )]
+    Deadline {
+        failure_domain: String,
+        name: String,
+        budget: std::time::Duration,
     },
     #[error(transparent)]
     Tag(#[from] tags::TagError),

@@ -5,16 +5,21 @@
 //! at a time, and deletes templates of ours that nothing has named for
 //! `--vsphere-template-retention`.
 //!
+//! Nothing is deleted on the strength of its name: every VM imported here carries a marker
+//! from its creation (`marker`), and is read again right before it is deleted.
+//!
 //! The files, each using only those below it: `background` (the loop), `import` and
 //! `retention` (what the Lease holder does), `place` (what is where in vCenter), `state`,
-//! `access` (credentials and sessions), `error`, and the protocols: `vim` (SOAP), `tags`
-//! (vAPI), `ova`, `https`.
+//! `access` (credentials and sessions), `error`, `marker` and `objects` (pure rules), and
+//! the protocols: `vim` (SOAP), `tags` (vAPI), `ova`, `https`.
 
 mod access;
 mod background;
 mod error;
 mod https;
 mod import;
+mod marker;
+mod objects;
 mod ova;
 mod place;
 mod retention;

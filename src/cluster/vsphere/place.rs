@@ -11,6 +11,7 @@ use crate::core::snapshot::{Arch, Snapshot};
 
 use super::access::Access;
 use super::error::{ImportError, on};
+use super::marker::{Keep, Marker, Seen};
 use super::vim::{Moref, Vim, VimError};
 
 /// Which of the stream's templates are ready in vCenter, looked at without changing
@@ -21,23 +22,26 @@ pub async fn look(access: &Access, snap: &Snapshot) -> Option<VSphereLearned> {
     let mut learned = VSphereLearned::default();
     for fd in &infra.failure_domains {
         let name = vsphere::template_name(&infra.infra_id, &target.release, &fd.name);
-        let ready = async {
+        let found = async {
             let vim = access.login(fd).await?;
             let place = Place::find(&vim, &infra, fd).await;
-            let ready = match place {
-                Ok(place) => is_ready(&vim, &place, fd, &name)
-                    .await
-                    .map(|f| matches!(f, Found::Template)),
+            let found = match place {
+                Ok(place) => is_ready(&vim, &place, fd, &name, &infra.infra_id, &target).await,
                 Err(e) => Err(e),
             };
             vim.logout().await;
-            ready
+            found
         };
-        match ready.await {
-            Ok(true) => {
+        match found.await {
+            Ok(Found::Template) => {
                 learned.templates.insert((fd.name.clone(), name));
             }
-            Ok(false) => {}
+            Ok(Found::Foreign(why)) => {
+                learned
+                    .unavailable
+                    .get_or_insert(not_ours(fd, &name, why).to_string());
+            }
+            Ok(Found::Missing | Found::Leftover(_)) => {}
             Err(e) => {
                 learned.unavailable.get_or_insert(e.to_string());
             }
@@ -48,10 +52,15 @@ pub async fn look(access: &Access, snap: &Snapshot) -> Option<VSphereLearned> {
 
 /// What is at the template's place in vCenter.
 pub enum Found {
+    /// Our template, made from the stream's OVA.
     Template,
     Missing,
-    /// A VM of that name that is not a template: an interrupted import's, or one running.
-    NotTemplate(Moref),
+    /// A VM of ours of that name that is not a template: an interrupted import's, or one
+    /// still running.
+    Leftover(Moref),
+    /// A VM or template of that name that is not provably ours, or not from this OVA: it
+    /// is never touched, and the template is not imported.
+    Foreign(Keep),
 }
 
 pub async fn is_ready(
@@ -59,18 +68,48 @@ pub async fn is_ready(
     place: &Place,
     fd: &FailureDomain,
     name: &str,
+    infra_id: &str,
+    target: &VSphereTarget,
 ) -> Result<Found, ImportError> {
     let found = vim.find(&format!("{}/{name}", place.folder_path)).await;
     let Some(vm) = found.map_err(|e| on(fd, e))? else {
         return Ok(Found::Missing);
     };
-    match vim.is_template(&vm).await.map_err(|e| on(fd, e))? {
-        Some(true) => Ok(Found::Template),
-        Some(false) => Ok(Found::NotTemplate(vm)),
-        None => Err(ImportError::Unreadable {
+    let seen = see(vim, &vm).await.map_err(|e| on(fd, e))?;
+    match (
+        seen.template,
+        seen.usable(name, infra_id, &target.release, &target.sha256),
+    ) {
+        (_, Ok(())) => Ok(Found::Template),
+        (None, _) => Err(ImportError::Unreadable {
             failure_domain: fd.name.clone(),
             name: name.to_owned(),
         }),
+        (Some(false), Err(_)) if seen.clearable(name, infra_id, false, true).is_ok() => {
+            Ok(Found::Leftover(vm))
+        }
+        (_, Err(why)) => Ok(Found::Foreign(why)),
+    }
+}
+
+/// What vCenter says about the VM right now: its name, whether it is a template, its
+/// marker, and vCenter's clock.
+pub async fn see(vim: &Vim, vm: &Moref) -> Result<Seen, VimError> {
+    let extra = vim.extra_config(vm).await?;
+    Ok(Seen {
+        name: vim.name(vm).await?,
+        template: vim.is_template(vm).await?,
+        marker: extra.as_ref().and_then(Marker::read),
+        now: vim.current_time().await?,
+    })
+}
+
+/// The error for a VM at the template's name that is not provably ours.
+pub fn not_ours(fd: &FailureDomain, name: &str, why: Keep) -> ImportError {
+    ImportError::NotOurs {
+        failure_domain: fd.name.clone(),
+        name: name.to_owned(),
+        why,
     }
 }
 

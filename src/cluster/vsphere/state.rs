@@ -4,7 +4,6 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use k8s_openapi::jiff::Timestamp;
 use kube::runtime::events::Recorder;
 
 use crate::core::platforms::vsphere::{FailureDomain, VSphereInfra, VSphereLearned, VSphereTarget};
@@ -22,7 +21,29 @@ pub struct Settings {
     pub ca_file: Option<PathBuf>,
     pub cache_dir: PathBuf,
     pub max_ova_bytes: u64,
+    /// The longest an OVA download may take, end to end.
+    pub download_timeout: Duration,
     pub retention: Duration,
+}
+
+/// A template's identity: the same VM whichever failure domain's pass finds it.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Identity {
+    pub server: String,
+    pub datacenter: String,
+    pub folder: String,
+    pub name: String,
+}
+
+impl Identity {
+    pub fn new(fd: &FailureDomain, folder: &str, name: &str) -> Identity {
+        Identity {
+            server: fd.server.clone(),
+            datacenter: fd.datacenter.trim_matches('/').to_owned(),
+            folder: folder.trim_end_matches('/').to_owned(),
+            name: name.to_owned(),
+        }
+    }
 }
 
 /// What the Lease holder lists each pass.
@@ -43,8 +64,10 @@ pub struct Pass {
 
 pub struct State {
     pub access: Access,
-    /// (server, template) of ours seen unused, since when.
-    pub unused_since: BTreeMap<(String, String), Instant>,
+    /// Templates of ours seen unused, since when.
+    pub unused_since: BTreeMap<Identity, Instant>,
+    /// Templates named like ours but not marked as ours, already logged.
+    pub unmarked_reported: BTreeSet<Identity>,
     /// Events already sent, so a repeated failure is one Event, not one per pass.
     pub warned: BTreeSet<String>,
     pub recorder: Recorder,
@@ -54,8 +77,6 @@ pub struct State {
     pub published: Option<VSphereLearned>,
     /// No pass before this (trouble's backoff), whatever wakes the loop.
     pub next_try: Option<tokio::time::Instant>,
-    /// Since when this replica holds the Lease (wall clock, as vCenter's dates).
-    pub leading_since: Option<Timestamp>,
     /// VMs of our failed imports that could not be deleted then.
     pub failed_imports: BTreeSet<String>,
     /// The OVA (location and checksum) found bad, and why: not downloaded again until the
@@ -71,6 +92,8 @@ pub struct Want<'a> {
     pub name: String,
     /// The objects whose decision waits for it.
     pub waiting: Vec<serde_json::Value>,
+    /// The `tagIDs` of those: the new template gets them too.
+    pub tag_ids: Vec<String>,
     /// The MachineSets, ControlPlaneMachineSets and Machines, when this replica leads and
     /// could list them (it then imports and deletes).
     pub listed: Option<&'a Listed>,

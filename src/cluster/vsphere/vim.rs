@@ -8,6 +8,7 @@
 //! returns is passed back to `ImportVApp` as the XML it came as, so that no field of it is
 //! lost in a type of ours.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -219,6 +220,62 @@ impl Vim {
         .await
     }
 
+    /// The VM's `config.extraConfig` as keys and values; `None` when vCenter does not say
+    /// (no `config`).
+    pub async fn extra_config(
+        &self,
+        vm: &Moref,
+    ) -> Result<Option<BTreeMap<String, String>>, VimError> {
+        self.property(vm, "config.extraConfig", |v| {
+            let pairs = v?.children().filter_map(|o| {
+                Some((
+                    child(o, "key")?.text()?.to_owned(),
+                    child(o, "value")?.text().unwrap_or_default().to_owned(),
+                ))
+            });
+            Some(pairs.collect())
+        })
+        .await
+    }
+
+    /// The VM's name (`name`), if it still exists.
+    pub async fn name(&self, vm: &Moref) -> Result<Option<String>, VimError> {
+        self.property(vm, "name", |v| v.and_then(|v| v.text()).map(str::to_owned))
+            .await
+    }
+
+    /// vCenter's own clock (`CurrentTime`): what its dates are compared with.
+    pub async fn current_time(&self) -> Result<Timestamp, VimError> {
+        const METHOD: &str = "CurrentTime";
+        let instance = Moref::new("ServiceInstance", "ServiceInstance");
+        let (text, _) = self.call(METHOD, &instance, String::new()).await?;
+        let doc = parse(METHOD, &text)?;
+        let time = returnval(METHOD, &doc)?.text().unwrap_or_default().trim();
+        time.parse()
+            .map_err(|e| answer(METHOD, format!("{time:?} is not a time: {e}")))
+    }
+
+    /// The provisioning of the VM's first disk (`thin`, `thick`, `eagerZeroedThick`), as
+    /// `CreateImportSpec` takes it; `None` when it has no disk vCenter describes.
+    pub async fn disk_provisioning(&self, vm: &Moref) -> Result<Option<String>, VimError> {
+        self.property(vm, "config.hardware.device", |v| {
+            let backing = v?
+                .descendants()
+                .filter(|n| n.has_tag_name((VIM25, "backing")))
+                .find(|b| child(*b, "thinProvisioned").is_some())?;
+            let flag = |name: &str| child(backing, name).and_then(|n| n.text()) == Some("true");
+            Some(
+                match (flag("thinProvisioned"), flag("eagerlyScrub")) {
+                    (true, _) => "thin",
+                    (false, true) => "eagerZeroedThick",
+                    (false, false) => "thick",
+                }
+                .to_owned(),
+            )
+        })
+        .await
+    }
+
     /// A property that is a list of references (`childEntity`, `host`, `datastore`).
     pub async fn morefs(&self, obj: &Moref, path: &str) -> Result<Vec<Moref>, VimError> {
         self.property(obj, path, |v| {
@@ -243,18 +300,17 @@ impl Vim {
         Ok(out)
     }
 
-    /// `CreateImportSpec` for the OVF descriptor, thin disks, each of its networks mapped
-    /// to `network`.
+    /// `CreateImportSpec` for the OVF descriptor, each of its networks mapped to `network`;
+    /// the spec's `configSpec` gets `extra_config`, so the VM carries it from its creation.
     pub async fn create_import_spec(
         &self,
         ovf: &str,
-        name: &str,
-        pool: &Moref,
-        datastore: &Moref,
+        target: &ImportTarget<'_>,
         networks: &[(String, Moref)],
+        extra_config: &[(String, String)],
     ) -> Result<ImportSpec, VimError> {
         const METHOD: &str = "CreateImportSpec";
-        let args = import_spec_args(ovf, name, pool, datastore, networks);
+        let args = import_spec_args(ovf, target, networks);
         let (text, _) = self.call(METHOD, &self.ovf_manager, args).await?;
         let doc = parse(METHOD, &text)?;
         let result = returnval(METHOD, &doc)?;
@@ -267,8 +323,8 @@ impl Vim {
         let kind = spec
             .attribute(("http://www.w3.org/2001/XMLSchema-instance", "type"))
             .unwrap_or("VirtualMachineImportSpec");
-        let inner =
-            inner_xml(&text, spec).ok_or_else(|| answer(METHOD, "empty importSpec".into()))?;
+        let inner = with_extra_config(&text, spec, extra_config)
+            .ok_or_else(|| answer(METHOD, "an importSpec without configSpec".into()))?;
         let namespaces = declarations(spec);
         let files = result
             .children()
@@ -284,7 +340,7 @@ impl Vim {
         Ok(ImportSpec {
             kind: kind.to_owned(),
             namespaces,
-            inner: inner.to_owned(),
+            inner,
             files,
         })
     }
@@ -504,16 +560,19 @@ impl Vim {
     }
 }
 
+/// Where and how an OVA is imported.
+pub struct ImportTarget<'a> {
+    pub name: &'a str,
+    pub pool: &'a Moref,
+    pub datastore: &'a Moref,
+    /// `thin`, `thick` or `eagerZeroedThick`; empty: the datastore's default.
+    pub disk_provisioning: &'a str,
+}
+
 /// `CreateImportSpec`'s arguments, in the order of the vim25 schema (vCenter checks it):
 /// the descriptor, pool, datastore, then `OvfCreateImportSpecParams` (its
 /// `OvfManagerCommonParams` first).
-fn import_spec_args(
-    ovf: &str,
-    name: &str,
-    pool: &Moref,
-    datastore: &Moref,
-    networks: &[(String, Moref)],
-) -> String {
+fn import_spec_args(ovf: &str, target: &ImportTarget<'_>, networks: &[(String, Moref)]) -> String {
     let mapping: String = networks
         .iter()
         .map(|(ovf_name, net)| {
@@ -524,13 +583,90 @@ fn import_spec_args(
             )
         })
         .collect();
+    let provisioning = match target.disk_provisioning {
+        "" => String::new(),
+        p => format!("<diskProvisioning>{}</diskProvisioning>", escape(p)),
+    };
     format!(
-        "<ovfDescriptor>{}</ovfDescriptor>{}{}<cisp><locale></locale><deploymentOption></deploymentOption><entityName>{}</entityName>{mapping}<diskProvisioning>thin</diskProvisioning></cisp>",
+        "<ovfDescriptor>{}</ovfDescriptor>{}{}<cisp><locale></locale><deploymentOption></deploymentOption><entityName>{}</entityName>{mapping}{provisioning}</cisp>",
         escape(ovf),
-        pool.xml("resourcePool"),
-        datastore.xml("datastore"),
-        escape(name),
+        target.pool.xml("resourcePool"),
+        target.datastore.xml("datastore"),
+        escape(target.name),
     )
+}
+
+/// The fields of `VirtualMachineConfigSpec` that come before `extraConfig` in the vim25
+/// schema: the new entries go after the last of these (or of `extraConfig`) the spec has.
+const BEFORE_EXTRA_CONFIG: &[&str] = &[
+    "changeVersion",
+    "name",
+    "version",
+    "createDate",
+    "uuid",
+    "instanceUuid",
+    "npivNodeWorldWideName",
+    "npivPortWorldWideName",
+    "npivWorldWideNameType",
+    "npivDesiredNodeWwns",
+    "npivDesiredPortWwns",
+    "npivTemporaryDisabled",
+    "npivOnNonRdmDisks",
+    "npivWorldWideNameOp",
+    "locationId",
+    "guestId",
+    "alternateGuestName",
+    "annotation",
+    "files",
+    "tools",
+    "flags",
+    "consolePreferences",
+    "powerOpInfo",
+    "rebootPowerOff",
+    "numCPUs",
+    "vcpuConfig",
+    "numCoresPerSocket",
+    "memoryMB",
+    "memoryHotAddEnabled",
+    "cpuHotAddEnabled",
+    "cpuHotRemoveEnabled",
+    "virtualICH7MPresent",
+    "virtualSMCPresent",
+    "deviceChange",
+    "cpuAllocation",
+    "memoryAllocation",
+    "latencySensitivity",
+    "cpuAffinity",
+    "memoryAffinity",
+    "networkShaper",
+    "cpuFeatureMask",
+    "extraConfig",
+];
+
+/// The import spec's content as vCenter wrote it, with `extra` added to its `configSpec`
+/// in schema order; `None` when it has no `configSpec`.
+fn with_extra_config(text: &str, spec: Node<'_, '_>, extra: &[(String, String)]) -> Option<String> {
+    let config = child(spec, "configSpec")?;
+    let at = config
+        .children()
+        .filter(|n| n.is_element() && BEFORE_EXTRA_CONFIG.contains(&n.tag_name().name()))
+        .last()
+        .map(|n| n.range().end)
+        .or_else(|| config.first_child().map(|n| n.range().start))?;
+    let added: String = extra
+        .iter()
+        .map(|(k, v)| {
+            format!(
+                r#"<extraConfig><key>{}</key><value xsi:type="xsd:string">{}</value></extraConfig>"#,
+                escape(k),
+                escape(v)
+            )
+        })
+        .collect();
+    let inner = inner_xml(text, spec)?;
+    let start = spec.first_child()?.range().start;
+    let (before, after) = inner.split_at(at.checked_sub(start)?);
+    Some(format!("{before}{added}{after}"))
 }
 
 /// An NFC device URL with the vCenter's host: a `*` host (and any port with it) is the
@@ -640,12 +776,42 @@ mod tests {
     }
 
     #[test]
+    fn the_marker_goes_into_the_config_spec_in_schema_order() {
+        let text = r#"<r xmlns="urn:vim25" xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance"><importSpec xsi:type="VirtualMachineImportSpec"><configSpec><name>t</name><deviceChange><x/></deviceChange><vAppConfig><y/></vAppConfig></configSpec><resPoolEntity type="ResourcePool">r</resPoolEntity></importSpec></r>"#;
+        let doc = Document::parse(text).unwrap();
+        let spec = doc
+            .descendants()
+            .find(|n| n.has_tag_name((VIM25, "importSpec")))
+            .unwrap();
+        let pairs = [("a.b".to_owned(), "c&d".to_owned())];
+        assert_eq!(
+            with_extra_config(text, spec, &pairs).unwrap(),
+            r#"<configSpec><name>t</name><deviceChange><x/></deviceChange><extraConfig><key>a.b</key><value xsi:type="xsd:string">c&amp;d</value></extraConfig><vAppConfig><y/></vAppConfig></configSpec><resPoolEntity type="ResourcePool">r</resPoolEntity>"#
+        );
+        let bare = r#"<r xmlns="urn:vim25"><importSpec><resPoolEntity/></importSpec></r>"#;
+        let doc = Document::parse(bare).unwrap();
+        let spec = doc
+            .descendants()
+            .find(|n| n.has_tag_name((VIM25, "importSpec")))
+            .unwrap();
+        assert_eq!(with_extra_config(bare, spec, &pairs), None);
+    }
+
+    #[test]
     fn import_spec_arguments_are_in_schema_order() {
+        let (pool, datastore) = (
+            Moref::new("ResourcePool", "resgroup-9"),
+            Moref::new("Datastore", "datastore-1"),
+        );
+        let target = ImportTarget {
+            name: "t",
+            pool: &pool,
+            datastore: &datastore,
+            disk_provisioning: "thin",
+        };
         let args = import_spec_args(
             "<Envelope/>",
-            "t",
-            &Moref::new("ResourcePool", "resgroup-9"),
-            &Moref::new("Datastore", "datastore-1"),
+            &target,
             &[("VM Network".into(), Moref::new("Network", "network-7"))],
         );
         assert_eq!(
