@@ -649,8 +649,8 @@ fn with_extra_config(text: &str, spec: Node<'_, '_>, extra: &[(String, String)])
     let config = child(spec, "configSpec")?;
     let at = config
         .children()
-        .filter(|n| n.is_element() && BEFORE_EXTRA_CONFIG.contains(&n.tag_name().name()))
-        .last()
+        .rev()
+        .find(|n| n.is_element() && BEFORE_EXTRA_CONFIG.contains(&n.tag_name().name()))
         .map(|n| n.range().end)
         .or_else(|| config.first_child().map(|n| n.range().start))?;
     let added: String = extra

@@ -588,7 +588,7 @@ mod tests {
             format!("{infra}-rhcos-9.8-us-east-1a"),
             format!("{infra}-rhcos-9.8.20260428-0-us-east-1a-copy"),
             format!("{infra}-rhcos-9.8.20260428-0-us-west-2a"),
-            format!("other-rhcos-9.8.20260428-0-us-east-1a"),
+            "other-rhcos-9.8.20260428-0-us-east-1a".to_owned(),
             format!("{ours}x"),
             // The installer's and the MCO's names.
             format!("{infra}-rhcos-us-east-us-east-1a"),
