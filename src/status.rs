@@ -60,6 +60,10 @@ pub struct Report {
     /// Whether EC2 was asked, and with which credentials (only when an AWS MachineSet's AMI
     /// is not in the stream: otherwise `None`).
     pub ec2: Option<Ec2State>,
+    /// VMs in the failure domains' folders named like the vSphere templates this project
+    /// imports that carry no marker of it: never deleted or used.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub vsphere_unmarked: Vec<String>,
     pub machine_sets: Vec<Row>,
 }
 
@@ -360,6 +364,12 @@ pub fn render(report: &Report, output: StatusOutput) -> String {
             None => out.push_str(&format!("EC2: {asked}\n")),
         }
     }
+    if !report.vsphere_unmarked.is_empty() {
+        out.push_str(&format!(
+            "vSphere: named like our templates but not marked as ours (never deleted or used): {}\n",
+            report.vsphere_unmarked.join(", ")
+        ));
+    }
     out.push('\n');
     out.push_str(&aligned(&table(report, wide)));
     if report.machine_sets.is_empty() {
@@ -565,6 +575,13 @@ pub async fn report(args: &StatusArgs) -> anyhow::Result<Report> {
                 .map_err(|e| e as &dyn std::fmt::Display),
         ),
         ec2,
+        vsphere_unmarked: snap
+            .cluster
+            .learned
+            .vsphere
+            .as_ref()
+            .map(|l| l.unmarked.iter().cloned().collect())
+            .unwrap_or_default(),
         machine_sets,
     })
 }

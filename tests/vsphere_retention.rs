@@ -111,6 +111,19 @@ fn unused_templates_of_ours_in_a_shared_folder_are_deleted_and_nothing_else() {
         .filter(|l| l.contains("not marked as ours") && l.contains(&templates[4]))
         .count();
     assert_eq!(reported, 1, "{}", a.served.log_text());
+    // `status` names the ones that look like ours but are not marked as ours.
+    let out = std::process::Command::new(support::binary::BIN)
+        .args(["status", "-o", "json", "--vsphere-ca-file"])
+        .arg(world.tls.path().join("vsphere-ca.pem"))
+        .env("KUBECONFIG", c.api.kubeconfig())
+        .output()
+        .expect("running status");
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        report["vsphereUnmarked"],
+        serde_json::json!([format!("{shared}/{}", templates[4])]),
+        "{report:#}"
+    );
     let deletions = a
         .served
         .log()

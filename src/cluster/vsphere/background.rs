@@ -119,6 +119,7 @@ impl Background {
         let learned = VSphereLearned {
             templates: pass.ready,
             unavailable: pass.trouble.as_ref().map(ToString::to_string),
+            ..VSphereLearned::default()
         };
         if state.published.as_ref() != Some(&learned) {
             self.learned.publish_vsphere(learned.clone());

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use crate::core::platforms::Target;
 use crate::core::platforms::vsphere::{
-    self, FailureDomain, VSphereInfra, VSphereLearned, VSphereTarget,
+    self, FailureDomain, TemplateName, VSphereInfra, VSphereLearned, VSphereTarget,
 };
 use crate::core::snapshot::{Arch, Snapshot};
 
@@ -26,7 +26,12 @@ pub async fn look(access: &Access, snap: &Snapshot) -> Option<VSphereLearned> {
             let vim = access.login(fd).await?;
             let place = Place::find(&vim, &infra, fd).await;
             let found = match place {
-                Ok(place) => is_ready(&vim, &place, fd, &name, &infra.infra_id, &target).await,
+                Ok(place) => {
+                    learned
+                        .unmarked
+                        .extend(unmarked(&vim, &place, &infra).await);
+                    is_ready(&vim, &place, fd, &name, &infra.infra_id, &target).await
+                }
                 Err(e) => Err(e),
             };
             vim.logout().await;
@@ -48,6 +53,29 @@ pub async fn look(access: &Access, snap: &Snapshot) -> Option<VSphereLearned> {
         }
     }
     Some(learned)
+}
+
+/// The inventory paths of the VMs in the folder named like our templates (for any of the
+/// cluster's failure domains) that carry no marker of this cluster.
+async fn unmarked(vim: &Vim, place: &Place, infra: &VSphereInfra) -> Vec<String> {
+    let Ok(vms) = vim.folder_vms(&place.folder).await else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for (vm, name) in vms {
+        if TemplateName::parse(&name, &infra.infra_id, &infra.failure_domains).is_none() {
+            continue;
+        }
+        let marker = vim.extra_config(&vm).await.ok().flatten();
+        let ours = marker
+            .as_ref()
+            .and_then(Marker::read)
+            .is_some_and(|m| m.infra_id == infra.infra_id);
+        if !ours {
+            out.push(format!("{}/{name}", place.folder_path));
+        }
+    }
+    out
 }
 
 /// What is at the template's place in vCenter.

@@ -74,6 +74,9 @@ pub struct VSphereLearned {
     /// Why nothing can be imported now (no credentials, vCenter unreachable, a bad
     /// checksum), for `TemplateNotImported` messages.
     pub unavailable: Option<String>,
+    /// Inventory paths of VMs in the failure domains' folders named like ours but carrying
+    /// no marker of this cluster (found by `status`): never deleted or used.
+    pub unmarked: BTreeSet<String>,
 }
 
 impl VSphereLearned {
