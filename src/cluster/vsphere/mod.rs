@@ -11,7 +11,7 @@
 //! The files, each using only those below it: `background` (the loop), `import` and
 //! `retention` (what the Lease holder does), `place` (what is where in vCenter), `state`,
 //! `access` (credentials and sessions), `error`, `marker` and `objects` (pure rules), and
-//! the protocols: `vim` (SOAP), `tags` (vAPI), `ova`, `https`.
+//! the protocols: `vim` (SOAP), `xml` (its messages), `tags` (vAPI), `ova`, `https`.
 
 mod access;
 mod background;
@@ -26,6 +26,7 @@ mod retention;
 mod state;
 mod tags;
 mod vim;
+mod xml;
 
 pub use access::Access;
 pub use background::Background;
