@@ -354,6 +354,10 @@ pub struct VSphereArgs {
         default_value = "4294967296"
     )]
     pub vsphere_ova_max_bytes: u64,
+    /// The longest an OVA download may take, end to end (then it is given up and tried
+    /// again later).
+    #[arg(long, env = "BOOTIMAGE_WEBHOOK_VSPHERE_OVA_DOWNLOAD_TIMEOUT", value_parser = period, default_value = "1h")]
+    pub vsphere_ova_download_timeout: Duration,
     /// vSphere: a template this webhook imported that no MachineSet or
     /// ControlPlaneMachineSet has named for this long is deleted by the Lease holder.
     #[arg(long, env = "BOOTIMAGE_WEBHOOK_VSPHERE_TEMPLATE_RETENTION", value_parser = period, default_value = "7d")]
@@ -390,6 +394,7 @@ impl VSphereArgs {
             ca_file: self.access.vsphere_ca_file.clone(),
             cache_dir: self.vsphere_ova_cache.clone(),
             max_ova_bytes: self.vsphere_ova_max_bytes,
+            download_timeout: self.vsphere_ova_download_timeout,
             retention: self.vsphere_template_retention,
         }
     }

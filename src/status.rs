@@ -60,6 +60,10 @@ pub struct Report {
     /// Whether EC2 was asked, and with which credentials (only when an AWS MachineSet's AMI
     /// is not in the stream: otherwise `None`).
     pub ec2: Option<Ec2State>,
+    /// VMs in the failure domains' folders named like the vSphere templates this project
+    /// imports that carry no marker of it: never deleted or used.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub vsphere_unmarked: Vec<String>,
     pub machine_sets: Vec<Row>,
 }
 
@@ -267,6 +271,36 @@ fn not_moved(events: &[Value], uid: &str, target: &str) -> bool {
         })
 }
 
+/// A `TemplateNotImported` message with what the importer last said about that template
+/// on this object (its Warning Event: a bad OVA, a VM in the way that is not ours).
+fn with_importer_note(
+    message: String,
+    events: &[Value],
+    ms: &Value,
+    target: Option<&str>,
+) -> String {
+    let uid = ms["metadata"]["uid"].as_str().unwrap_or_default();
+    let Some(target) = target.filter(|_| !uid.is_empty()) else {
+        return message;
+    };
+    let about = format!("template {target} ");
+    let note = events
+        .iter()
+        .filter(|e| e["reason"] == "TemplateNotImported" && e["regarding"]["uid"] == uid)
+        .filter_map(|e| {
+            Some((
+                e["eventTime"].as_str().unwrap_or_default(),
+                e["note"].as_str()?,
+            ))
+        })
+        .filter(|(_, note)| note.starts_with(&about))
+        .max_by_key(|(time, _)| *time);
+    match note {
+        Some((_, note)) => format!("{message}; the importer says: {note}"),
+        None => message,
+    }
+}
+
 /// The rows of `machinesets` under `snap`, by namespace and name; `events` are the
 /// namespace's Events, for the toucher's give-ups. Pure.
 pub fn rows(machinesets: &[Value], events: &[Value], snap: &Snapshot) -> Vec<Row> {
@@ -286,6 +320,12 @@ pub fn rows(machinesets: &[Value], events: &[Value], snap: &Snapshot) -> Vec<Row
                     .unwrap_or_default()
                     .to_owned()
             };
+            let message = match d.reason {
+                Reason::TemplateNotImported => {
+                    with_importer_note(d.message, events, ms, d.target.as_deref())
+                }
+                _ => d.message,
+            };
             Row {
                 namespace: meta("namespace"),
                 name: meta("name"),
@@ -295,8 +335,8 @@ pub fn rows(machinesets: &[Value], events: &[Value], snap: &Snapshot) -> Vec<Row
                 current: d.current.or_else(|| age::referenced_image(ms)),
                 target: d.target,
                 given_up,
+                message,
                 reason: d.reason,
-                message: d.message,
                 last_touch: last_write_by(ms, FIELD_MANAGER),
             }
         })
@@ -323,6 +363,12 @@ pub fn render(report: &Report, output: StatusOutput) -> String {
             Some(e) => out.push_str(&format!("EC2: {asked} ({e})\n")),
             None => out.push_str(&format!("EC2: {asked}\n")),
         }
+    }
+    if !report.vsphere_unmarked.is_empty() {
+        out.push_str(&format!(
+            "vSphere: named like our templates but not marked as ours (never deleted or used): {}\n",
+            report.vsphere_unmarked.join(", ")
+        ));
     }
     out.push('\n');
     out.push_str(&aligned(&table(report, wide)));
@@ -529,6 +575,13 @@ pub async fn report(args: &StatusArgs) -> anyhow::Result<Report> {
                 .map_err(|e| e as &dyn std::fmt::Display),
         ),
         ec2,
+        vsphere_unmarked: snap
+            .cluster
+            .learned
+            .vsphere
+            .as_ref()
+            .map(|l| l.unmarked.iter().cloned().collect())
+            .unwrap_or_default(),
         machine_sets,
     })
 }

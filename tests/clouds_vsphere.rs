@@ -49,7 +49,7 @@ fn vsphere_snapshot(ready: &[(&str, &str)]) -> Snapshot {
             .iter()
             .map(|(fd, t)| ((*fd).to_owned(), (*t).to_owned()))
             .collect(),
-        unavailable: None,
+        ..VSphereLearned::default()
     });
     Snapshot::new(base.boot_images.clone(), cluster)
 }

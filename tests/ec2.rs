@@ -541,8 +541,9 @@ fn apply_rbac(api: &ApiServer, file: &str) {
 const OWN_NS: &str = "bootimage-webhook";
 const SA_USER: &str = "system:serviceaccount:bootimage-webhook:bootimage-webhook";
 
-/// `serve --aws-machine-api-credentials` as the webhook's ServiceAccount (the base RBAC,
-/// which lets it get the Secrets of openshift-machine-api), without credentials of its own,
+/// `serve --aws-machine-api-credentials` as the webhook's ServiceAccount (the RBAC of the
+/// build with the component aws-machine-api-credentials, which grants the get of that one
+/// Secret), without credentials of its own,
 /// EC2 on moto, on an AWS cluster with our webhook registered.
 struct NoOwnCredentials {
     api: ApiServer,
@@ -556,6 +557,7 @@ impl NoOwnCredentials {
         support::install_provider();
         let api = ApiServer::start();
         let token = service_account(&api);
+        support::rbac::enable(&api, &["aws-machine-api-credentials"], &[]);
         let moto = Moto::start(0);
         let dir = tempfile::tempdir().unwrap();
         let certs = support::dev_certs();

@@ -225,6 +225,18 @@ pub const VSPHERE_CREDENTIALS: Call = Call {
     why: "vsphere::Access::credentials: with --vsphere-import, the vCenter credentials (get by name)",
 };
 
+/// With `--vsphere-import` only: the disk provisioning of a failure domain's first template.
+pub const VSPHERE_INSTALL_CONFIG: Call = Call {
+    group: "",
+    version: "v1",
+    kind: "ConfigMap",
+    plural: "configmaps",
+    scope: Scope::Namespace("kube-system"),
+    names: &["cluster-config-v1"],
+    verbs: &["get"],
+    why: "vsphere::Access::install_config_disk_type: with --vsphere-import, platform.vsphere.diskType of the install-config (get by name)",
+};
+
 /// With `--vsphere-import` only: the Machines' templates are never deleted.
 pub const VSPHERE_MACHINE: Call = Call {
     group: "machine.openshift.io",
@@ -244,7 +256,10 @@ pub const COMPONENTS: &[(&str, &[Call])] = &[
     ("control-plane-machine-sets", &[CONTROLPLANEMACHINESET]),
     ("master-pool-gate", &[MACHINECONFIGPOOL, MACHINECONFIG]),
     ("upgrade-stub-ignition", &[USER_DATA_SECRET_WRITE]),
-    ("vsphere-import", &[VSPHERE_CREDENTIALS, VSPHERE_MACHINE]),
+    (
+        "vsphere-import",
+        &[VSPHERE_CREDENTIALS, VSPHERE_INSTALL_CONFIG, VSPHERE_MACHINE],
+    ),
 ];
 
 /// The calls the base RBAC grants.

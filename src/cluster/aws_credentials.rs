@@ -45,7 +45,7 @@ pub enum CredentialsError {
     )]
     NotFound(String),
     #[error(
-        "no credentials of our own, and not allowed to get the machine API's Secret {0} (the base Role grants get on the Secrets of its namespace): {1}"
+        "no credentials of our own, and not allowed to get the machine API's Secret {0} (the component aws-machine-api-credentials grants that get): {1}"
     )]
     Forbidden(String, String),
     #[error("no credentials of our own, and reading the machine API's Secret {0} failed: {1}")]

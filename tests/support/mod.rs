@@ -20,6 +20,7 @@
 //! - `render`: the shipped manifests rendered with kustomize, with opt-in components and
 //!   more user-data Secrets granted as an administrator would;
 //! - `rbac`: that RBAC applied over the shipped one on a test apiserver;
+//! - `vsphere`, `vcsim`: the vSphere tests' world (a vSphere cluster, vcsim, the OVA).
 //!
 //! The most used items are re-exported here (`support::fixture`, `support::Https`, ...).
 
@@ -41,7 +42,9 @@ pub mod render;
 pub mod report;
 pub mod servers;
 pub mod stream;
+pub mod vcsim;
 pub mod volume;
+pub mod vsphere;
 
 pub use fixtures::*;
 pub use https::*;

@@ -26,6 +26,13 @@ pub enum OvaError {
         want: String,
         got: String,
     },
+    #[error(
+        "downloading {url}: not done within {limit:?} (--vsphere-ova-download-timeout): given up, tried again later"
+    )]
+    Deadline {
+        url: String,
+        limit: std::time::Duration,
+    },
     #[error("the OVA {path}: {why}")]
     Read { path: String, why: String },
     #[error("the OVA cache {dir}: {why}")]
@@ -54,27 +61,50 @@ pub struct Ova {
     pub files: BTreeMap<String, (u64, u64)>,
 }
 
-/// The OVA of `target` in `dir`, downloaded unless it is already there. The file is named
-/// by its checksum and renamed into place only once the checksum matched, so a file found
-/// there was checked; other OVAs there are removed (one release's is enough).
+/// How much and how long a download may take.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    pub max_bytes: u64,
+    pub deadline: std::time::Duration,
+}
+
+/// The cache's file for `target`: named by its URL and checksum together, so that a stream
+/// naming another file under the same checksum never gets the one kept before.
+pub fn cache_name(target: &VSphereTarget) -> String {
+    let key = format!("{}\n{}", target.location, target.sha256);
+    let digest = ring::digest::digest(&ring::digest::SHA256, key.as_bytes());
+    let hex: String = digest.as_ref().iter().map(|b| format!("{b:02x}")).collect();
+    format!("{hex}.ova")
+}
+
+/// The OVA of `target` in `dir`, downloaded unless it is already there. The file is renamed
+/// into place only once the checksum matched, so a file found there was checked; other OVAs
+/// there are removed (one release's is enough).
 pub async fn fetch(
     http: &Https,
     dir: &Path,
     target: &VSphereTarget,
-    max: u64,
+    limits: Limits,
 ) -> Result<PathBuf, OvaError> {
     let cache = |why: std::io::Error| OvaError::Cache {
         dir: dir.display().to_string(),
         why: why.to_string(),
     };
-    let path = dir.join(format!("{}.ova", target.sha256));
+    let path = dir.join(cache_name(target));
     if tokio::fs::try_exists(&path).await.map_err(cache)? {
         return Ok(path);
     }
     tokio::fs::create_dir_all(dir).await.map_err(cache)?;
     remove_others(dir, &path).await.map_err(cache)?;
-    let part = dir.join(format!("{}.ova.part", target.sha256));
-    let result = download(http, &part, target, max).await;
+    let part = path.with_extension("ova.part");
+    let downloaded = download(http, &part, target, limits.max_bytes);
+    let result = match tokio::time::timeout(limits.deadline, downloaded).await {
+        Ok(result) => result,
+        Err(_) => Err(OvaError::Deadline {
+            url: target.location.clone(),
+            limit: limits.deadline,
+        }),
+    };
     match result {
         Ok(()) => {
             tokio::fs::rename(&part, &path).await.map_err(cache)?;
@@ -234,4 +264,34 @@ pub async fn body(ova: &Ova, offset: u64, size: u64) -> std::io::Result<Body> {
         }
     });
     Ok(BodyExt::boxed_unsync(StreamBody::new(stream.boxed())))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_cache_is_keyed_by_url_and_checksum_together() {
+        let target = |location: &str, sha256: &str| VSphereTarget {
+            release: "9.8.20260428-0".into(),
+            location: location.into(),
+            sha256: sha256.into(),
+        };
+        let (a, b) = ("a".repeat(64), "b".repeat(64));
+        let old = cache_name(&target("https://mirror/rhcos-9.8.20260428-0.ova", &a));
+        assert_eq!(
+            old,
+            cache_name(&target("https://mirror/rhcos-9.8.20260428-0.ova", &a))
+        );
+        // Another file under the checksum of the one kept: not the one kept.
+        assert_ne!(
+            old,
+            cache_name(&target("https://mirror/rhcos-9.8.20260601-0.ova", &a))
+        );
+        assert_ne!(
+            old,
+            cache_name(&target("https://mirror/rhcos-9.8.20260428-0.ova", &b))
+        );
+        assert!(old.ends_with(".ova"));
+    }
 }

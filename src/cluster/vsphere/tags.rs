@@ -88,6 +88,11 @@ impl<'h> Tagging<'h> {
             }
         }
         let tag = tag.ok_or_else(missing)?;
+        self.attach(&tag, vm).await
+    }
+
+    /// Attaches the tag of that id to `vm`.
+    pub async fn attach(&self, tag: &str, vm: &Moref) -> Result<(), TagError> {
         let object = json!({"object_id": {"id": vm.value, "type": vm.kind}});
         let attach = format!("/tagging/tag-association/id:{tag}?~action=attach");
         self.call(Method::POST, &attach, Some(object), None).await?;

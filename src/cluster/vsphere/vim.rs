@@ -8,6 +8,7 @@
 //! returns is passed back to `ImportVApp` as the XML it came as, so that no field of it is
 //! lost in a type of ours.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -17,8 +18,11 @@ use k8s_openapi::jiff::Timestamp;
 use roxmltree::{Document, Node};
 
 use super::https::{Https, HttpsError};
+pub use super::xml::{ImportTarget, Moref};
+use super::xml::{
+    VIM25, child, declarations, deep_text, escape, import_spec_args, with_extra_config,
+};
 
-const VIM25: &str = "urn:vim25";
 /// The version the requests are written for; vCenter 7 and 8 both answer it.
 const SOAP_ACTION: &str = "urn:vim25/7.0.3.0";
 const CALL_TIMEOUT: Duration = Duration::from_secs(60);
@@ -35,35 +39,6 @@ pub enum VimError {
     Answer { method: String, why: String },
     #[error("{method}: no answer in time")]
     Timeout { method: String },
-}
-
-/// A managed object reference: `<x type="VirtualMachine">vm-42</x>`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Moref {
-    pub kind: String,
-    pub value: String,
-}
-
-impl Moref {
-    fn new(kind: &str, value: &str) -> Moref {
-        Moref {
-            kind: kind.into(),
-            value: value.into(),
-        }
-    }
-
-    fn of(node: Node<'_, '_>) -> Option<Moref> {
-        Some(Moref::new(node.attribute("type")?, node.text()?.trim()))
-    }
-
-    /// The reference as the element `name`.
-    fn xml(&self, name: &str) -> String {
-        format!(
-            r#"<{name} type="{}">{}</{name}>"#,
-            escape(&self.kind),
-            escape(&self.value)
-        )
-    }
 }
 
 /// `CreateImportSpec`'s answer: the spec to pass back, and which OVA file goes to which
@@ -219,6 +194,62 @@ impl Vim {
         .await
     }
 
+    /// The VM's `config.extraConfig` as keys and values; `None` when vCenter does not say
+    /// (no `config`).
+    pub async fn extra_config(
+        &self,
+        vm: &Moref,
+    ) -> Result<Option<BTreeMap<String, String>>, VimError> {
+        self.property(vm, "config.extraConfig", |v| {
+            let pairs = v?.children().filter_map(|o| {
+                Some((
+                    child(o, "key")?.text()?.to_owned(),
+                    child(o, "value")?.text().unwrap_or_default().to_owned(),
+                ))
+            });
+            Some(pairs.collect())
+        })
+        .await
+    }
+
+    /// The VM's name (`name`), if it still exists.
+    pub async fn name(&self, vm: &Moref) -> Result<Option<String>, VimError> {
+        self.property(vm, "name", |v| v.and_then(|v| v.text()).map(str::to_owned))
+            .await
+    }
+
+    /// vCenter's own clock (`CurrentTime`): what its dates are compared with.
+    pub async fn current_time(&self) -> Result<Timestamp, VimError> {
+        const METHOD: &str = "CurrentTime";
+        let instance = Moref::new("ServiceInstance", "ServiceInstance");
+        let (text, _) = self.call(METHOD, &instance, String::new()).await?;
+        let doc = parse(METHOD, &text)?;
+        let time = returnval(METHOD, &doc)?.text().unwrap_or_default().trim();
+        time.parse()
+            .map_err(|e| answer(METHOD, format!("{time:?} is not a time: {e}")))
+    }
+
+    /// The provisioning of the VM's first disk (`thin`, `thick`, `eagerZeroedThick`), as
+    /// `CreateImportSpec` takes it; `None` when it has no disk vCenter describes.
+    pub async fn disk_provisioning(&self, vm: &Moref) -> Result<Option<String>, VimError> {
+        self.property(vm, "config.hardware.device", |v| {
+            let backing = v?
+                .descendants()
+                .filter(|n| n.has_tag_name((VIM25, "backing")))
+                .find(|b| child(*b, "thinProvisioned").is_some())?;
+            let flag = |name: &str| child(backing, name).and_then(|n| n.text()) == Some("true");
+            Some(
+                match (flag("thinProvisioned"), flag("eagerlyScrub")) {
+                    (true, _) => "thin",
+                    (false, true) => "eagerZeroedThick",
+                    (false, false) => "thick",
+                }
+                .to_owned(),
+            )
+        })
+        .await
+    }
+
     /// A property that is a list of references (`childEntity`, `host`, `datastore`).
     pub async fn morefs(&self, obj: &Moref, path: &str) -> Result<Vec<Moref>, VimError> {
         self.property(obj, path, |v| {
@@ -243,18 +274,17 @@ impl Vim {
         Ok(out)
     }
 
-    /// `CreateImportSpec` for the OVF descriptor, thin disks, each of its networks mapped
-    /// to `network`.
+    /// `CreateImportSpec` for the OVF descriptor, each of its networks mapped to `network`;
+    /// the spec's `configSpec` gets `extra_config`, so the VM carries it from its creation.
     pub async fn create_import_spec(
         &self,
         ovf: &str,
-        name: &str,
-        pool: &Moref,
-        datastore: &Moref,
+        target: &ImportTarget<'_>,
         networks: &[(String, Moref)],
+        extra_config: &[(String, String)],
     ) -> Result<ImportSpec, VimError> {
         const METHOD: &str = "CreateImportSpec";
-        let args = import_spec_args(ovf, name, pool, datastore, networks);
+        let args = import_spec_args(ovf, target, networks);
         let (text, _) = self.call(METHOD, &self.ovf_manager, args).await?;
         let doc = parse(METHOD, &text)?;
         let result = returnval(METHOD, &doc)?;
@@ -267,8 +297,8 @@ impl Vim {
         let kind = spec
             .attribute(("http://www.w3.org/2001/XMLSchema-instance", "type"))
             .unwrap_or("VirtualMachineImportSpec");
-        let inner =
-            inner_xml(&text, spec).ok_or_else(|| answer(METHOD, "empty importSpec".into()))?;
+        let inner = with_extra_config(&text, spec, extra_config)
+            .ok_or_else(|| answer(METHOD, "an importSpec without configSpec".into()))?;
         let namespaces = declarations(spec);
         let files = result
             .children()
@@ -284,7 +314,7 @@ impl Vim {
         Ok(ImportSpec {
             kind: kind.to_owned(),
             namespaces,
-            inner: inner.to_owned(),
+            inner,
             files,
         })
     }
@@ -504,35 +534,6 @@ impl Vim {
     }
 }
 
-/// `CreateImportSpec`'s arguments, in the order of the vim25 schema (vCenter checks it):
-/// the descriptor, pool, datastore, then `OvfCreateImportSpecParams` (its
-/// `OvfManagerCommonParams` first).
-fn import_spec_args(
-    ovf: &str,
-    name: &str,
-    pool: &Moref,
-    datastore: &Moref,
-    networks: &[(String, Moref)],
-) -> String {
-    let mapping: String = networks
-        .iter()
-        .map(|(ovf_name, net)| {
-            format!(
-                "<networkMapping><name>{}</name>{}</networkMapping>",
-                escape(ovf_name),
-                net.xml("network")
-            )
-        })
-        .collect();
-    format!(
-        "<ovfDescriptor>{}</ovfDescriptor>{}{}<cisp><locale></locale><deploymentOption></deploymentOption><entityName>{}</entityName>{mapping}<diskProvisioning>thin</diskProvisioning></cisp>",
-        escape(ovf),
-        pool.xml("resourcePool"),
-        datastore.xml("datastore"),
-        escape(name),
-    )
-}
-
 /// An NFC device URL with the vCenter's host: a `*` host (and any port with it) is the
 /// server the session talks to.
 fn device_url(url: &str, server: &str) -> String {
@@ -557,32 +558,6 @@ fn returnval<'a, 't>(method: &str, doc: &'a Document<'t>) -> Result<Node<'a, 't>
         .ok_or_else(|| answer(method, "no returnval".into()))
 }
 
-fn child<'a, 't>(node: Node<'a, 't>, name: &str) -> Option<Node<'a, 't>> {
-    node.children().find(|n| n.has_tag_name((VIM25, name)))
-}
-
-fn deep_text<'a>(node: Node<'a, '_>, name: &str) -> Option<&'a str> {
-    node.descendants()
-        .find(|n| n.tag_name().name() == name)
-        .and_then(|n| n.text())
-}
-
-/// The prefixed namespaces in scope at `node`, as `xmlns:` attributes.
-fn declarations(node: Node<'_, '_>) -> String {
-    node.namespaces()
-        .filter_map(|ns| Some((ns.name()?, ns.uri())))
-        .filter(|(prefix, _)| *prefix != "xml")
-        .map(|(prefix, uri)| format!(r#" xmlns:{prefix}="{}""#, escape(uri)))
-        .collect()
-}
-
-/// The XML between an element's start and end tags, as written.
-fn inner_xml<'t>(text: &'t str, node: Node<'_, 't>) -> Option<&'t str> {
-    let first = node.first_child()?.range().start;
-    let last = node.last_child()?.range().end;
-    text.get(first..last)
-}
-
 fn answer(method: &str, why: String) -> VimError {
     VimError::Answer {
         method: method.into(),
@@ -597,62 +572,9 @@ fn fault(method: &str, message: String) -> VimError {
     }
 }
 
-/// XML character data and attribute values. Written here rather than with an XML writer
-/// crate: the requests are a few fixed elements, and these five characters are all that
-/// needs escaping in them.
-fn escape(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&apos;"),
-            c => out.push(c),
-        }
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_import_spec_is_passed_back_as_written() {
-        let text = r#"<?xml version="1.0"?><soapenv:Envelope xmlns:soapenv="http://schemas.xmlsoap.org/soap/envelope/" xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance"><soapenv:Body><CreateImportSpecResponse xmlns="urn:vim25"><returnval><importSpec xsi:type="VirtualMachineImportSpec"><configSpec><name>t &amp; u</name></configSpec></importSpec></returnval></CreateImportSpecResponse></soapenv:Body></soapenv:Envelope>"#;
-        let doc = Document::parse(text).unwrap();
-        let spec = doc
-            .descendants()
-            .find(|n| n.has_tag_name((VIM25, "importSpec")))
-            .unwrap();
-        assert_eq!(
-            inner_xml(text, spec),
-            Some("<configSpec><name>t &amp; u</name></configSpec>")
-        );
-        // Prefixes its content uses may be declared above it: they go along.
-        assert!(
-            declarations(spec)
-                .contains(r#" xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance""#)
-        );
-        assert_eq!(escape(r#"<a & "b">"#), "&lt;a &amp; &quot;b&quot;&gt;");
-    }
-
-    #[test]
-    fn import_spec_arguments_are_in_schema_order() {
-        let args = import_spec_args(
-            "<Envelope/>",
-            "t",
-            &Moref::new("ResourcePool", "resgroup-9"),
-            &Moref::new("Datastore", "datastore-1"),
-            &[("VM Network".into(), Moref::new("Network", "network-7"))],
-        );
-        assert_eq!(
-            args,
-            r#"<ovfDescriptor>&lt;Envelope/&gt;</ovfDescriptor><resourcePool type="ResourcePool">resgroup-9</resourcePool><datastore type="Datastore">datastore-1</datastore><cisp><locale></locale><deploymentOption></deploymentOption><entityName>t</entityName><networkMapping><name>VM Network</name><network type="Network">network-7</network></networkMapping><diskProvisioning>thin</diskProvisioning></cisp>"#
-        );
-    }
 
     #[test]
     fn a_star_host_is_the_server_port_and_all() {

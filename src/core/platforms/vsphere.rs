@@ -1,6 +1,6 @@
 //! vSphere: `template` becomes the versioned template of the stream's OVA in the
 //! MachineSet's failure domain, `<infra-id>-rhcos-<release>-<failure domain>` (behaviour
-//! §4.9, §11).
+//! §4.9, docs/vsphere.md).
 //!
 //! The MCO imports the OVA itself and swaps it in under the installer's fixed name by two
 //! renames. An admission call cannot import a disk, and renaming a template under running
@@ -74,6 +74,9 @@ pub struct VSphereLearned {
     /// Why nothing can be imported now (no credentials, vCenter unreachable, a bad
     /// checksum), for `TemplateNotImported` messages.
     pub unavailable: Option<String>,
+    /// Inventory paths of VMs in the failure domains' folders named like ours but carrying
+    /// no marker of this cluster (found by `status`): never deleted or used.
+    pub unmarked: BTreeSet<String>,
 }
 
 impl VSphereLearned {
@@ -87,11 +90,71 @@ impl VSphereLearned {
     }
 }
 
-/// `<infra-id>-rhcos-<release>-<failure domain>`, within vSphere's 80 characters: a
-/// longer name keeps its beginning and ends with a short SHA-256 of the whole name, so
-/// that it stays the same for the same inputs and differs between failure domains.
+/// A template name this project gives, `<infra-id>-rhcos-<release>-<failure domain>`, and
+/// the one place such names are written and read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TemplateName<'a> {
+    pub infra_id: &'a str,
+    /// An RHCOS release ([`is_rhcos_release`]).
+    pub release: &'a str,
+    pub failure_domain: &'a str,
+}
+
+impl<'a> TemplateName<'a> {
+    /// The name, within vSphere's 80 characters: a longer name keeps its beginning and ends
+    /// with a short SHA-256 of the whole name, so that it stays the same for the same inputs
+    /// and differs between failure domains.
+    pub fn format(&self) -> String {
+        shorten(&format!(
+            "{}-rhcos-{}-{}",
+            self.infra_id, self.release, self.failure_domain
+        ))
+    }
+
+    /// Reads `name` as one of ours for one of `failure_domains`: exactly what [`format`]
+    /// gives them (the hash too, when shortened), with a release that is an RHCOS release.
+    /// Anything else (a customer's `<infra-id>-rhcos-4.16-golden-<fd>`, the installer's or
+    /// the MCO's names, a release cut off by shortening) is not ours.
+    ///
+    /// [`format`]: TemplateName::format
+    pub fn parse(
+        name: &'a str,
+        infra_id: &'a str,
+        failure_domains: &'a [FailureDomain],
+    ) -> Option<TemplateName<'a>> {
+        let rest = name.strip_prefix(infra_id)?.strip_prefix("-rhcos-")?;
+        rest.match_indices('-')
+            .map(|(i, _)| &rest[..i])
+            .filter(|release| is_rhcos_release(release))
+            .flat_map(|release| {
+                failure_domains.iter().map(move |fd| TemplateName {
+                    infra_id,
+                    release,
+                    failure_domain: &fd.name,
+                })
+            })
+            .find(|candidate| candidate.format() == name)
+    }
+}
+
+/// [`TemplateName::format`] of these parts.
 pub fn template_name(infra_id: &str, release: &str, failure_domain: &str) -> String {
-    shorten(&format!("{infra_id}-rhcos-{release}-{failure_domain}"))
+    TemplateName {
+        infra_id,
+        release,
+        failure_domain,
+    }
+    .format()
+}
+
+/// An RHCOS release exactly as RHCOS writes them: `9.8.20260428-0` (RHEL version and
+/// build date) or `418.94.202511191518-0` (OpenShift and RHEL versions, build time).
+pub fn is_rhcos_release(s: &str) -> bool {
+    static RELEASE: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
+        regex::Regex::new(r"^[0-9]{1,4}\.[0-9]{1,3}\.[0-9]{8}(?:[0-9]{4})?-[0-9]{1,3}$")
+            .expect("a valid pattern")
+    });
+    RELEASE.is_match(s)
 }
 
 fn shorten(full: &str) -> String {
@@ -131,37 +194,7 @@ fn is_ours(
     if learned.is_some_and(|l| l.imported_by_us(name)) {
         return true;
     }
-    is_imported_name(name, infra_id, fd)
-}
-
-/// Whether a name is one this webhook gives the templates it imports into the failure
-/// domain: `<infra-id>-rhcos-<release>-<failure domain>`, of any release, shortened or not.
-/// Only these are ever deleted (the installer's template is left to the MCO's rules).
-pub fn is_imported_name(name: &str, infra_id: &str, fd: &FailureDomain) -> bool {
-    let prefix = format!("{infra_id}-rhcos-");
-    let Some(rest) = name.strip_prefix(&prefix) else {
-        return false;
-    };
-    let versioned = rest
-        .strip_suffix(&fd.name)
-        .and_then(|r| r.strip_suffix('-'))
-        .is_some_and(is_release);
-    versioned || is_shortened(name)
-}
-
-/// A name [`shorten`] made: the longest allowed, ending in `-` and hex digits.
-fn is_shortened(name: &str) -> bool {
-    let (len, tail) = (
-        name.chars().count(),
-        name.len().checked_sub(SHORT_HASH_HEX + 1),
-    );
-    len == MAX_NAME_CHARS
-        && tail.is_some_and(|t| {
-            name.as_bytes()[t] == b'-'
-                && name.as_bytes()[t + 1..]
-                    .iter()
-                    .all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(c))
-        })
+    TemplateName::parse(name, infra_id, std::slice::from_ref(fd)).is_some()
 }
 
 /// An RHCOS release as streams write it (`9.8.20260428-0`, `418.94.202511191518-0`).
@@ -505,7 +538,6 @@ mod tests {
         );
         assert_ne!(a, b);
         assert!(a.starts_with("ci-ln-abc12-xyz9q-rhcos-9.8.20260428-0-a-failure"));
-        assert!(is_shortened(&a) && is_shortened(&b));
         // Exactly eighty is left as it is.
         let eighty = "x".repeat(MAX_NAME_CHARS);
         assert_eq!(shorten(&eighty), eighty);
@@ -514,42 +546,91 @@ mod tests {
         assert_eq!(wide.chars().count(), MAX_NAME_CHARS);
     }
 
-    #[test]
-    fn only_the_names_we_import_are_ever_deleted() {
-        let fd = FailureDomain {
-            name: "us-east-1a".into(),
+    fn fd(name: &str) -> FailureDomain {
+        FailureDomain {
+            name: name.into(),
             region: "us-east".into(),
-            zone: "us-east-1a".into(),
+            zone: name.into(),
             ..FailureDomain::default()
-        };
-        let infra = "ci-ln-abc12-xyz9q";
-        let ours = template_name(infra, "9.8.20260428-0", "us-east-1a");
-        assert!(is_imported_name(&ours, infra, &fd));
-        let long_fd = FailureDomain {
-            name: "f".repeat(70),
-            ..fd.clone()
-        };
-        let short = template_name(infra, "9.8.20260428-0", &long_fd.name);
-        assert!(is_imported_name(&short, infra, &long_fd));
-        for not_ours in installer_names(infra, &fd)
-            .into_iter()
-            .chain([
-                "my-golden-rhcos".into(),
-                format!("other-rhcos-9.8.20260428-0-{}", fd.name),
-            ])
-            .chain([template_name(infra, "9.8.20260428-0", "us-west-2a")])
-        {
-            assert!(!is_imported_name(&not_ours, infra, &fd), "{not_ours}");
         }
     }
 
     #[test]
+    fn our_names_read_back_exactly() {
+        let infra = "ci-ln-abc12-xyz9q";
+        let fds = [fd("us-east-1a"), fd("f".repeat(70).as_str()), fd("a-b")];
+        for domain in &fds {
+            for release in ["9.8.20260428-0", "418.94.202511191518-0"] {
+                let name = template_name(infra, release, &domain.name);
+                let parsed = TemplateName::parse(&name, infra, &fds);
+                assert_eq!(
+                    parsed,
+                    Some(TemplateName {
+                        infra_id: infra,
+                        release,
+                        failure_domain: &domain.name
+                    }),
+                    "{name}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn names_that_merely_look_like_ours_are_not() {
+        let infra = "ci-ln-abc12-xyz9q";
+        let fds = [fd("us-east-1a"), fd(&"f".repeat(70))];
+        let ours = template_name(infra, "9.8.20260428-0", "us-east-1a");
+        let long = template_name(infra, "9.8.20260428-0", &"g".repeat(70));
+        let mut forged_hash = template_name(infra, "9.8.20260428-0", &"f".repeat(70));
+        let end = forged_hash.len();
+        forged_hash.replace_range(end - 8.., "00000000");
+        let not_ours = [
+            // A customer's golden image, the release part any string starting with a digit.
+            format!("{infra}-rhcos-4.16-golden-us-east-1a"),
+            format!("{infra}-rhcos-9.8-us-east-1a"),
+            format!("{infra}-rhcos-9.8.20260428-0-us-east-1a-copy"),
+            format!("{infra}-rhcos-9.8.20260428-0-us-west-2a"),
+            "other-rhcos-9.8.20260428-0-us-east-1a".to_owned(),
+            format!("{ours}x"),
+            // The installer's and the MCO's names.
+            format!("{infra}-rhcos-us-east-us-east-1a"),
+            format!("{infra}-rhcos-us-east-1a"),
+            format!("{infra}-rhcos"),
+            "mco-tmp-1a2b3c4d".into(),
+            "my-golden-rhcos".into(),
+            // A shortened name for a failure domain the cluster does not have, or whose hash
+            // is not the name's.
+            long,
+            forged_hash,
+        ];
+        for name in &not_ours {
+            assert_eq!(TemplateName::parse(name, infra, &fds), None, "{name}");
+        }
+        assert!(TemplateName::parse(&ours, infra, &fds).is_some());
+    }
+
+    #[test]
     fn releases() {
-        for ok in ["9.8.20260428-0", "418.94.202511191518-0"] {
-            assert!(is_release(ok), "{ok}");
+        for ok in [
+            "9.8.20260428-0",
+            "418.94.202511191518-0",
+            "416.94.202405291527-0",
+            "10.1.20251120-12",
+        ] {
+            assert!(is_release(ok) && is_rhcos_release(ok), "{ok}");
         }
         for bad in ["", "us-east", "9 8", "9/8"] {
             assert!(!is_release(bad), "{bad}");
+        }
+        for loose in [
+            "4.16-golden",
+            "9.8",
+            "9.8.2026-0",
+            "9.8.20260428",
+            "9.8.20260428-0a",
+        ] {
+            assert!(!is_rhcos_release(loose), "{loose}");
         }
     }
 
