@@ -142,6 +142,26 @@ fn json_patch(s: &Stolen, name: &str, patch: Value) -> Result<(), String> {
 
 const POLICY: &str = "ValidatingAdmissionPolicy 'bootimage-webhook-boot-images-only'";
 
+/// The API server enforces a new ValidatingAdmissionPolicy once its informer has it and its
+/// binding, a moment after they are created (longer on a busy machine): a label write (at
+/// `labels`) by the ServiceAccount is stored until then, and denied by the policy after.
+fn until_the_policy_holds(s: &Stolen, name: &str, labels: &str) {
+    let mut n = 0;
+    eventually(
+        "the ValidatingAdmissionPolicy to hold the ServiceAccount's writes",
+        Duration::from_secs(60),
+        String::new,
+        || {
+            n += 1;
+            let probe = json!([{"op": "add", "path": format!("{labels}/policy-probe"), "value": n.to_string()}]);
+            json_patch(s, name, probe)
+                .err()
+                .filter(|e| e.contains(POLICY))
+                .map(drop)
+        },
+    );
+}
+
 fn denied(result: Result<(), String>, says: &str, what: &str) {
     let e = result.expect_err(what);
     assert!(e.contains(POLICY) && e.contains(says), "{what}: {e}");
@@ -152,6 +172,7 @@ fn the_service_account_may_move_boot_images_and_nothing_else() {
     let c = Cluster::start(true);
     c.create(&machineset("ms-a", OLD));
     let ms = stolen(&c, &apis::MACHINESET);
+    until_the_policy_holds(&ms, "ms-a", "/metadata/labels");
     let p = |patch: Value| json_patch(&ms, "ms-a", patch);
     let replace = |path: &str, value: Value| json!([{"op": "replace", "path": format!("{PROVIDER}{path}"), "value": value}]);
     let providerspec = "the boot image fields of the providerSpec";
@@ -227,6 +248,11 @@ fn with_its_component_the_control_plane_machine_set_moves_its_boot_image_only() 
     let e = json_patch(&cpms, "cluster", image_patch.clone()).expect_err("no grant yet");
     assert!(e.contains("forbidden"), "{e}");
     support::rbac::enable(&c.api, &["control-plane-machine-sets"], &[]);
+    until_the_policy_holds(
+        &cpms,
+        "cluster",
+        "/spec/template/machines_v1beta1_machine_openshift_io/metadata/labels",
+    );
     denied(
         json_patch(
             &cpms,
