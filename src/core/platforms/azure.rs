@@ -248,6 +248,28 @@ fn image_fields<'s>(spec: &'s SpecFields<'_>) -> Result<[Cow<'s, str>; 6], Outco
     Ok(out)
 }
 
+/// `image.resourceID` when set (an install-time image), else the image's URN.
+pub(super) fn current_image(spec: &SpecFields<'_>) -> Option<String> {
+    let [publisher, offer, sku, version, resource_id, _] = image_fields(spec).ok()?;
+    if !resource_id.is_empty() {
+        return Some(resource_id.into_owned());
+    }
+    Some(format!("{publisher}:{offer}:{sku}:{version}")).filter(|urn| urn != ":::")
+}
+
+/// The RHEL major of a marketplace image version, as the installer tells them apart when
+/// it fills the stream: `9.…` and `10.…` say it; an OpenShift-style one is from before
+/// RHEL 10: a paid offer's `4.18.…` is RHEL 9, an ARO `418.94.…` names its RHEL (`94`).
+pub fn rhel_major_of_version(version: &str) -> Option<u32> {
+    let mut parts = version.split('.');
+    let major = parts.next()?;
+    let number: u32 = major.parse().ok()?;
+    if major.len() >= 3 {
+        return parts.next()?.get(..1)?.parse().ok();
+    }
+    Some(if number >= 9 { number } else { 9 })
+}
+
 /// The image of the same variant and Hyper-V generation from the stream.
 pub(super) fn reconcile(
     spec: &SpecFields<'_>,
@@ -368,5 +390,15 @@ mod tests {
         assert_eq!(sku_generation("rh-ocp-worker-gen1"), Some(1));
         assert_eq!(sku_generation("419-v2"), None);
         assert_eq!(sku_generation("gen2"), None);
+    }
+
+    #[test]
+    fn rhel_of_marketplace_versions() {
+        assert_eq!(rhel_major_of_version("10.2.20260423"), Some(10));
+        assert_eq!(rhel_major_of_version("9.6.2026030314"), Some(9));
+        assert_eq!(rhel_major_of_version("4.18.2026012111"), Some(9));
+        assert_eq!(rhel_major_of_version("418.94.20250122"), Some(9));
+        assert_eq!(rhel_major_of_version("410.84.20220608"), Some(8));
+        assert_eq!(rhel_major_of_version("latest"), None);
     }
 }
