@@ -166,9 +166,9 @@ impl Access {
 /// anything (`status`); `None` when this is not a vSphere cluster with an OVA in its
 /// stream.
 pub async fn look(access: &Access, snap: &Snapshot) -> Option<VSphereLearned> {
-    let (infra, target) = on_vsphere(snap)?;
+    let (infra, targets) = on_vsphere(snap)?;
     let mut learned = VSphereLearned::default();
-    for fd in &infra.failure_domains {
+    for (target, fd) in each_template(&targets, &infra) {
         let name = vsphere::template_name(&infra.infra_id, &target.release, &fd.name);
         let ready = async {
             let vim = access.login(fd).await?;
@@ -282,6 +282,8 @@ struct Want<'a> {
     infra: &'a VSphereInfra,
     fd: &'a FailureDomain,
     target: &'a VSphereTarget,
+    /// Every stream's OVA: their templates are all current.
+    targets: &'a [VSphereTarget],
     name: String,
     /// The objects whose decision waits for it.
     waiting: Vec<serde_json::Value>,
@@ -340,8 +342,10 @@ impl Background {
             match (on_vsphere(&snap), state.next_try) {
                 // In trouble: wake-ups wait for the backoff.
                 (Some(_), Some(t)) if now < t => wait = t - now,
-                (Some((infra, target)), _) => {
-                    let pass = self.pass(&mut state, &snap, &infra, &target, leading).await;
+                (Some((infra, targets)), _) => {
+                    let pass = self
+                        .pass(&mut state, &snap, &infra, &targets, leading)
+                        .await;
                     state.next_try = None;
                     if let Some(retry) = self.report(&mut state, pass) {
                         wait = retry;
@@ -389,19 +393,38 @@ impl Background {
     }
 }
 
-/// The cluster's vSphere facts and the stream's OVA, when this is a vSphere cluster whose
-/// stream has one (vSphere is amd64 only).
-fn on_vsphere(snap: &Snapshot) -> Option<(Arc<VSphereInfra>, VSphereTarget)> {
+/// The cluster's vSphere facts and each stream's OVA (one per release: a dual-stream
+/// release has a template per stream), when this is a vSphere cluster whose streams have
+/// one (vSphere is amd64 only).
+fn on_vsphere(snap: &Snapshot) -> Option<(Arc<VSphereInfra>, Vec<VSphereTarget>)> {
     if snap.cluster.platform.as_deref() != Some(vsphere::NAME) {
         return None;
     }
     let infra = snap.cluster.vsphere.clone()?;
     let arch = snap.cluster.control_plane_arch.unwrap_or(Arch::Amd64);
     let boot_images = snap.boot_images.as_ref()?;
-    match boot_images.target(arch, crate::core::platforms::Platform::VSphere)? {
-        Ok(Target::VSphere(t)) => Some((infra, t.clone())),
-        _ => None,
+    let mut targets: Vec<VSphereTarget> = Vec::new();
+    for doc in boot_images.docs() {
+        if let Some(Ok(Target::VSphere(t))) =
+            doc.target(arch, crate::core::platforms::Platform::VSphere)
+            && !targets.iter().any(|have| have.release == t.release)
+        {
+            targets.push(t.clone());
+        }
     }
+    (!targets.is_empty()).then_some((infra, targets))
+}
+
+/// Each stream's template in each failure domain.
+fn each_template<'a>(
+    targets: &'a [VSphereTarget],
+    infra: &'a VSphereInfra,
+) -> Vec<(&'a VSphereTarget, &'a FailureDomain)> {
+    let mut out = Vec::with_capacity(targets.len() * infra.failure_domains.len());
+    for target in targets {
+        out.extend(infra.failure_domains.iter().map(|fd| (target, fd)));
+    }
+    out
 }
 
 /// Resolves when leadership changes; never when nothing is elected.
@@ -422,7 +445,7 @@ impl Background {
         state: &mut State,
         snap: &Snapshot,
         infra: &VSphereInfra,
-        target: &VSphereTarget,
+        targets: &[VSphereTarget],
         leading: bool,
     ) -> Pass {
         let mut pass = Pass {
@@ -433,7 +456,7 @@ impl Background {
             true => self.list(&state.access.client).await,
             false => None,
         };
-        for fd in &infra.failure_domains {
+        for (target, fd) in each_template(targets, infra) {
             let name = vsphere::template_name(&infra.infra_id, &target.release, &fd.name);
             let want = Want {
                 waiting: listed
@@ -443,6 +466,7 @@ impl Background {
                 infra,
                 fd,
                 target,
+                targets,
                 name,
                 listed: listed.as_ref(),
             };
@@ -625,11 +649,13 @@ impl Background {
         let fd = want.fd;
         let mut named = listed.named.clone();
         // Every failure domain's current template stays, wherever the folders are shared.
-        named.extend(
-            want.infra.failure_domains.iter().map(|f| {
-                vsphere::template_name(&want.infra.infra_id, &want.target.release, &f.name)
-            }),
-        );
+        for target in want.targets {
+            named.extend(
+                want.infra.failure_domains.iter().map(|f| {
+                    vsphere::template_name(&want.infra.infra_id, &target.release, &f.name)
+                }),
+            );
+        }
         let Ok(vms) = vim.folder_vms(&place.folder).await else {
             return;
         };
