@@ -511,3 +511,46 @@ fn streams_holding_only_the_default_stream_is_a_single_stream_release() {
     assert_eq!(d.target.as_deref(), Some(GCP_9));
     assert_eq!(shown(&gcp(GCP_10, None), &snap), None);
 }
+
+/// An unlabelled AWS Marketplace AMI stays within its RHEL: its name says RHCOS 9, so the
+/// RHEL 9 stream's version bounds the product's image, not the default RHEL 10 one.
+#[test]
+fn a_marketplace_ami_stays_on_its_rhel() {
+    let snap = snap();
+    let product = "59ead7de-2540-4653-a8b0-fa7926d5c845";
+    let (old, nine, ten) = (
+        "ami-0aaaaaaaaaaaaaaa1",
+        "ami-0aaaaaaaaaaaaaa98",
+        "ami-0aaaaaaaaaaaaa102",
+    );
+    let mut ms = fixture("machineset-aws-build01-ci-tests-worker-us-east-1a.yaml");
+    spec(&mut ms)["ami"] = json!({"id": old});
+    let mut learned = AwsLearned::default();
+    learned.images.insert(
+        ("us-east-1".into(), old.into()),
+        Described::Found {
+            owner: aws::MARKETPLACE_OWNER.into(),
+            name: format!("RHEL-9.4-RHCOS-9.6_HVM_GA-20260210-x86_64-0-{product}"),
+        },
+    );
+    let image = |id: &str, version: &str, date: &str| aws::MarketImage {
+        id: id.into(),
+        description: format!("OpenShift {version} x86_64"),
+        creation_date: date.into(),
+    };
+    learned.marketplace.insert(
+        ("us-east-1".into(), product.into()),
+        vec![
+            image(nine, "rhcos-9.8.20260428-0", "2026-05-01T00:00:00.000Z"),
+            image(ten, "rhcos-10.2.20260715-0", "2026-07-20T00:00:00.000Z"),
+        ],
+    );
+    let mut cluster = snap.cluster.clone();
+    cluster.learned = cluster.learned.with_aws(learned);
+    let asked = Snapshot::new(snap.boot_images.clone(), cluster);
+    let (d, _) = moved(&ms, &asked);
+    assert_eq!(d.target.as_deref(), Some(nine));
+    assert_eq!(shown(&ms, &asked).as_deref(), Some("rhel-9 (image)"));
+    let (d, _) = moved(&labelled(ms, Some("rhel-10")), &asked);
+    assert_eq!(d.target.as_deref(), Some(ten));
+}

@@ -10,6 +10,7 @@ use std::fmt;
 
 use serde_json::Value;
 
+use super::platforms::aws::Described;
 use super::platforms::{Learned, Platform, azure};
 use super::skew;
 use super::snapshot::{BootImages, Snapshot, StreamDoc};
@@ -192,8 +193,31 @@ pub fn rhel_major(
             _ => None,
         };
     }
-    let version = skew::version_of(image, Some(boot), learned)?;
-    u32::try_from(version.rhel.0).ok()
+    if let Some(version) = skew::version_of(image, Some(boot), learned) {
+        return u32::try_from(version.rhel.0).ok();
+    }
+    let aws = learned
+        .aws
+        .as_deref()
+        .filter(|_| platform == Platform::Aws)?;
+    aws.images
+        .iter()
+        .find_map(|((_, id), described)| match described {
+            Described::Found { name, .. } if id == image => rhcos_major_in_name(name),
+            _ => None,
+        })
+}
+
+/// The RHCOS major a marketplace AMI's name carries: `9` of
+/// `RHEL-9.4-RHCOS-9.6_HVM_GA-20260210-x86_64-0-<product>`.
+fn rhcos_major_in_name(name: &str) -> Option<u32> {
+    let at = name.to_ascii_lowercase().find("rhcos-")? + "rhcos-".len();
+    let digits: String = name[at..]
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect();
+    let rest = &name[at + digits.len()..];
+    rest.starts_with('.').then(|| digits.parse().ok()).flatten()
 }
 
 /// `rhel-10 (RHEL 10), rhel-9 (RHEL 9)`.
@@ -207,4 +231,25 @@ fn carried(boot: &BootImages) -> String {
         })
         .collect();
     names.join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rhcos_majors_in_marketplace_ami_names() {
+        for (name, want) in [
+            (
+                "RHEL-9.4-RHCOS-9.6_HVM_GA-20260210-x86_64-0-59ead7de-2540-4653-a8b0-fa7926d5c845",
+                Some(9),
+            ),
+            ("rhcos-10.2.20260715-0-x86_64-hvm", Some(10)),
+            ("RHCOS-x", None),
+            ("rhcos-", None),
+            ("ubuntu-24.04", None),
+        ] {
+            assert_eq!(rhcos_major_in_name(name), want, "{name}");
+        }
+    }
 }
