@@ -7,6 +7,7 @@ use serde_json::{Value, json};
 
 use crate::cluster::{aws_credentials, ec2};
 use crate::core::decision::{self, Decision};
+use crate::core::osstream;
 use crate::core::platforms::aws::AwsLearned;
 use crate::core::snapshot::{self, Snapshot};
 use crate::offline::{Offline, OfflineError};
@@ -170,9 +171,15 @@ pub fn run(machineset_file: &Path, offline: &Offline<'_>) -> Result<Preview, Pre
         .map(|ms| {
             let d = decision::decide_object(&ms, &snap);
             changes |= !d.patch.0.is_empty();
-            render(ms, &d)
+            // Only a dual-stream ConfigMap has a stream to name.
+            let stream = osstream::shown(&ms, &snap);
+            let mut out = render(ms, &d)?;
+            if let Some(stream) = stream {
+                out["stream"] = json!(stream);
+            }
+            Ok(out)
         })
-        .collect::<Result<_, _>>()?;
+        .collect::<Result<_, PreviewError>>()?;
     Ok(Preview {
         results,
         skipped,

@@ -20,6 +20,7 @@ use crate::cluster::{apis, aws_credentials, ec2};
 use crate::config::{StatusArgs, StatusOutput};
 use crate::core::age;
 use crate::core::decision::{self, Reason};
+use crate::core::osstream;
 use crate::core::platforms::aws::AwsLearned;
 use crate::core::platforms::vsphere::VSphereLearned;
 use crate::core::skew::{self, Enforcement, Source, Upgrade};
@@ -37,6 +38,10 @@ pub struct Row {
     pub kind: String,
     pub platform: Option<&'static str>,
     pub arch: Option<&'static str>,
+    /// The stream its image comes from (`rhel-10 (label)`), when the ConfigMap carries
+    /// `streams`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stream: Option<String>,
     pub current: Option<String>,
     pub target: Option<String>,
     pub reason: Reason,
@@ -56,6 +61,10 @@ pub struct Report {
     pub gate: GateState,
     pub release: Option<String>,
     pub stream: Option<String>,
+    /// The ConfigMap's `streams` (the default one marked `(default)`); empty for a
+    /// single-stream ConfigMap.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub streams: Vec<String>,
     pub skew: Skew,
     /// Whether EC2 was asked, and with which credentials (only when an AWS MachineSet's AMI
     /// is not in the stream: otherwise `None`).
@@ -162,14 +171,32 @@ pub fn skew(
 /// The lines above the table: the gate, the release and stream, the skew (EC2's line and a
 /// blank line follow).
 fn heading(report: &Report, wide: bool) -> String {
+    let streams = if report.streams.is_empty() {
+        String::new()
+    } else {
+        format!("; streams {}", report.streams.join(", "))
+    };
     format!(
-        "Gate: {} ({})\nRelease: {}, stream {}\n{}",
+        "Gate: {} ({})\nRelease: {}, stream {}{streams}\n{}",
         if report.gate.open { "open" } else { "closed" },
         report.gate.reason,
         report.release.as_deref().unwrap_or("<unknown>"),
         report.stream.as_deref().unwrap_or("<unknown>"),
         skew_line(&report.skew, wide),
     )
+}
+
+/// `rhel-10 (default)`, `rhel-9`: the ConfigMap's streams by name.
+fn stream_names(boot: &snapshot::BootImages) -> Vec<String> {
+    boot.streams()
+        .keys()
+        .map(
+            |name| match boot.default_stream.as_deref() == Some(name.as_str()) {
+                true => format!("{name} (default)"),
+                false => name.clone(),
+            },
+        )
+        .collect()
 }
 
 /// The skew line of the table output.
@@ -332,6 +359,7 @@ pub fn rows(machinesets: &[Value], events: &[Value], snap: &Snapshot) -> Vec<Row
                 kind: ms["kind"].as_str().unwrap_or("MachineSet").to_owned(),
                 platform: d.platform,
                 arch: d.arch.map(|a| a.rpm()),
+                stream: osstream::shown(ms, snap),
                 current: d.current.or_else(|| age::referenced_image(ms)),
                 target: d.target,
                 given_up,
@@ -398,6 +426,11 @@ fn table(report: &Report, wide: bool) -> Vec<Vec<String>> {
         "LAST TOUCH",
         "GIVEN UP",
     ];
+    // Single-stream ConfigMaps have no stream to show.
+    let streams = report.machine_sets.iter().any(|r| r.stream.is_some());
+    if streams {
+        header.insert(3, "STREAM");
+    }
     if wide {
         header.push("MESSAGE");
     }
@@ -417,6 +450,9 @@ fn table(report: &Report, wide: bool) -> Vec<Vec<String>> {
             r.last_touch.clone().unwrap_or_else(|| "-".into()),
             if r.given_up { "yes" } else { "no" }.to_owned(),
         ];
+        if streams {
+            row.insert(3, r.stream.clone().unwrap_or_else(|| "-".into()));
+        }
         if wide {
             row.push(r.message.clone());
         }
@@ -566,6 +602,11 @@ pub async fn report(args: &StatusArgs) -> anyhow::Result<Report> {
         gate: (&snap.cluster.gate).into(),
         release: snap.boot_images.as_ref().map(|b| b.release_version.clone()),
         stream: snap.boot_images.as_ref().map(|b| b.stream_name.clone()),
+        streams: snap
+            .boot_images
+            .as_deref()
+            .map(stream_names)
+            .unwrap_or_default(),
         skew: skew(
             &machine_sets,
             &snap,
@@ -684,6 +725,7 @@ mod tests {
             kind: "MachineSet".into(),
             platform: Some("GCP"),
             arch: Some("x86_64"),
+            stream: None,
             current: current.map(str::to_owned),
             target: None,
             reason: Reason::UpToDate,

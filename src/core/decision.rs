@@ -10,10 +10,13 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 
 use super::arch::Arch;
+use super::osstream::{self, NotCarried};
 use super::platforms::{self, Context, Edit, Outcome, Platform, Target};
 pub use super::reason::Reason;
 use super::snapshot::{BootImages, ClusterFacts, Enrollment, Snapshot, Stub};
 use super::view::{Annotations, MachineSetView, ProviderSpecValue, SpecFields};
+
+mod story;
 
 /// Per-MachineSet opt-out: this label with the value `"false"`.
 pub const OPT_OUT_LABEL: &str = "bootimages.machineconfiguration.openshift.io/managed";
@@ -27,8 +30,7 @@ pub const TOUCH_ANNOTATION: &str = "bootimages.machineconfiguration.openshift.io
 pub const REVERTS_ANNOTATION: &str = "bootimages.machineconfiguration.openshift.io/reverts";
 /// Reverts of the same target that are re-mutated; the next one is left as sent.
 pub const REVERT_LIMIT: u32 = 3;
-pub const OS_STREAM_LABEL: &str = "machineconfiguration.openshift.io/osstream";
-pub const SUPPORTED_OS_STREAM: &str = "rhel-9";
+pub use super::osstream::{OS_STREAM_LABEL, SUPPORTED_OS_STREAM};
 pub const OS_ID_LABEL: &str = "machine.openshift.io/os-id";
 pub const ARCH_ANNOTATION: &str = "capacity.cluster-autoscaler.kubernetes.io/labels";
 const ARCH_LABEL_PREFIX: &str = "kubernetes.io/arch=";
@@ -115,58 +117,6 @@ impl Decision {
     }
 }
 
-impl Decision {
-    /// The decision in the words of the MCO's boot image controller, for people who grep
-    /// the logs for them (behaviour §8): `Reconciling machineset <name> on GCP, with arch
-    /// x86_64`, `New target boot image: …`, `Current image: …`, then `Patching machineset
-    /// <name>` or `No patching required for machineset <name>` (with our reason and why).
-    pub fn story(&self, name: &str) -> String {
-        let mut s = String::with_capacity(160 + self.message.len());
-        if let (Some(platform), Some(arch)) = (self.platform, self.arch) {
-            s.push_str("Reconciling machineset ");
-            s.push_str(name);
-            s.push_str(" on ");
-            s.push_str(platform);
-            s.push_str(", with arch ");
-            s.push_str(arch.rpm());
-            s.push_str("; ");
-        }
-        if let Some(target) = self.target.as_deref() {
-            s.push_str("New target boot image: ");
-            s.push_str(target);
-            s.push_str("; ");
-        }
-        if let Some(current) = self.current.as_deref() {
-            s.push_str("Current image: ");
-            s.push_str(if current.is_empty() {
-                "<empty>"
-            } else {
-                current
-            });
-            s.push_str("; ");
-        }
-        match self.reason {
-            Reason::Updated => {
-                s.push_str("Patching machineset ");
-                s.push_str(name);
-            }
-            Reason::UpToDate => {
-                s.push_str("No patching required for machineset ");
-                s.push_str(name);
-            }
-            reason => {
-                s.push_str("No patching required for machineset ");
-                s.push_str(name);
-                s.push_str(": ");
-                s.push_str(reason.as_str());
-                s.push_str(": ");
-                s.push_str(&self.message);
-            }
-        }
-        s
-    }
-}
-
 /// Decide what to do with one MachineSet (behaviour §4, first match wins). Pure; never
 /// panics on any input.
 pub fn decide(ms: &MachineSetView<'_>, snap: &Snapshot) -> Decision {
@@ -193,11 +143,11 @@ fn rules(ms: &MachineSetView<'_>, snap: &Snapshot) -> Result<Decision, Decision>
     enrolled(ms, enrollment)?; // 2
     not_owned(ms)?; // 3
     machine_api_authoritative(ms)?; // 3b
-    supported_os_stream(ms)?; // 4
+    osstream::label_carried(ms, snap.boot_images.as_deref()).map_err(unsupported)?; // 4
     not_windows(ms)?; // 5
     let boot_images = ready(snap)?; // 6
     let arch = architecture(ms, &snap.cluster)?; // 7
-    let (platform, target) = platform_and_target(spec, arch, snap, boot_images)?; // 8
+    let (platform, target) = platform_and_target(ms, spec, arch, snap, boot_images)?; // 8
     let change = platform_rule(platform, arch, spec, target, &snap.cluster)?; // 9
     stub_ignition_can_boot(spec, &change, &snap.cluster).map_err(|d| d.on(platform, arch))?; // 10
     let d = patch(ms, change).on(platform, arch);
@@ -466,17 +416,9 @@ fn machine_api_authoritative(ms: &MachineSetView<'_>) -> Result<(), Decision> {
     }
 }
 
-/// 4. Only the supported OS stream is updated.
-fn supported_os_stream(ms: &MachineSetView<'_>) -> Result<(), Decision> {
-    match ms.labels().get(OS_STREAM_LABEL) {
-        Some(stream) if stream != SUPPORTED_OS_STREAM => Err(Decision::new(
-            Reason::UnsupportedOSStream,
-            format!(
-                "unsupported stream: {stream} (label {OS_STREAM_LABEL}); only {SUPPORTED_OS_STREAM} is updated"
-            ),
-        )),
-        _ => Ok(()),
-    }
+/// 4 (and 8). A stream the ConfigMap does not carry is left alone.
+fn unsupported(NotCarried(message): NotCarried) -> Decision {
+    Decision::new(Reason::UnsupportedOSStream, message)
 }
 
 /// 5. Windows images come from elsewhere.
@@ -554,9 +496,10 @@ fn architecture(ms: &MachineSetView<'_>, cluster: &ClusterFacts) -> Result<Arch,
     }
 }
 
-/// Rule 8: the platform serves this providerSpec kind on this cluster, and the stream has
-/// its image for this architecture.
+/// Rule 8: the platform serves this providerSpec kind on this cluster, and the
+/// MachineSet's stream has its image for this architecture.
 fn platform_and_target<'s>(
+    ms: &MachineSetView<'_>,
     spec: &SpecFields<'_>,
     arch: Arch,
     snap: &Snapshot,
@@ -602,17 +545,17 @@ fn platform_and_target<'s>(
         )
         .on(platform, arch));
     }
-    if !boot_images.architectures.contains(&arch) {
+    let chosen = osstream::choose(ms, spec, platform, boot_images, &snap.cluster.learned)
+        .map_err(|n| unsupported(n).on(platform, arch))?;
+    let doc = chosen.doc;
+    if !doc.architectures.contains(&arch) {
         return Err(Decision::new(
             Reason::NoImageInStream,
-            format!(
-                "the stream {} has no {arch} architecture",
-                boot_images.stream_name
-            ),
+            format!("the stream {} has no {arch} architecture", doc.name),
         )
         .on(platform, arch));
     }
-    match boot_images.target(arch, platform) {
+    match doc.target(arch, platform) {
         Some(Ok(target)) => Ok((platform, target)),
         Some(Err(why)) => Err(Decision::new(
             Reason::NoImageInStream,

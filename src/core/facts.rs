@@ -656,6 +656,39 @@ mod tests {
     }
 
     #[test]
+    fn an_empty_status_is_reported_and_manages_nothing() {
+        // `managedBootImagesStatus: {}` is the MCO's own word that it manages nothing here
+        // (it reads no machineManagers, as from any list without the entry), not a status
+        // it has yet to write: the spec does not stand in for it.
+        let all = json!({"machineManagers": [
+            {"resource": "machinesets", "apiGroup": "machine.openshift.io", "selection": {"mode": "All"}},
+            {"resource": "controlplanemachinesets", "apiGroup": "machine.openshift.io", "selection": {"mode": "All"}}]});
+        for mc in [
+            json!({"status": {"managedBootImagesStatus": {}}}),
+            json!({"spec": {"managedBootImages": all}, "status": {"managedBootImagesStatus": {}}}),
+        ] {
+            assert!(
+                matches!(enrollment(Some(&mc)), Ok(Enrollment::None)),
+                "{mc}"
+            );
+            assert!(
+                matches!(
+                    enrollment_of(Some(&mc), "controlplanemachinesets"),
+                    Ok(Enrollment::None)
+                ),
+                "{mc}"
+            );
+        }
+        // No status at all (OpenShift 4.17, 4.18): the spec, else all.
+        let spec_only = json!({"spec": {"managedBootImages": all}, "status": {}});
+        assert!(matches!(enrollment(Some(&spec_only)), Ok(Enrollment::All)));
+        assert!(matches!(
+            enrollment(Some(&json!({"status": {}}))),
+            Ok(Enrollment::All)
+        ));
+    }
+
+    #[test]
     fn platform_arch_and_ignition() {
         assert_eq!(
             platform(&json!({"status": {"platformStatus": {"type": "GCP"}}})).as_deref(),

@@ -294,39 +294,6 @@ fn from_ec2(aws: &AwsLearned, ami: &str) -> Option<Version> {
     from_release(&named.or_else(described)?, Source::Ec2)
 }
 
-/// Every image the stream names, with its RHCOS release: GCP images (by name, and as
-/// `projects/<project>/global/images/<name>`) and AWS AMIs, of every architecture.
-pub fn stream_releases(
-    architectures: &std::collections::BTreeMap<super::arch::Arch, &Value>,
-) -> std::collections::BTreeMap<String, String> {
-    let mut out = std::collections::BTreeMap::new();
-    for entry in architectures.values() {
-        let gcp = entry.pointer("/images/gcp");
-        if let Some(gcp) = gcp
-            && let (Some(name), Some(release)) = (gcp["name"].as_str(), gcp["release"].as_str())
-        {
-            out.insert(name.to_owned(), release.to_owned());
-            if let Some(project) = gcp["project"].as_str() {
-                out.insert(
-                    format!("projects/{project}/global/images/{name}"),
-                    release.to_owned(),
-                );
-            }
-        }
-        let regions = entry
-            .pointer("/images/aws/regions")
-            .and_then(Value::as_object);
-        for region in regions.into_iter().flat_map(|r| r.values()) {
-            if let (Some(ami), Some(release)) =
-                (region["image"].as_str(), region["release"].as_str())
-            {
-                out.insert(ami.to_owned(), release.to_owned());
-            }
-        }
-    }
-    out
-}
-
 /// Everything known of `image`'s version, or `None`.
 pub fn version_of(image: &str, boot: Option<&BootImages>, learned: &Learned) -> Option<Version> {
     if let Some(boot) = boot

@@ -13,12 +13,17 @@ use kube::core::Selector;
 use serde_json::Value;
 
 pub use super::arch::Arch;
+pub use super::platforms::Learned;
 use super::platforms::aws::AwsLearned;
 use super::platforms::vsphere::{VSphereInfra, VSphereLearned};
-use super::platforms::{EntryError, Platform, Target};
+use super::platforms::{self, EntryError, Platform, Target};
+pub use super::stream::StreamDoc;
+use super::stream::StreamError;
 
 /// ConfigMap keys, exactly as the MCO and the CVO write them.
 pub const KEY_STREAM: &str = "stream";
+/// Dual-stream releases: every stream's document, keyed by stream name (`rhel-9`, `rhel-10`).
+pub const KEY_STREAMS: &str = "streams";
 pub const KEY_RELEASE_VERSION: &str = "releaseVersion";
 pub const KEY_MCO_RELEASE_IMAGE_VERSION: &str = "MCOReleaseImageVersion";
 
@@ -36,24 +41,33 @@ pub enum BootImagesError {
     StreamJson(String),
     #[error("data.stream: {0}")]
     Stream(String),
+    #[error("data.streams is not a JSON object of stream documents: {0}")]
+    StreamsShape(#[source] serde_json::Error),
+    #[error("data.streams.{name}: {source}")]
+    StreamsEntry {
+        name: String,
+        #[source]
+        source: StreamError,
+    },
 }
 
 /// The parsed `coreos-bootimages` ConfigMap.
 #[derive(Debug, Clone)]
 pub struct BootImages {
-    /// `stream` field of the stream JSON, e.g. `rhcos-4.21`.
+    /// `stream` field of the default stream's JSON, e.g. `rhcos-4.21`.
     pub stream_name: String,
     pub release_version: String,
     pub mco_release_image_version: Option<String>,
-    /// The architectures of the stream.
+    /// The architectures of the default stream.
     pub architectures: BTreeSet<Arch>,
-    /// Each platform's typed target per architecture, built once here (absent: the stream
-    /// has no image of that platform for that architecture; `Err`: its entry is unusable,
-    /// and that platform alone skips).
-    targets: BTreeMap<(Arch, Platform), Result<Target, EntryError>>,
-    /// Every GCP image and AWS AMI of the stream, with its RHCOS release.
-    releases: BTreeMap<String, String>,
-    /// Content digest of the stream and release version (part of the snapshot id).
+    /// `data.stream`: the release's default stream.
+    default: StreamDoc,
+    /// `data.streams` by name; empty for a single-stream release (no `streams` key, or
+    /// only the default stream in it).
+    streams: BTreeMap<String, StreamDoc>,
+    /// The entry of `streams` that `data.stream` is (the same document), if any.
+    pub default_stream: Option<String>,
+    /// Content digest of the streams and release version (part of the snapshot id).
     pub digest: String,
 }
 
@@ -71,51 +85,34 @@ impl BootImages {
             .to_owned();
         let stream: Value = serde_json::from_str(stream_text)
             .map_err(|e| BootImagesError::StreamJson(e.to_string()))?;
-        let stream_name = stream
-            .get("stream")
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_owned();
-        let arches = stream
-            .get("architectures")
-            .and_then(Value::as_object)
-            .ok_or_else(|| BootImagesError::Stream("no architectures object".into()))?;
-        let mut entries = BTreeMap::new();
-        for (name, entry) in arches {
-            // Unknown architectures (riscv64 one day) are not ours to judge.
-            let Some(arch) = Arch::from_rpm(name) else {
-                continue;
-            };
-            if !entry.is_object() {
-                return Err(BootImagesError::Stream(format!(
-                    "architectures.{name} is not an object"
-                )));
-            }
-            entries.insert(arch, entry);
-        }
-        let architectures = entries.keys().copied().collect();
-        let releases = super::skew::stream_releases(&entries);
-        let targets = Platform::ALL
-            .into_iter()
-            .flat_map(|p| {
-                p.targets(&entries)
-                    .into_iter()
-                    .map(move |(arch, t)| ((arch, p), t))
-            })
-            .collect();
-        let digest = digest(&[stream_text.as_bytes(), release_version.as_bytes()]);
+        let mut default =
+            StreamDoc::from_value(&stream).map_err(|e| BootImagesError::Stream(e.to_string()))?;
+        let streams_text = data.get(KEY_STREAMS).map(String::as_str).unwrap_or("");
+        let (mut streams, default_stream) = read_streams(streams_text, &stream, &default)?;
+        // Every stream's AMIs are Red Hat's, whichever stream a MachineSet follows.
+        platforms::share_stream_images(
+            std::iter::once(&mut default)
+                .chain(streams.values_mut())
+                .flat_map(StreamDoc::targets_mut),
+        );
+        let digest = digest(&[
+            stream_text.as_bytes(),
+            streams_text.as_bytes(),
+            release_version.as_bytes(),
+        ]);
         let optional = |k: &str| {
             data.get(k)
                 .map(|s| s.trim().to_owned())
                 .filter(|s| !s.is_empty())
         };
         Ok(BootImages {
-            stream_name,
+            stream_name: default.name.clone(),
             release_version,
             mco_release_image_version: optional(KEY_MCO_RELEASE_IMAGE_VERSION),
-            architectures,
-            targets,
-            releases,
+            architectures: default.architectures.clone(),
+            default,
+            streams,
+            default_stream,
             digest,
         })
     }
@@ -139,29 +136,86 @@ impl BootImages {
         BootImages::from_data(&data)
     }
 
-    /// `platform`'s target for `arch` (see [`platforms::Platform::targets`]).
+    /// The default stream's target for `arch` on `platform`.
     pub fn target(&self, arch: Arch, platform: Platform) -> Option<Result<&Target, &EntryError>> {
-        self.targets.get(&(arch, platform)).map(Result::as_ref)
+        self.default.target(arch, platform)
     }
 
-    /// The RHCOS release of an image the stream names (a GCP image, an AWS AMI).
+    /// `data.stream`, the release's default stream.
+    pub fn default_doc(&self) -> &StreamDoc {
+        &self.default
+    }
+
+    /// `data.streams` (empty: a single-stream release, whose `streams` holds at most its
+    /// default stream).
+    pub fn streams(&self) -> &BTreeMap<String, StreamDoc> {
+        &self.streams
+    }
+
+    /// Every stream document: the default, then each of `data.streams`.
+    pub fn docs(&self) -> impl Iterator<Item = &StreamDoc> {
+        std::iter::once(&self.default).chain(self.streams.values())
+    }
+
+    /// The RHCOS release of an image any stream names (a GCP image, an AWS AMI).
     pub fn rhcos_release_of(&self, image: &str) -> Option<&str> {
-        self.releases.get(image).map(String::as_str)
+        self.docs().find_map(|d| d.rhcos_release_of(image))
     }
 
-    /// The unusable parts of the stream, each as `<platform> <arch>: <why>`, for the logs.
+    /// The unusable parts of the streams, each as `<platform> <arch>: <why>`, for the logs.
     pub fn problems(&self) -> impl Iterator<Item = String> + '_ {
-        self.targets.iter().filter_map(|((arch, platform), t)| {
-            t.as_ref()
-                .err()
-                .map(|e| format!("{} {}: {e}", platform.name(), arch.rpm()))
-        })
+        let named = self
+            .streams
+            .iter()
+            .flat_map(|(name, d)| d.problems().map(move |p| format!("streams.{name}: {p}")));
+        self.default.problems().chain(named)
     }
 
     /// The MCO stamps `MCOReleaseImageVersion` once a master runs the new release.
     pub fn stamped(&self) -> bool {
         self.mco_release_image_version.as_deref() == Some(self.release_version.as_str())
     }
+}
+
+/// `data.streams` (empty or absent: none), and the name of the entry that is the default
+/// stream: the same document, else the one entry of the same RHEL major.
+fn read_streams(
+    text: &str,
+    stream: &Value,
+    default: &StreamDoc,
+) -> Result<(BTreeMap<String, StreamDoc>, Option<String>), BootImagesError> {
+    if text.trim().is_empty() {
+        return Ok((BTreeMap::new(), None));
+    }
+    let raw: BTreeMap<String, Value> =
+        serde_json::from_str(text).map_err(BootImagesError::StreamsShape)?;
+    let mut streams = BTreeMap::new();
+    let mut same = None;
+    for (name, value) in &raw {
+        let doc = StreamDoc::from_value(value).map_err(|source| BootImagesError::StreamsEntry {
+            name: name.clone(),
+            source,
+        })?;
+        if value == stream {
+            same.get_or_insert_with(|| name.clone());
+        }
+        streams.insert(name.clone(), doc);
+    }
+    let same_major = || {
+        let mut of = streams
+            .iter()
+            .filter(|(_, d)| default.rhel_major.is_some() && d.rhel_major == default.rhel_major);
+        match (of.next(), of.next()) {
+            (Some((name, _)), None) => Some(name.clone()),
+            _ => None,
+        }
+    };
+    let default_stream = same.or_else(same_major);
+    // A single-stream release lists its one stream here too: nothing to choose between.
+    if streams.len() == 1 && default_stream.is_some() {
+        streams.clear();
+    }
+    Ok((streams, default_stream))
 }
 
 /// A document that is neither JSON nor YAML (JSON when it starts with `{`).
@@ -268,37 +322,6 @@ pub struct ClusterFacts {
     pub vsphere: Option<Arc<VSphereInfra>>,
     /// What the cluster side learned from clouds in the background.
     pub learned: Learned,
-}
-
-/// What the cluster side learned in the background for a platform's rule (EC2's answers
-/// about AMIs): the request path only reads it.
-#[derive(Debug, Clone, Default)]
-pub struct Learned {
-    pub aws: Option<Arc<AwsLearned>>,
-    /// The vSphere templates the importer found ready.
-    pub vsphere: Option<Arc<VSphereLearned>>,
-    /// Moves whenever anything here changes: part of the snapshot id.
-    pub generation: u64,
-}
-
-impl Learned {
-    /// These facts with EC2's answers replaced.
-    pub fn with_aws(&self, aws: AwsLearned) -> Learned {
-        Learned {
-            aws: Some(Arc::new(aws)),
-            vsphere: self.vsphere.clone(),
-            generation: self.generation + 1,
-        }
-    }
-
-    /// These facts with the importer's templates replaced.
-    pub fn with_vsphere(&self, vsphere: VSphereLearned) -> Learned {
-        Learned {
-            aws: self.aws.clone(),
-            vsphere: Some(Arc::new(vsphere)),
-            generation: self.generation + 1,
-        }
-    }
 }
 
 impl Default for ClusterFacts {

@@ -24,7 +24,7 @@ use super::access::Access;
 use super::error::ImportError;
 use super::import;
 use super::objects;
-use super::place::{Found, Place, is_ready, not_ours, on_vsphere};
+use super::place::{Found, Place, each_template, is_ready, not_ours, on_vsphere};
 use super::retention;
 use super::state::{Listed, Pass, Settings, State, Want};
 use super::vim::Vim;
@@ -93,8 +93,10 @@ impl Background {
             match (on_vsphere(&snap), state.next_try) {
                 // In trouble: wake-ups wait for the backoff.
                 (Some(_), Some(t)) if now < t => wait = t - now,
-                (Some((infra, target)), _) => {
-                    let pass = self.pass(&mut state, &snap, &infra, &target, leading).await;
+                (Some((infra, targets)), _) => {
+                    let pass = self
+                        .pass(&mut state, &snap, &infra, &targets, leading)
+                        .await;
                     state.next_try = None;
                     if let Some(retry) = self.report(&mut state, pass) {
                         wait = retry;
@@ -161,7 +163,7 @@ impl Background {
         state: &mut State,
         snap: &Snapshot,
         infra: &VSphereInfra,
-        target: &VSphereTarget,
+        targets: &[VSphereTarget],
         leading: bool,
     ) -> Pass {
         let mut pass = Pass {
@@ -172,7 +174,7 @@ impl Background {
             true => self.list(&state.access.client).await,
             false => None,
         };
-        for fd in &infra.failure_domains {
+        for (target, fd) in each_template(targets, infra) {
             let name = vsphere::template_name(&infra.infra_id, &target.release, &fd.name);
             let waiting = listed
                 .as_ref()
@@ -187,6 +189,7 @@ impl Background {
                 infra,
                 fd,
                 target,
+                targets,
                 name,
                 listed: listed.as_ref(),
             };
@@ -293,7 +296,7 @@ impl Background {
             return;
         };
         for d in &due {
-            retention::delete(state, vim, d, want.infra, want.target, &now.named).await;
+            retention::delete(state, vim, d, want.infra, want.targets, &now.named).await;
         }
     }
 }

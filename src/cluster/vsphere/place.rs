@@ -18,9 +18,9 @@ use super::vim::{Moref, Vim, VimError};
 /// anything (`status`); `None` when this is not a vSphere cluster with an OVA in its
 /// stream.
 pub async fn look(access: &Access, snap: &Snapshot) -> Option<VSphereLearned> {
-    let (infra, target) = on_vsphere(snap)?;
+    let (infra, targets) = on_vsphere(snap)?;
     let mut learned = VSphereLearned::default();
-    for fd in &infra.failure_domains {
+    for (target, fd) in each_template(&targets, &infra) {
         let name = vsphere::template_name(&infra.infra_id, &target.release, &fd.name);
         let found = async {
             let vim = access.login(fd).await?;
@@ -30,7 +30,7 @@ pub async fn look(access: &Access, snap: &Snapshot) -> Option<VSphereLearned> {
                     learned
                         .unmarked
                         .extend(unmarked(&vim, &place, &infra).await);
-                    is_ready(&vim, &place, fd, &name, &infra.infra_id, &target).await
+                    is_ready(&vim, &place, fd, &name, &infra.infra_id, target).await
                 }
                 Err(e) => Err(e),
             };
@@ -141,19 +141,38 @@ pub fn not_ours(fd: &FailureDomain, name: &str, why: Keep) -> ImportError {
     }
 }
 
-/// The cluster's vSphere facts and the stream's OVA, when this is a vSphere cluster whose
-/// stream has one (vSphere is amd64 only).
-pub fn on_vsphere(snap: &Snapshot) -> Option<(Arc<VSphereInfra>, VSphereTarget)> {
+/// The cluster's vSphere facts and each stream's OVA (one per release: a dual-stream
+/// release has a template per stream), when this is a vSphere cluster whose streams have
+/// one (vSphere is amd64 only).
+pub fn on_vsphere(snap: &Snapshot) -> Option<(Arc<VSphereInfra>, Vec<VSphereTarget>)> {
     if snap.cluster.platform.as_deref() != Some(vsphere::NAME) {
         return None;
     }
     let infra = snap.cluster.vsphere.clone()?;
     let arch = snap.cluster.control_plane_arch.unwrap_or(Arch::Amd64);
     let boot_images = snap.boot_images.as_ref()?;
-    match boot_images.target(arch, crate::core::platforms::Platform::VSphere)? {
-        Ok(Target::VSphere(t)) => Some((infra, t.clone())),
-        _ => None,
+    let mut targets: Vec<VSphereTarget> = Vec::new();
+    for doc in boot_images.docs() {
+        if let Some(Ok(Target::VSphere(t))) =
+            doc.target(arch, crate::core::platforms::Platform::VSphere)
+            && !targets.iter().any(|have| have.release == t.release)
+        {
+            targets.push(t.clone());
+        }
     }
+    (!targets.is_empty()).then_some((infra, targets))
+}
+
+/// Each stream's template in each failure domain.
+pub fn each_template<'a>(
+    targets: &'a [VSphereTarget],
+    infra: &'a VSphereInfra,
+) -> Vec<(&'a VSphereTarget, &'a FailureDomain)> {
+    let mut out = Vec::with_capacity(targets.len() * infra.failure_domains.len());
+    for target in targets {
+        out.extend(infra.failure_domains.iter().map(|fd| (target, fd)));
+    }
+    out
 }
 
 /// Where a failure domain's templates go, found in vCenter.

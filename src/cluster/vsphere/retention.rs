@@ -25,20 +25,22 @@ pub struct Due {
 }
 
 /// Whether the template `name` is in use: a MachineSet, ControlPlaneMachineSet or Machine
-/// names it, or it is some failure domain's current template.
+/// names it, or it is some failure domain's current template of some stream.
 pub fn in_use(
     name: &str,
     named: &BTreeSet<String>,
     infra: &VSphereInfra,
-    target: &VSphereTarget,
+    targets: &[VSphereTarget],
 ) -> bool {
     named.contains(name)
-        || infra.failure_domains.iter().any(|f| {
-            crate::core::platforms::vsphere::template_name(
-                &infra.infra_id,
-                &target.release,
-                &f.name,
-            ) == name
+        || targets.iter().any(|target| {
+            infra.failure_domains.iter().any(|f| {
+                crate::core::platforms::vsphere::template_name(
+                    &infra.infra_id,
+                    &target.release,
+                    &f.name,
+                ) == name
+            })
         })
 }
 
@@ -66,7 +68,7 @@ pub async fn due(
     for (vm, name) in vms {
         let identity = Identity::new(fd, &place.folder_path, &name);
         let parsed = TemplateName::parse(&name, &infra.infra_id, &infra.failure_domains);
-        let Some(parsed) = parsed.filter(|_| !in_use(&name, &listed.named, infra, want.target))
+        let Some(parsed) = parsed.filter(|_| !in_use(&name, &listed.named, infra, want.targets))
         else {
             state.unused_since.remove(&identity);
             continue;
@@ -110,10 +112,10 @@ pub async fn delete(
     vim: &Vim,
     due: &Due,
     infra: &VSphereInfra,
-    target: &VSphereTarget,
+    targets: &[VSphereTarget],
     named: &BTreeSet<String>,
 ) {
-    let used = in_use(&due.name, named, infra, target);
+    let used = in_use(&due.name, named, infra, targets);
     let allowed = match see(vim, &due.vm).await {
         Ok(seen) => seen
             .retirable(&due.name, &infra.infra_id, &due.release, used)
@@ -156,21 +158,21 @@ mod tests {
     #[test]
     fn every_failure_domains_current_template_and_every_named_one_is_in_use() {
         let infra = infra();
-        let target = VSphereTarget {
-            release: "9.8.20260601-0".into(),
+        let target = |release: &str| VSphereTarget {
+            release: release.into(),
             location: "https://example/rhcos.ova".into(),
             sha256: "ab".repeat(32),
         };
+        // A dual-stream release: a RHEL 9 and a RHEL 10 template are both current.
+        let targets = [target("9.8.20260601-0"), target("10.2.20260715-0")];
         let old = |fd: &str| template_name("ci-vs-abc12", "9.8.20260428-0", fd);
         let named: BTreeSet<String> = [old("fd-b")].into();
-        assert!(in_use(
-            &template_name("ci-vs-abc12", "9.8.20260601-0", "fd-b"),
-            &BTreeSet::new(),
-            &infra,
-            &target
-        ));
-        assert!(in_use(&old("fd-b"), &named, &infra, &target));
-        assert!(!in_use(&old("fd-a"), &named, &infra, &target));
+        for release in ["9.8.20260601-0", "10.2.20260715-0"] {
+            let current = template_name("ci-vs-abc12", release, "fd-b");
+            assert!(in_use(&current, &BTreeSet::new(), &infra, &targets));
+        }
+        assert!(in_use(&old("fd-b"), &named, &infra, &targets));
+        assert!(!in_use(&old("fd-a"), &named, &infra, &targets));
     }
 
     #[test]

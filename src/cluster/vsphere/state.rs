@@ -89,6 +89,8 @@ pub struct Want<'a> {
     pub infra: &'a VSphereInfra,
     pub fd: &'a FailureDomain,
     pub target: &'a VSphereTarget,
+    /// Every stream's OVA: their templates are all current.
+    pub targets: &'a [VSphereTarget],
     pub name: String,
     /// The objects whose decision waits for it.
     pub waiting: Vec<serde_json::Value>,

@@ -234,6 +234,14 @@ fn ami_and_region<'a>(spec: &SpecFields<'a>) -> Result<(Cow<'a, str>, Cow<'a, st
     }
 }
 
+/// `ami.id`.
+pub(super) fn current_image(spec: &SpecFields<'_>) -> Option<String> {
+    match spec.read::<Object<AmiRef<'_>>>("ami") {
+        Field::Is(Object(r)) => r.id.as_str().map(str::to_owned),
+        _ => None,
+    }
+}
+
 pub(super) fn targets(
     architectures: &BTreeMap<Arch, &Value>,
 ) -> BTreeMap<Arch, Result<AwsTarget, EntryError>> {
@@ -279,6 +287,19 @@ pub(super) fn targets(
             (arch, target)
         })
         .collect()
+}
+
+/// Every target knows the AMIs of all of them.
+pub(super) fn share_amis<'t>(targets: impl Iterator<Item = &'t mut AwsTarget>) {
+    let mut targets: Vec<&mut AwsTarget> = targets.collect();
+    let all: BTreeSet<String> = targets
+        .iter()
+        .flat_map(|t| t.in_stream.iter().cloned())
+        .collect();
+    let all = Arc::new(all);
+    for t in &mut targets {
+        t.in_stream = all.clone();
+    }
 }
 
 /// Red Hat's AMIs move to the stream's for the region, marketplace ones within their

@@ -162,12 +162,25 @@ fn variant(publisher: &str, offer: &str, legacy: bool) -> Option<&'static str> {
     })
 }
 
-/// Hyper-V generation 2? Read from the current image as the MCO does.
+/// Hyper-V generation 2? Read from the current image as the MCO does, except that a SKU
+/// ending in its generation (the 5.0 form, `aro_5-0_x64_gen2`, `..._gen1`) says it: the
+/// MCO's `v2` test reads `_gen2` as Gen1.
 fn gen2(arch: Arch, legacy_resource: Option<&str>, kind: &str, sku: &str) -> bool {
-    match legacy_resource {
-        Some(resource) => resource.contains("gen2"),
-        None if kind == NO_PLAN => sku.contains("v2") || arch == Arch::Arm64,
-        None => !sku.contains("gen1"),
+    match (legacy_resource, sku_generation(sku)) {
+        (Some(resource), _) => resource.contains("gen2"),
+        (None, Some(generation)) => generation == 2 || arch == Arch::Arm64,
+        (None, None) if kind == NO_PLAN => sku.contains("v2") || arch == Arch::Arm64,
+        (None, None) => !sku.contains("gen1"),
+    }
+}
+
+/// The generation a SKU ends with: `_gen2`, `-gen1` (none: the older forms).
+fn sku_generation(sku: &str) -> Option<u8> {
+    let (_, suffix) = sku.rsplit_once(['_', '-'])?;
+    match suffix {
+        "gen1" => Some(1),
+        "gen2" => Some(2),
+        _ => None,
     }
 }
 
@@ -233,6 +246,28 @@ fn image_fields<'s>(spec: &'s SpecFields<'_>) -> Result<[Cow<'s, str>; 6], Outco
         };
     }
     Ok(out)
+}
+
+/// `image.resourceID` when set (an install-time image), else the image's URN.
+pub(super) fn current_image(spec: &SpecFields<'_>) -> Option<String> {
+    let [publisher, offer, sku, version, resource_id, _] = image_fields(spec).ok()?;
+    if !resource_id.is_empty() {
+        return Some(resource_id.into_owned());
+    }
+    Some(format!("{publisher}:{offer}:{sku}:{version}")).filter(|urn| urn != ":::")
+}
+
+/// The RHEL major of a marketplace image version, as the installer tells them apart when
+/// it fills the stream: `9.…` and `10.…` say it; an OpenShift-style one is from before
+/// RHEL 10: a paid offer's `4.18.…` is RHEL 9, an ARO `418.94.…` names its RHEL (`94`).
+pub fn rhel_major_of_version(version: &str) -> Option<u32> {
+    let mut parts = version.split('.');
+    let major = parts.next()?;
+    let number: u32 = major.parse().ok()?;
+    if major.len() >= 3 {
+        return parts.next()?.get(..1)?.parse().ok();
+    }
+    Some(if number >= 9 { number } else { 9 })
 }
 
 /// The image of the same variant and Hyper-V generation from the stream.
@@ -337,5 +372,33 @@ mod tests {
         assert!(!gen2(Arch::Amd64, None, NO_PLAN, "aro_418"));
         assert!(gen2(Arch::Amd64, None, WITH_PLAN, "rh-ocp-worker"));
         assert!(!gen2(Arch::Amd64, None, WITH_PLAN, "rh-ocp-worker-gen1"));
+    }
+
+    #[test]
+    fn five_oh_skus_end_with_their_generation() {
+        // The 5.0 SKUs the installer publishes in the RHEL 10 marketplace stream.
+        assert!(gen2(Arch::Amd64, None, NO_PLAN, "aro_5-0_x64_gen2"));
+        assert!(gen2(Arch::Arm64, None, NO_PLAN, "aro_5-0_arm_gen2"));
+        assert!(!gen2(Arch::Amd64, None, NO_PLAN, "aro_5-0_x64_gen1"));
+        assert!(gen2(Arch::Amd64, None, "", "aro_5-0_x64_gen2"));
+        assert!(!gen2(Arch::Amd64, None, "", "aro_5-0_x64_gen1"));
+        // Older forms read as before.
+        assert!(gen2(Arch::Amd64, None, NO_PLAN, "aro_422-v2"));
+        assert!(!gen2(Arch::Amd64, None, NO_PLAN, "aro_422"));
+        assert!(gen2(Arch::Arm64, None, NO_PLAN, "aro_422-arm"));
+        assert_eq!(sku_generation("aro_5-0_x64_gen2"), Some(2));
+        assert_eq!(sku_generation("rh-ocp-worker-gen1"), Some(1));
+        assert_eq!(sku_generation("419-v2"), None);
+        assert_eq!(sku_generation("gen2"), None);
+    }
+
+    #[test]
+    fn rhel_of_marketplace_versions() {
+        assert_eq!(rhel_major_of_version("10.2.20260423"), Some(10));
+        assert_eq!(rhel_major_of_version("9.6.2026030314"), Some(9));
+        assert_eq!(rhel_major_of_version("4.18.2026012111"), Some(9));
+        assert_eq!(rhel_major_of_version("418.94.20250122"), Some(9));
+        assert_eq!(rhel_major_of_version("410.84.20220608"), Some(8));
+        assert_eq!(rhel_major_of_version("latest"), None);
     }
 }

@@ -93,6 +93,20 @@ fn boot_image<'d>(
     }
 }
 
+/// The image of the first boot disk that names one.
+pub(super) fn current_image(spec: &SpecFields<'_>) -> Option<String> {
+    let Field::Is(disks) = spec.read::<Disks<'_>>("disks") else {
+        return None;
+    };
+    disks
+        .iter()
+        .enumerate()
+        .find_map(|(i, d)| match boot_image(i, d) {
+            Ok(Some((image, _))) if !image.is_empty() => Some(image.to_owned()),
+            _ => None,
+        })
+}
+
 /// The boot disks' images move to `target`; a custom image anywhere leaves the whole
 /// MachineSet alone (behaviour §4.9).
 pub(super) fn reconcile(spec: &SpecFields<'_>, GcpTarget(target): &GcpTarget) -> Outcome {

@@ -4,18 +4,49 @@
 //! it. Adding one is a module, a variant here, and its arms in the matches below.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use serde_json::Value;
 
 use super::arch::Arch;
 use super::reason::Reason;
-use super::snapshot::Learned;
 use super::view::SpecFields;
 
 pub mod aws;
 pub mod azure;
 mod gcp;
 pub mod vsphere;
+
+/// What the cluster side learned in the background for a platform's rule (EC2's answers
+/// about AMIs): the request path only reads it.
+#[derive(Debug, Clone, Default)]
+pub struct Learned {
+    pub aws: Option<Arc<aws::AwsLearned>>,
+    /// The vSphere templates the importer found ready.
+    pub vsphere: Option<Arc<vsphere::VSphereLearned>>,
+    /// Moves whenever anything here changes: part of the snapshot id.
+    pub generation: u64,
+}
+
+impl Learned {
+    /// These facts with EC2's answers replaced.
+    pub fn with_aws(&self, aws: aws::AwsLearned) -> Learned {
+        Learned {
+            aws: Some(Arc::new(aws)),
+            vsphere: self.vsphere.clone(),
+            generation: self.generation + 1,
+        }
+    }
+
+    /// These facts with the importer's templates replaced.
+    pub fn with_vsphere(&self, vsphere: vsphere::VSphereLearned) -> Learned {
+        Learned {
+            aws: self.aws.clone(),
+            vsphere: Some(Arc::new(vsphere)),
+            generation: self.generation + 1,
+        }
+    }
+}
 
 /// The platforms served, in the order they are tried.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -102,6 +133,21 @@ impl Platform {
             Platform::Azure => typed(azure::targets(architectures), Target::Azure),
             Platform::VSphere => typed(vsphere::targets(architectures), Target::VSphere),
         }
+    }
+
+    /// The boot image a providerSpec of this platform names now, as its rule reads it
+    /// (`None`: none, or unreadable: the rule itself says why).
+    pub fn current_image(self, spec: &SpecFields<'_>) -> Option<String> {
+        let image = match self {
+            Platform::Gcp => gcp::current_image(spec),
+            Platform::Aws => aws::current_image(spec),
+            Platform::Azure => azure::current_image(spec),
+            Platform::VSphere => spec
+                .read::<std::borrow::Cow<'_, str>>("template")
+                .as_str()
+                .map(str::to_owned),
+        };
+        image.filter(|i| !i.is_empty())
     }
 
     pub fn by_kind(kind: &str) -> Option<Platform> {
@@ -205,6 +251,15 @@ pub enum EntryError {
     Release(String),
     #[error("release {0:?} has fewer than two '.'-separated parts")]
     ReleaseParts(String),
+}
+
+/// Makes every stream's targets know the images of all of them: an AMI of any stream is
+/// Red Hat's, whichever stream a MachineSet follows.
+pub(crate) fn share_stream_images<'t>(targets: impl Iterator<Item = &'t mut Target>) {
+    aws::share_amis(targets.filter_map(|t| match t {
+        Target::Aws(t) => Some(t),
+        _ => None,
+    }));
 }
 
 /// Targets for every architecture from a per-architecture reader: the common shape of
