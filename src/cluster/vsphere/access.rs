@@ -6,6 +6,7 @@ use kube::api::Api;
 
 use crate::core::platforms::vsphere::FailureDomain;
 
+use super::cause::{Cause, cause};
 use super::error::{ImportError, address, on};
 use super::https::{Https, HttpsError};
 use super::tags;
@@ -91,21 +92,21 @@ impl Access {
     /// machine API reads them.
     async fn credentials(&self, server: &str) -> Result<(String, String), ImportError> {
         let secret = format!("Secret {}/{}", self.namespace, self.name);
-        let missing = |why: String| ImportError::Credentials {
+        let missing = |cause: Cause| ImportError::Credentials {
             server: server.to_owned(),
-            why,
+            cause,
         };
         let api: Api<Secret> = Api::namespaced(self.client.clone(), &self.namespace);
         let found = api.get(&self.name).await;
         let data = found
-            .map_err(|e| missing(format!("{secret}: {e}")))?
+            .map_err(|e| missing(cause(format!("{secret}: {e}"))))?
             .data
             .unwrap_or_default();
         let key = |suffix: &str| {
             let key = format!("{server}.{suffix}");
             data.get(&key)
                 .map(|v| String::from_utf8_lossy(&v.0).into_owned())
-                .ok_or_else(|| missing(format!("{secret} has no {key}")))
+                .ok_or_else(|| missing(cause(format!("{secret} has no {key}"))))
         };
         Ok((key("username")?, key("password")?))
     }

@@ -2,6 +2,7 @@
 
 use crate::core::platforms::vsphere::FailureDomain;
 
+use super::cause::Cause;
 use super::marker::Keep;
 use super::ova::OvaError;
 use super::tags;
@@ -9,8 +10,12 @@ use super::vim::VimError;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ImportError {
-    #[error("no vSphere credentials for {server}: {why}")]
-    Credentials { server: String, why: String },
+    #[error("no vSphere credentials for {server}: {cause}")]
+    Credentials {
+        server: String,
+        #[source]
+        cause: Cause,
+    },
     #[error("vCenter {server}: {error}")]
     Vim { server: String, error: VimError },
     #[error(transparent)]

@@ -15,6 +15,8 @@ use hyper_util::rt::TokioExecutor;
 use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject;
 
+use super::cause::{Cause, cause, chain};
+
 pub type Body = UnsyncBoxBody<Bytes, std::io::Error>;
 
 /// The largest SOAP answer read (property answers are a few kilobytes).
@@ -22,12 +24,24 @@ const MAX_ANSWER: usize = 16 << 20;
 
 #[derive(Debug, thiserror::Error)]
 pub enum HttpsError {
-    #[error("the CA bundle {path}: {why}")]
-    Roots { path: String, why: String },
-    #[error("{url}: {why}")]
-    Send { url: String, why: String },
-    #[error("{url}: reading the answer: {why}")]
-    Read { url: String, why: String },
+    #[error("the CA bundle {path}: {cause}")]
+    Roots {
+        path: String,
+        #[source]
+        cause: Cause,
+    },
+    #[error("{url}: {}", chain(&**.cause))]
+    Send {
+        url: String,
+        #[source]
+        cause: Cause,
+    },
+    #[error("{url}: reading the answer: {cause}")]
+    Read {
+        url: String,
+        #[source]
+        cause: Cause,
+    },
 }
 
 #[derive(Clone)]
@@ -42,19 +56,19 @@ impl Https {
         let system = rustls_native_certs::load_native_certs();
         roots.add_parsable_certificates(system.certs);
         if let Some(path) = ca_file {
-            let roots_error = |why: String| HttpsError::Roots {
+            let roots_error = |cause: Cause| HttpsError::Roots {
                 path: path.display().to_string(),
-                why,
+                cause,
             };
             let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(path)
-                .map_err(|e| roots_error(e.to_string()))?
+                .map_err(|e| roots_error(cause(e)))?
                 .collect::<Result<_, _>>()
-                .map_err(|e| roots_error(e.to_string()))?;
+                .map_err(|e| roots_error(cause(e)))?;
             if certs.is_empty() {
-                return Err(roots_error("no certificate in it".into()));
+                return Err(roots_error(cause("no certificate in it")));
             }
             for cert in certs {
-                roots.add(cert).map_err(|e| roots_error(e.to_string()))?;
+                roots.add(cert).map_err(|e| roots_error(cause(e)))?;
             }
         }
         let tls = rustls::ClientConfig::builder_with_provider(Arc::new(
@@ -63,7 +77,7 @@ impl Https {
         .with_safe_default_protocol_versions()
         .map_err(|e| HttpsError::Roots {
             path: String::new(),
-            why: e.to_string(),
+            cause: cause(e),
         })?
         .with_root_certificates(roots)
         .with_no_client_auth();
@@ -101,7 +115,7 @@ impl Https {
             .await
             .map_err(|e| HttpsError::Read {
                 url: url.clone(),
-                why: e.to_string(),
+                cause: cause(e),
             })?
             .to_bytes();
         Ok((status, String::from_utf8_lossy(&bytes).into_owned()))
@@ -115,19 +129,7 @@ impl Https {
             .await
             .map_err(|e| HttpsError::Send {
                 url,
-                why: chain(&e),
+                cause: cause(e),
             })
     }
-}
-
-/// An error with its sources: hyper's own message alone says only "client error".
-fn chain(e: &dyn std::error::Error) -> String {
-    let mut out = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        out.push_str(": ");
-        out.push_str(&s.to_string());
-        source = s.source();
-    }
-    out
 }

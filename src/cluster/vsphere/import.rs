@@ -8,6 +8,7 @@ use k8s_openapi::jiff::SignedDuration;
 
 use crate::core::platforms::vsphere::{FailureDomain, VSphereTarget};
 
+use super::cause::{Cause, cause};
 use super::error::{ImportError, on};
 use super::marker::{self, Marker};
 use super::objects;
@@ -120,7 +121,7 @@ async fn fetch(
     let opened = tokio::task::spawn_blocking(move || ova::open(&path)).await;
     Ok(opened.map_err(|e| OvaError::Read {
         path: String::new(),
-        why: e.to_string(),
+        cause: cause(e),
     })??)
 }
 
@@ -195,20 +196,20 @@ async fn disk_provisioning(state: &State, vim: &Vim, place: &Place, want: &Want<
 /// Every file the import spec names is in the OVA, and there is at least one: a template
 /// without its disk must never be made.
 fn check_files(spec: &vim::ImportSpec, ova: &ova::Ova) -> Result<(), OvaError> {
-    let bad = |why: String| OvaError::Read {
+    let bad = |cause: Cause| OvaError::Read {
         path: ova.path.display().to_string(),
-        why,
+        cause,
     };
     if spec.files.is_empty() {
-        return Err(bad(
-            "vCenter's import spec names no file to upload from it".into()
-        ));
+        return Err(bad(cause(
+            "vCenter's import spec names no file to upload from it",
+        )));
     }
     match spec.files.iter().find(|f| !ova.files.contains_key(&f.path)) {
-        Some(f) => Err(bad(format!(
+        Some(f) => Err(bad(cause(format!(
             "its descriptor names {}, which is not in it",
             f.path
-        ))),
+        )))),
         None => Ok(()),
     }
 }
@@ -249,9 +250,9 @@ async fn upload_all(
     spec: &vim::ImportSpec,
     ova: &ova::Ova,
 ) -> Result<u64, ImportError> {
-    let unreadable = |why: String| OvaError::Read {
+    let unreadable = |cause: Cause| OvaError::Read {
         path: ova.path.display().to_string(),
-        why,
+        cause,
     };
     let total: u64 = spec
         .files
@@ -267,24 +268,24 @@ async fn upload_all(
                 server: vim.server().to_owned(),
                 error: VimError::Answer {
                     method: "HttpNfcLease".into(),
-                    why: format!(
+                    cause: cause(format!(
                         "no device for {} ({}) among {:?}",
                         item.path,
                         item.device_id,
                         info.devices.iter().map(|d| &d.0).collect::<Vec<_>>()
-                    ),
+                    )),
                 },
             });
         };
         let (offset, size) = ova.files.get(&item.path).copied().ok_or_else(|| {
-            unreadable(format!(
+            unreadable(cause(format!(
                 "its descriptor names {}, which is not in it",
                 item.path
-            ))
+            )))
         })?;
         let body = ova::body(ova, offset, size)
             .await
-            .map_err(|e| unreadable(e.to_string()))?;
+            .map_err(|e| unreadable(cause(e)))?;
         let upload = vim.upload(url, item, body, size);
         tokio::pin!(upload);
         let mut progress = tokio::time::interval(LEASE_PROGRESS);

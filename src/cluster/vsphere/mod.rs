@@ -15,6 +15,7 @@
 
 mod access;
 mod background;
+mod cause;
 mod error;
 mod https;
 mod import;

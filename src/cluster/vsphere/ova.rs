@@ -11,13 +11,18 @@ use http_body_util::{BodyExt, Empty, StreamBody};
 use hyper::body::Frame;
 use tokio::io::{AsyncReadExt, AsyncSeekExt, AsyncWriteExt};
 
+use super::cause::{Cause, cause};
 use super::https::{Body, Https};
 use crate::core::platforms::vsphere::VSphereTarget;
 
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum OvaError {
-    #[error("downloading {url}: {why}")]
-    Download { url: String, why: String },
+    #[error("downloading {url}: {cause}")]
+    Download {
+        url: String,
+        #[source]
+        cause: Cause,
+    },
     #[error("the OVA at {url} is larger than {max} bytes (--vsphere-ova-max-bytes): not imported")]
     TooLarge { url: String, max: u64 },
     #[error("the OVA at {url} has SHA-256 {got}, the stream says {want}: not imported")]
@@ -33,10 +38,18 @@ pub enum OvaError {
         url: String,
         limit: std::time::Duration,
     },
-    #[error("the OVA {path}: {why}")]
-    Read { path: String, why: String },
-    #[error("the OVA cache {dir}: {why}")]
-    Cache { dir: String, why: String },
+    #[error("the OVA {path}: {cause}")]
+    Read {
+        path: String,
+        #[source]
+        cause: Cause,
+    },
+    #[error("the OVA cache {dir}: {cause}")]
+    Cache {
+        dir: String,
+        #[source]
+        cause: Cause,
+    },
 }
 
 impl OvaError {
@@ -86,9 +99,9 @@ pub async fn fetch(
     target: &VSphereTarget,
     limits: Limits,
 ) -> Result<PathBuf, OvaError> {
-    let cache = |why: std::io::Error| OvaError::Cache {
+    let cache = |e: std::io::Error| OvaError::Cache {
         dir: dir.display().to_string(),
-        why: why.to_string(),
+        cause: cause(e),
     };
     let path = dir.join(cache_name(target));
     if tokio::fs::try_exists(&path).await.map_err(cache)? {
@@ -136,32 +149,32 @@ async fn download(
     max: u64,
 ) -> Result<(), OvaError> {
     let url = &target.location;
-    let failed = |why: String| OvaError::Download {
+    let failed = |cause: Cause| OvaError::Download {
         url: url.clone(),
-        why,
+        cause,
     };
     let req = hyper::Request::get(url)
         .body(Empty::new().map_err(|never| match never {}).boxed_unsync())
-        .map_err(|e| failed(e.to_string()))?;
+        .map_err(|e| failed(cause(e)))?;
     let resp = tokio::time::timeout(STALL, http.start(req))
         .await
-        .map_err(|_| failed(format!("no answer within {STALL:?}")))?
-        .map_err(|e| failed(e.to_string()))?;
+        .map_err(|_| failed(cause(format!("no answer within {STALL:?}"))))?
+        .map_err(|e| failed(cause(e)))?;
     if !resp.status().is_success() {
-        return Err(failed(format!("HTTP {}", resp.status())));
+        return Err(failed(cause(format!("HTTP {}", resp.status()))));
     }
     let mut file = tokio::fs::File::create(part)
         .await
-        .map_err(|e| failed(e.to_string()))?;
+        .map_err(|e| failed(cause(e)))?;
     let mut digest = ring::digest::Context::new(&ring::digest::SHA256);
     let mut size: u64 = 0;
     let mut body = resp.into_body();
     loop {
         let next = tokio::time::timeout(STALL, body.frame()).await;
-        let Some(frame) = next.map_err(|_| failed(format!("no data for {STALL:?}")))? else {
+        let Some(frame) = next.map_err(|_| failed(cause(format!("no data for {STALL:?}"))))? else {
             break;
         };
-        let frame = frame.map_err(|e| failed(e.to_string()))?;
+        let frame = frame.map_err(|e| failed(cause(e)))?;
         let Some(data) = frame.data_ref() else {
             continue;
         };
@@ -173,11 +186,9 @@ async fn download(
             });
         }
         digest.update(data);
-        file.write_all(data)
-            .await
-            .map_err(|e| failed(e.to_string()))?;
+        file.write_all(data).await.map_err(|e| failed(cause(e)))?;
     }
-    file.sync_all().await.map_err(|e| failed(e.to_string()))?;
+    file.sync_all().await.map_err(|e| failed(cause(e)))?;
     let got: String = digest
         .finish()
         .as_ref()
@@ -196,31 +207,31 @@ async fn download(
 
 /// Reads the OVA's table of contents (blocking: run it off the runtime's threads).
 pub fn open(path: &Path) -> Result<Ova, OvaError> {
-    let read = |why: String| OvaError::Read {
+    let read = |cause: Cause| OvaError::Read {
         path: path.display().to_string(),
-        why,
+        cause,
     };
-    let file = std::fs::File::open(path).map_err(|e| read(e.to_string()))?;
+    let file = std::fs::File::open(path).map_err(|e| read(cause(e)))?;
     let mut archive = tar::Archive::new(file);
     let mut descriptor = None;
     let mut files = BTreeMap::new();
-    for entry in archive.entries().map_err(|e| read(e.to_string()))? {
-        let mut entry = entry.map_err(|e| read(e.to_string()))?;
+    for entry in archive.entries().map_err(|e| read(cause(e)))? {
+        let mut entry = entry.map_err(|e| read(cause(e)))?;
         let name = entry
             .path()
-            .map_err(|e| read(e.to_string()))?
+            .map_err(|e| read(cause(e)))?
             .to_string_lossy()
             .into_owned();
         let (offset, size) = (entry.raw_file_position(), entry.size());
         if name.ends_with(".ovf") && descriptor.is_none() {
             let mut text = String::new();
             std::io::Read::read_to_string(&mut entry, &mut text)
-                .map_err(|e| read(format!("{name}: {e}")))?;
+                .map_err(|e| read(cause(format!("{name}: {e}"))))?;
             descriptor = Some(text);
         }
         files.insert(name, (offset, size));
     }
-    let descriptor = descriptor.ok_or_else(|| read("no .ovf descriptor in it".into()))?;
+    let descriptor = descriptor.ok_or_else(|| read(cause("no .ovf descriptor in it")))?;
     Ok(Ova {
         path: path.to_owned(),
         descriptor,

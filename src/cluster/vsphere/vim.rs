@@ -17,6 +17,7 @@ use hyper::{Request, StatusCode, header};
 use k8s_openapi::jiff::Timestamp;
 use roxmltree::{Document, Node};
 
+use super::cause::{Cause, cause};
 use super::https::{Https, HttpsError};
 pub use super::xml::{ImportTarget, Moref};
 use super::xml::{
@@ -35,8 +36,12 @@ pub enum VimError {
     Http(#[from] HttpsError),
     #[error("{method}: {message}")]
     Fault { method: String, message: String },
-    #[error("{method}: the answer is not what the vSphere API answers: {why}")]
-    Answer { method: String, why: String },
+    #[error("{method}: the answer is not what the vSphere API answers: {cause}")]
+    Answer {
+        method: String,
+        #[source]
+        cause: Cause,
+    },
     #[error("{method}: no answer in time")]
     Timeout { method: String },
 }
@@ -122,7 +127,7 @@ impl Vim {
         );
         let session_manager = vim.session_manager.clone();
         let (_, cookie) = vim.call("Login", &session_manager, args).await?;
-        vim.cookie = cookie.ok_or_else(|| answer("Login", "no session cookie".into()))?;
+        vim.cookie = cookie.ok_or_else(|| answer("Login", "no session cookie"))?;
         Ok(vim)
     }
 
@@ -292,13 +297,12 @@ impl Vim {
             let message = deep_text(e, "localizedMessage").unwrap_or("an error");
             return Err(fault(METHOD, message.to_owned()));
         }
-        let spec =
-            child(result, "importSpec").ok_or_else(|| answer(METHOD, "no importSpec".into()))?;
+        let spec = child(result, "importSpec").ok_or_else(|| answer(METHOD, "no importSpec"))?;
         let kind = spec
             .attribute(("http://www.w3.org/2001/XMLSchema-instance", "type"))
             .unwrap_or("VirtualMachineImportSpec");
         let inner = with_extra_config(&text, spec, extra_config)
-            .ok_or_else(|| answer(METHOD, "an importSpec without configSpec".into()))?;
+            .ok_or_else(|| answer(METHOD, "an importSpec without configSpec"))?;
         let namespaces = declarations(spec);
         let files = result
             .children()
@@ -337,8 +341,7 @@ impl Vim {
         );
         let (text, _) = self.call("ImportVApp", pool, args).await?;
         let doc = parse("ImportVApp", &text)?;
-        Moref::of(returnval("ImportVApp", &doc)?)
-            .ok_or_else(|| answer("ImportVApp", "no lease".into()))
+        Moref::of(returnval("ImportVApp", &doc)?).ok_or_else(|| answer("ImportVApp", "no lease"))
     }
 
     /// Waits for the lease to be ready (vCenter creates the VM first).
@@ -389,7 +392,7 @@ impl Vim {
             Some(LeaseInfo { entity, devices })
         })
         .await?
-        .ok_or_else(|| answer(METHOD, "a ready lease without info".into()))
+        .ok_or_else(|| answer(METHOD, "a ready lease without info"))
     }
 
     /// Sends one file of the OVA to a lease device: a disk is streamed (POST), anything
@@ -412,9 +415,7 @@ impl Vim {
             req.method("POST")
                 .header(header::CONTENT_TYPE, "application/x-vnd.vmware-streamVmdk")
         };
-        let req = req
-            .body(body)
-            .map_err(|e| answer("upload", e.to_string()))?;
+        let req = req.body(body).map_err(|e| answer("upload", e))?;
         // Generous for the slowest link a datastore is behind (a mebibyte a second), and
         // bounded: the lease is kept alive while this runs.
         let limit = UPLOAD_BASE + Duration::from_secs(length >> 20);
@@ -460,8 +461,7 @@ impl Vim {
         const METHOD: &str = "Destroy_Task";
         let (text, _) = self.call(METHOD, vm, String::new()).await?;
         let doc = parse(METHOD, &text)?;
-        let task =
-            Moref::of(returnval(METHOD, &doc)?).ok_or_else(|| answer(METHOD, "no task".into()))?;
+        let task = Moref::of(returnval(METHOD, &doc)?).ok_or_else(|| answer(METHOD, "no task"))?;
         let deadline = tokio::time::Instant::now() + LEASE_WAIT;
         loop {
             let state = self
@@ -513,7 +513,7 @@ impl Vim {
                     .map_err(|never| match never {})
                     .boxed_unsync(),
             )
-            .map_err(|e| answer(method, e.to_string()))?;
+            .map_err(|e| answer(method, e))?;
         let mut cookie = None;
         let sent = tokio::time::timeout(CALL_TIMEOUT, self.http.send(req, Some(&mut cookie))).await;
         let (status, text) = sent.map_err(|_| VimError::Timeout {
@@ -549,19 +549,19 @@ fn device_url(url: &str, server: &str) -> String {
 }
 
 fn parse<'t>(method: &str, text: &'t str) -> Result<Document<'t>, VimError> {
-    Document::parse(text).map_err(|e| answer(method, e.to_string()))
+    Document::parse(text).map_err(|e| answer(method, e))
 }
 
 fn returnval<'a, 't>(method: &str, doc: &'a Document<'t>) -> Result<Node<'a, 't>, VimError> {
     doc.descendants()
         .find(|n| n.has_tag_name((VIM25, "returnval")))
-        .ok_or_else(|| answer(method, "no returnval".into()))
+        .ok_or_else(|| answer(method, "no returnval"))
 }
 
-fn answer(method: &str, why: String) -> VimError {
+fn answer(method: &str, why: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> VimError {
     VimError::Answer {
         method: method.into(),
-        why,
+        cause: cause(why),
     }
 }
 
