@@ -47,9 +47,15 @@ fn stale_machinesets_move_to_the_template_imported_in_their_failure_domain() {
         );
         // Tagged as the installer tags everything of the cluster, and with the MachineSet's
         // own tags (which it keeps).
-        let tags = vc.tags_of(&path);
+        // vCenter lists a VM's tags in no set order.
+        let mut tags = vc.tags_of(&path);
+        tags.sort();
         match fd {
-            "fd-b" => assert_eq!(tags, [INFRA_ID, "workers-b"]),
+            "fd-b" => {
+                let mut want = [INFRA_ID, "workers-b"];
+                want.sort();
+                assert_eq!(tags, want);
+            }
             _ => assert_eq!(tags, [INFRA_ID]),
         }
         // Marked as ours from its creation: the cluster, the release, the OVA.
