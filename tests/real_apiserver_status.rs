@@ -502,18 +502,7 @@ fn the_gate_remembers_a_finished_upgrade_through_the_stamp() {
             v["gate"]["reason"].as_str().unwrap_or("").to_owned(),
         )
     };
-    let configmap = |data: Value| {
-        c.kubectl(&[
-            "patch",
-            "configmap",
-            "coreos-bootimages",
-            "-n",
-            "openshift-machine-config-operator",
-            "--type=merge",
-            "-p",
-            &json!({ "data": data }).to_string(),
-        ]);
-    };
+    let configmap = |data: Value| c.patch_configmap_data(data);
     let t = "2026-11-02T00:00:00Z";
     let pool_status = |updating: &str, updated: &str, count: u32| {
         c.set_status(

@@ -27,18 +27,7 @@ fn labelled(name: &str, image: &str, stream: Option<&str>) -> Value {
 /// upgrade to it.
 fn upgrade_to_dual_stream(c: &Cluster) {
     let dual = fixture("configmap-coreos-bootimages.dual-stream.yaml");
-    let file = c.certs_dir.path().join("dual-stream-patch.json");
-    std::fs::write(&file, json!({"data": dual["data"]}).to_string()).unwrap();
-    c.kubectl(&[
-        "patch",
-        "configmap",
-        "coreos-bootimages",
-        "-n",
-        "openshift-machine-config-operator",
-        "--type=merge",
-        "--patch-file",
-        file.to_str().unwrap(),
-    ]);
+    c.patch_configmap_data(dual["data"].clone());
 }
 
 #[test]
@@ -111,22 +100,7 @@ fn each_machineset_follows_its_stream_and_none_crosses_rhel_majors_unasked() {
     }
 
     // Malformed `streams`: the last good snapshot goes on being served.
-    let file = c.certs_dir.path().join("bad-streams.json");
-    std::fs::write(
-        &file,
-        json!({"data": {"streams": "{ not json"}}).to_string(),
-    )
-    .unwrap();
-    c.kubectl(&[
-        "patch",
-        "configmap",
-        "coreos-bootimages",
-        "-n",
-        "openshift-machine-config-operator",
-        "--type=merge",
-        "--patch-file",
-        file.to_str().unwrap(),
-    ]);
+    c.patch_configmap_data(json!({"streams": "{ not json"}));
     a.wait_line("unusable ConfigMap");
     c.create(&labelled("ms-after-bad-streams", OLD_9, Some("rhel-10")));
     assert_eq!(image(&c.get("ms-after-bad-streams")), RHEL_10);

@@ -337,22 +337,19 @@ impl Cluster {
     /// ConfigMap (what the default install's gate reads).
     pub fn master_finished(&self) {
         self.set_master_updated(1);
-        self.kubectl(&[
-            "patch",
-            "configmap",
-            "coreos-bootimages",
-            "-n",
-            "openshift-machine-config-operator",
-            "--type=merge",
-            "-p",
-            r#"{"data":{"MCOReleaseImageVersion":"4.21.0"}}"#,
-        ]);
+        self.patch_configmap_data(json!({"MCOReleaseImageVersion": "4.21.0"}));
     }
 
     /// `data.stream` of coreos-bootimages, as the MCO would write it.
     pub fn set_stream(&self, stream: &str) {
-        let file = self.certs_dir.path().join("stream-patch.json");
-        std::fs::write(&file, json!({"data": {"stream": stream}}).to_string()).unwrap();
+        self.patch_configmap_data(json!({ "stream": stream }));
+    }
+
+    /// Merges `data` into coreos-bootimages' data, as the installer or the MCO writes it
+    /// (through a file: a stream document is larger than a command line may be).
+    pub fn patch_configmap_data(&self, data: Value) {
+        let file = self.certs_dir.path().join("configmap-patch.json");
+        std::fs::write(&file, json!({ "data": data }).to_string()).unwrap();
         self.kubectl(&[
             "patch",
             "configmap",
