@@ -244,13 +244,21 @@ impl Signals {
     }
 }
 
+/// The Kubernetes API client, never through the cluster-wide proxy: the API server is in
+/// the cluster (kube reads `HTTPS_PROXY` for a kubeconfig's cluster, and would fail on it).
+async fn kube_client() -> anyhow::Result<kube::Client> {
+    let mut config = kube::Config::infer().await?;
+    config.proxy_url = None;
+    Ok(kube::Client::try_from(config)?)
+}
+
 /// The cluster side: watchers feeding the snapshot, and the toucher on the Lease holder.
 async fn start_cluster_side(
     args: &crate::config::ClusterArgs,
     running: &Running,
     stop: watch::Receiver<bool>,
 ) -> anyhow::Result<Vec<JoinHandle<()>>> {
-    let client = kube::Client::try_default()
+    let client = kube_client()
         .await
         .context("building the Kubernetes client (in-cluster service account or KUBECONFIG)")?;
     let learned = Arc::new(crate::cluster::ec2::LearnedCell::default());

@@ -21,6 +21,18 @@ pub struct Cli {
     pub command: Command,
     #[command(flatten)]
     pub log: LogArgs,
+    #[command(flatten)]
+    pub egress: EgressArgs,
+}
+
+/// What every outbound client (EC2, vCenter, the OVA download) trusts.
+#[derive(Debug, Args)]
+pub struct EgressArgs {
+    /// PEM bundle of CAs trusted by every outbound client beside the system's roots: the
+    /// cluster-wide proxy's, as OpenShift injects it into a ConfigMap labelled
+    /// `config.openshift.io/inject-trusted-cabundle` (key `ca-bundle.crt`).
+    #[arg(long, global = true, env = "BOOTIMAGE_WEBHOOK_TRUSTED_CA_BUNDLE")]
+    pub trusted_ca_bundle: Option<PathBuf>,
 }
 
 #[derive(Debug, Subcommand)]

@@ -33,6 +33,9 @@ fn main() -> ExitCode {
 fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     // Only ring is compiled in; installing it makes that explicit for every rustls user.
     let _ = rustls::crypto::ring::default_provider().install_default();
+    if let Some(path) = cli.egress.trusted_ca_bundle.clone() {
+        bootimage_webhook::cluster::egress::trust_ca_bundle(path);
+    }
     match cli.command {
         Command::Serve(args) => {
             logging::init(&cli.log)?;

@@ -10,15 +10,15 @@
 
 mod support;
 
-use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use support::apiserver::ApiServer;
 use support::binary::{self, Served};
+use support::moto::Moto;
 use support::{ami_of, evanphx, fixture, stream_ami};
 
 const REGION: &str = "us-east-1";
@@ -28,17 +28,6 @@ const MARKET_NEW: &str = "ami-0market0000000002";
 const MARKET_TOO_NEW: &str = "ami-0market0000000003";
 const FOREIGN: &str = "ami-0foreign000000001";
 const PRODUCT: &str = "59ead7de-2540-4653-a8b0-fa7926d5c845";
-
-fn venv_bin(name: &str) -> PathBuf {
-    let home = std::env::var_os("HOME")
-        .map(PathBuf::from)
-        .unwrap_or_default();
-    std::env::var_os("VENV")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| home.join(".cache/bootimage-webhook/venv"))
-        .join("bin")
-        .join(name)
-}
 
 /// What EC2 holds: Red Hat's, the marketplace's (three versions of one product) and a
 /// stranger's AMIs, in moto's AMI file format.
@@ -71,64 +60,6 @@ fn amis() -> Value {
             "root_device_type": "ebs", "root_device_name": "/dev/xvda", "hypervisor": "xen"
         }
     ])
-}
-
-/// moto's EC2, on a loopback port (0: any free one), killed on drop.
-struct Moto {
-    child: Child,
-    addr: SocketAddr,
-    _amis: tempfile::NamedTempFile,
-}
-
-impl Moto {
-    fn start(port: u16) -> Moto {
-        let amis = tempfile::NamedTempFile::new().unwrap();
-        std::fs::write(amis.path(), amis_json()).unwrap();
-        let bin = venv_bin("moto_server");
-        let mut child = Command::new(&bin)
-            .args(["-H", "127.0.0.1", "-p", &port.to_string()])
-            .env("MOTO_AMIS_PATH", amis.path())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap_or_else(|e| {
-                panic!(
-                    "{}: {e} (scripts/install-test-deps installs moto[server])",
-                    bin.display()
-                )
-            });
-        let lines = BufReader::new(child.stderr.take().unwrap()).lines();
-        let mut seen = Vec::new();
-        let mut addr = None;
-        for line in lines.map_while(Result::ok) {
-            if let Some(rest) = line.split("Running on http://").nth(1) {
-                addr = rest.trim().parse().ok();
-                break;
-            }
-            seen.push(line);
-        }
-        let addr = addr.unwrap_or_else(|| panic!("moto did not start: {seen:?}"));
-        Moto {
-            child,
-            addr,
-            _amis: amis,
-        }
-    }
-
-    fn url(&self) -> String {
-        format!("http://{}", self.addr)
-    }
-}
-
-fn amis_json() -> String {
-    amis().to_string()
-}
-
-impl Drop for Moto {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 /// The SDK's standard environment, pointed at `endpoint`.
@@ -187,7 +118,7 @@ fn preview(list: &Path, env: impl FnOnce(&mut Command)) -> (Vec<Value>, String) 
 
 #[test]
 fn preview_classifies_through_ec2_like_the_server() {
-    let moto = Moto::start(0);
+    let moto = Moto::start(0, &amis());
     let dir = tempfile::tempdir().unwrap();
     let list = list_file(dir.path());
     let (results, _) = preview(&list, |c| aws_env(c, &moto.url()));
@@ -344,27 +275,8 @@ fn the_server_classifies_in_the_background_and_touches_once_ec2_answers() {
     let certs = support::dev_certs();
     certs.write(dir.path()).unwrap();
     // EC2's address, with nothing listening yet.
-    let port = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        l.local_addr().unwrap().port()
-    };
-    let mut cmd = binary::serve_command();
-    cmd.args([
-        "--touch-settle",
-        "0s",
-        "--touch-resync",
-        "2s",
-        "--touch-backoff",
-        "200ms",
-    ])
-    .args(["--pod-name", "replica-0", "--pod-namespace", "default"])
-    .arg("--tls-cert-file")
-    .arg(dir.path().join("tls.crt"))
-    .arg("--tls-private-key-file")
-    .arg(dir.path().join("tls.key"))
-    .env("KUBECONFIG", api.kubeconfig());
-    aws_env(&mut cmd, &format!("http://127.0.0.1:{port}"));
-    let served = Served::spawn(cmd);
+    let port = support::proxy::free_port();
+    let served = serve_touching(&api, dir.path(), &format!("http://127.0.0.1:{port}"));
     aws_cluster(&api, served.webhook, &certs.ca_pem);
     let names = [
         ("redhat", RED_HAT),
@@ -380,32 +292,10 @@ fn the_server_classifies_in_the_background_and_touches_once_ec2_answers() {
             "{name} stored as sent"
         );
     }
-    let warned = served.wait_for_line(Duration::from_secs(60), |l| {
-        l.contains("cannot classify AMIs through EC2")
-    });
-    assert!(warned.is_some(), "no warning. Log:\n{}", served.log_text());
-    std::thread::sleep(Duration::from_secs(3));
-    for (name, ami) in names {
-        assert_eq!(
-            stored_ami(&api, name),
-            json!({"id": ami}),
-            "{name} moved without EC2"
-        );
-    }
-    let warnings = served
-        .log()
-        .iter()
-        .filter(|l| l.contains("cannot classify AMIs through EC2"))
-        .count();
-    assert_eq!(
-        warnings,
-        1,
-        "one line, not one per retry. Log:\n{}",
-        served.log_text()
-    );
+    nothing_moves_and_one_warning_without_ec2(&api, &served, &names);
 
     // EC2 comes up where the server looks for it: classification is retried.
-    let _moto = Moto::start(port);
+    let _moto = Moto::start(port, &amis());
     let log = || served.log_text();
     wait_until(
         "the Red Hat AMI moved",
@@ -427,6 +317,44 @@ fn the_server_classifies_in_the_background_and_touches_once_ec2_answers() {
         .filter(|e| e["objectRef"]["name"] == "foreign" && e["verb"] != "create")
         .count();
     assert_eq!(writes, 0);
+}
+
+/// The binary, its Lease held, touching after a short resync, with EC2 at `endpoint`.
+fn serve_touching(api: &ApiServer, certs: &Path, endpoint: &str) -> Served {
+    let mut cmd = binary::serve_command();
+    cmd.args(["--touch-settle", "0s", "--touch-resync", "2s"])
+        .args(["--touch-backoff", "200ms"])
+        .args(["--pod-name", "replica-0", "--pod-namespace", "default"])
+        .arg("--tls-cert-file")
+        .arg(certs.join("tls.crt"))
+        .arg("--tls-private-key-file")
+        .arg(certs.join("tls.key"))
+        .env("KUBECONFIG", api.kubeconfig());
+    aws_env(&mut cmd, endpoint);
+    Served::spawn(cmd)
+}
+
+/// With EC2 away, the server warns once (not once a retry) and moves none of `names`.
+fn nothing_moves_and_one_warning_without_ec2(
+    api: &ApiServer,
+    served: &Served,
+    names: &[(&str, &str)],
+) {
+    let warning = "cannot classify AMIs through EC2";
+    let warned = served.wait_for_line(Duration::from_secs(60), |l| l.contains(warning));
+    assert!(warned.is_some(), "no warning. Log:\n{}", served.log_text());
+    std::thread::sleep(Duration::from_secs(3));
+    for (name, ami) in names {
+        let stored = stored_ami(api, name);
+        assert_eq!(stored, json!({"id": ami}), "{name} moved without EC2");
+    }
+    let warnings = served.log().iter().filter(|l| l.contains(warning)).count();
+    assert_eq!(
+        warnings,
+        1,
+        "one line, not one per retry. Log:\n{}",
+        served.log_text()
+    );
 }
 
 /// The environment of a pod without credentials of its own: no AWS variables, no `~/.aws`,
@@ -558,7 +486,7 @@ impl NoOwnCredentials {
         let api = ApiServer::start();
         let token = service_account(&api);
         support::rbac::enable(&api, &["aws-machine-api-credentials"], &[]);
-        let moto = Moto::start(0);
+        let moto = Moto::start(0, &amis());
         let dir = tempfile::tempdir().unwrap();
         let certs = support::dev_certs();
         certs.write(dir.path()).unwrap();

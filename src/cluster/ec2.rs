@@ -5,7 +5,8 @@
 //! Credentials are the SDK's standard chain: environment variables, a shared credentials
 //! file (`AWS_SHARED_CREDENTIALS_FILE`: the Secret the cloud-credential-operator makes from
 //! `manifests/`'s CredentialsRequest, static keys or STS web identity), or a profile. HTTPS
-//! goes through rustls on ring, as everything else here.
+//! goes through rustls on ring, as everything else here, and through the cluster-wide proxy
+//! where the environment says so ([`egress`](crate::cluster::egress)).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
@@ -30,6 +31,8 @@ use crate::health::until;
 pub enum Ec2Error {
     #[error("no AWS credentials: {0}")]
     NoCredentials(String),
+    #[error(transparent)]
+    TrustedRoots(#[from] crate::cluster::egress::CaBundleError),
     #[error("EC2 DescribeImages in {region}: {message}")]
     Call { region: String, message: String },
     /// A client could not be made with these credentials (named, never shown).
@@ -58,9 +61,10 @@ mod sdk {
     use aws_sdk_ec2::error::DisplayErrorContext;
     use aws_sdk_ec2::error::ProvideErrorMetadata;
     use aws_sdk_ec2::types::Filter;
-    use aws_smithy_http_client::tls::{self, rustls_provider::CryptoMode};
     use std::collections::HashMap;
     use std::sync::Mutex;
+
+    use crate::cluster::egress::{self, ProxiedHttps};
 
     /// The SDK provider for credentials read from the machine API's Secret: static keys as
     /// they are; a shared-credentials file through the SDK's own profile provider (STS web
@@ -103,6 +107,8 @@ mod sdk {
 
     /// An EC2 client per region, from one SDK configuration.
     pub struct Ec2 {
+        /// `AWS_ENDPOINT_URL` and the like, for the proxy an error names.
+        endpoint: Option<String>,
         config: SdkConfig,
         clients: Mutex<HashMap<String, Client>>,
     }
@@ -122,9 +128,7 @@ mod sdk {
             given: Option<&SecretCredentials>,
             region: Option<&str>,
         ) -> Result<Ec2, Ec2Error> {
-            let https = aws_smithy_http_client::Builder::new()
-                .tls_provider(tls::Provider::Rustls(CryptoMode::Ring))
-                .build_https();
+            let https = ProxiedHttps::shared(&egress::extra_roots()?);
             let mut loader = aws_config::defaults(BehaviorVersion::latest())
                 .http_client(https.clone())
                 .timeout_config(
@@ -151,6 +155,7 @@ mod sdk {
                 .await
                 .map_err(|e| Ec2Error::NoCredentials(DisplayErrorContext(e).to_string()))?;
             Ok(Ec2 {
+                endpoint: config.endpoint_url().map(str::to_owned),
                 config,
                 clients: Mutex::new(HashMap::new()),
             })
@@ -190,7 +195,7 @@ mod sdk {
                 Err(e) if e.code().is_some_and(|c| c.starts_with("InvalidAMIID")) => {
                     Ok(Described::NotFound)
                 }
-                Err(e) => Err(call_error(region, &e)),
+                Err(e) => Err(self.call_error(region, &e)),
             }
         }
 
@@ -217,7 +222,7 @@ mod sdk {
                 .send();
             let mut images = Vec::new();
             while let Some(image) = pages.next().await {
-                let image = image.map_err(|e| call_error(region, &e))?;
+                let image = image.map_err(|e| self.call_error(region, &e))?;
                 images.push(MarketImage {
                     id: image.image_id().unwrap_or_default().to_owned(),
                     description: image.description().unwrap_or_default().to_owned(),
@@ -258,19 +263,34 @@ mod sdk {
         }
     }
 
-    fn call_error<E, R>(region: &str, e: &aws_sdk_ec2::error::SdkError<E, R>) -> Ec2Error
-    where
-        E: ProvideErrorMetadata + std::error::Error + 'static,
-        R: std::fmt::Debug,
-    {
-        let message = match (e.code(), e.message()) {
-            (Some(code), Some(msg)) => format!("{code}: {msg}"),
-            (Some(code), None) => code.to_owned(),
-            _ => aws_sdk_ec2::error::DisplayErrorContext(e).to_string(),
-        };
-        Ec2Error::Call {
-            region: region.to_owned(),
-            message,
+    impl Ec2 {
+        /// EC2's own error, or why it was not reached (naming the proxy it was asked
+        /// through).
+        fn call_error<E, R>(&self, region: &str, e: &aws_sdk_ec2::error::SdkError<E, R>) -> Ec2Error
+        where
+            E: ProvideErrorMetadata + std::error::Error + 'static,
+            R: std::fmt::Debug,
+        {
+            let message = match (e.code(), e.message()) {
+                (Some(code), Some(msg)) => format!("{code}: {msg}"),
+                (Some(code), None) => code.to_owned(),
+                _ => {
+                    let endpoint = self
+                        .endpoint
+                        .clone()
+                        .unwrap_or_else(|| format!("https://ec2.{region}.amazonaws.com"));
+                    let through = endpoint.parse().map(|u| egress::through(&u));
+                    format!(
+                        "{}{}",
+                        aws_sdk_ec2::error::DisplayErrorContext(e),
+                        through.unwrap_or_default()
+                    )
+                }
+            };
+            Ec2Error::Call {
+                region: region.to_owned(),
+                message,
+            }
         }
     }
 }

@@ -8,6 +8,7 @@
 pub mod apis;
 pub mod aws_credentials;
 pub mod ec2;
+pub mod egress;
 pub mod lease;
 pub mod stub_upgrade;
 pub mod stubs;

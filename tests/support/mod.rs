@@ -20,6 +20,7 @@
 //! - `render`: the shipped manifests rendered with kustomize, with opt-in components and
 //!   more user-data Secrets granted as an administrator would;
 //! - `rbac`: that RBAC applied over the shipped one on a test apiserver;
+//! - `proxy`: a real forward proxy (tinyproxy) and what it forwarded;
 //! - `vsphere`, `vcsim`: the vSphere tests' world (a vSphere cluster, vcsim, the OVA).
 //!
 //! The most used items are re-exported here (`support::fixture`, `support::Https`, ...).
@@ -36,7 +37,9 @@ pub mod fixtures;
 pub mod https;
 pub mod image;
 pub mod machinesets;
+pub mod moto;
 pub mod oracle;
+pub mod proxy;
 pub mod rbac;
 pub mod render;
 pub mod report;

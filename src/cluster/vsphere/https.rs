@@ -1,6 +1,7 @@
 //! The importer's HTTPS client: hyper's, through rustls on ring like everything else here.
-//! It trusts the system's roots and, when given, a PEM bundle of the cluster's own
-//! (`--vsphere-ca-file`: vCenters often have a private CA).
+//! It trusts the system's roots, the trusted CA bundle ([`egress`]) and, when given, a PEM
+//! bundle of the cluster's own (`--vsphere-ca-file`: vCenters often have a private CA);
+//! it goes through the cluster-wide proxy where the environment says so.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -9,13 +10,13 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, combinators::UnsyncBoxBody};
 use hyper::body::Incoming;
 use hyper::{Request, Response, StatusCode, header};
-use hyper_rustls::HttpsConnector;
-use hyper_util::client::legacy::{Client, connect::HttpConnector};
+use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject;
 
 use super::cause::{Cause, cause, chain};
+use crate::cluster::egress::{self, CaBundleError, ProxyConnector};
 
 pub type Body = UnsyncBoxBody<Bytes, std::io::Error>;
 
@@ -30,9 +31,13 @@ pub enum HttpsError {
         #[source]
         cause: Cause,
     },
-    #[error("{url}: {}", chain(&**.cause))]
+    #[error(transparent)]
+    TrustedRoots(#[from] CaBundleError),
+    #[error("{url}{}: {}", .proxy.as_ref().map(|p| format!(" (through the proxy {p})")).unwrap_or_default(), chain(&**.cause))]
     Send {
         url: String,
+        /// The proxy the request went through.
+        proxy: Option<String>,
         #[source]
         cause: Cause,
     },
@@ -46,7 +51,8 @@ pub enum HttpsError {
 
 #[derive(Clone)]
 pub struct Https {
-    client: Client<HttpsConnector<HttpConnector>, Body>,
+    client: Client<ProxyConnector, Body>,
+    connector: ProxyConnector,
 }
 
 impl Https {
@@ -55,6 +61,7 @@ impl Https {
         // Unreadable system certificates are skipped: the CA file may be all there is.
         let system = rustls_native_certs::load_native_certs();
         roots.add_parsable_certificates(system.certs);
+        roots.add_parsable_certificates(egress::extra_roots()?);
         if let Some(path) = ca_file {
             let roots_error = |cause: Cause| HttpsError::Roots {
                 path: path.display().to_string(),
@@ -81,13 +88,10 @@ impl Https {
         })?
         .with_root_certificates(roots)
         .with_no_client_auth();
-        let connector = hyper_rustls::HttpsConnectorBuilder::new()
-            .with_tls_config(tls)
-            .https_or_http()
-            .enable_http1()
-            .build();
+        let connector = ProxyConnector::new(tls);
         Ok(Https {
-            client: Client::builder(TokioExecutor::new()).build(connector),
+            client: Client::builder(TokioExecutor::new()).build(connector.clone()),
+            connector,
         })
     }
 
@@ -122,12 +126,21 @@ impl Https {
     }
 
     /// Sends `req` and hands back the answer with its body unread.
-    pub async fn start(&self, req: Request<Body>) -> Result<Response<Incoming>, HttpsError> {
+    pub async fn start(&self, mut req: Request<Body>) -> Result<Response<Incoming>, HttpsError> {
         let url = req.uri().to_string();
+        let proxy = self.connector.intercept(req.uri());
+        if let Some(auth) = proxy.as_ref().and_then(|p| p.basic_auth()) {
+            // Plain HTTP goes to the proxy as is; HTTPS carries this in its CONNECT.
+            if req.uri().scheme() != Some(&hyper::http::uri::Scheme::HTTPS) {
+                req.headers_mut()
+                    .insert(header::PROXY_AUTHORIZATION, auth.clone());
+            }
+        }
         self.client
             .request(req)
             .await
             .map_err(|e| HttpsError::Send {
+                proxy: proxy.as_ref().map(egress::name),
                 url,
                 cause: cause(e),
             })
