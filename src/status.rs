@@ -8,6 +8,7 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
+use hyper::Uri;
 use kube::api::{Api, ListParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::core::DynamicObject;
@@ -16,7 +17,7 @@ use serde_json::Value;
 
 use crate::cluster::touch::FIELD_MANAGER;
 use crate::cluster::watch;
-use crate::cluster::{apis, aws_credentials, ec2};
+use crate::cluster::{apis, aws_credentials, ec2, egress};
 use crate::config::{StatusArgs, StatusOutput};
 use crate::core::age;
 use crate::core::decision::{self, Reason};
@@ -494,7 +495,7 @@ async fn client(args: &StatusArgs) -> anyhow::Result<kube::Client> {
         context: args.context.clone(),
         ..Default::default()
     };
-    let config = match &args.kubeconfig {
+    let mut config = match &args.kubeconfig {
         Some(path) => {
             let kubeconfig = Kubeconfig::read_from(path)
                 .with_context(|| format!("reading the kubeconfig {}", path.display()))?;
@@ -505,7 +506,22 @@ async fn client(args: &StatusArgs) -> anyhow::Result<kube::Client> {
             .await
             .context("finding a kubeconfig (KUBECONFIG, ~/.kube/config, or in-cluster)")?,
     };
+    config.proxy_url = proxy_to_api_server(config.proxy_url, &config.cluster_url);
     Ok(kube::Client::try_from(config)?)
+}
+
+/// The proxy to the API server: the kubeconfig's `proxy-url`, else `HTTPS_PROXY` unless
+/// `NO_PROXY` names the server. kube matches `NO_PROXY` against the proxy's own address,
+/// so a proxy it took from the environment is chosen again here.
+fn proxy_to_api_server(loaded: Option<Uri>, server: &Uri) -> Option<Uri> {
+    let from_env = ["HTTPS_PROXY", "https_proxy"]
+        .iter()
+        .find_map(|name| std::env::var(name).ok().filter(|v| !v.is_empty()))
+        .and_then(|url| url.parse::<Uri>().ok());
+    if loaded.is_some() && loaded != from_env {
+        return loaded;
+    }
+    egress::Proxy::from_env().intercept(server).and(from_env)
 }
 
 /// The Events of `namespace` as JSON (none when they cannot be listed).
@@ -542,60 +558,12 @@ async fn machine_configuration(client: kube::Client) -> Result<Option<Value>, ku
 /// Reads the cluster as `serve` does and decides every MachineSet.
 pub async fn report(args: &StatusArgs) -> anyhow::Result<Report> {
     let client = client(args).await?;
-    let snapshot = snapshot::shared(Snapshot::empty());
-    let health = Arc::new(Health::default());
-    let learned = Arc::new(crate::cluster::ec2::LearnedCell::default());
-    let _watching = watch::start(
-        client.clone(),
-        args.read.watch_settings(),
-        snapshot.clone(),
-        health.clone(),
-        Metrics::new(None),
-        learned,
-    );
-    let deadline = Instant::now() + args.timeout;
-    while !health.synced.load(Ordering::Acquire) {
-        if Instant::now() > deadline {
-            bail!(
-                "the cluster's objects could not all be listed within {:?} (unreachable, or not allowed to list them?)",
-                args.timeout
-            );
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    // The builder waits for a burst of events to land before it rebuilds: give it time.
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    let api: Api<DynamicObject> = Api::namespaced_with(
-        client.clone(),
-        &args.read.machine_api_namespace,
-        &apis::MACHINESET.api_resource(),
-    );
-    let mut items = api
-        .list(&ListParams::default())
-        .await
-        .context("listing MachineSets")?
-        .items;
-    if args.read.control_plane_machine_sets {
-        let cpms: Api<DynamicObject> = Api::namespaced_with(
-            client.clone(),
-            &args.read.machine_api_namespace,
-            &apis::CONTROLPLANEMACHINESET.api_resource(),
-        );
-        match cpms.list(&ListParams::default()).await {
-            Ok(list) => items.extend(list.items),
-            Err(kube::Error::Api(s)) if s.code == 404 => {}
-            Err(e) => return Err(e).context("listing ControlPlaneMachineSets"),
-        }
-    }
-    let objects: Vec<Value> = items
-        .iter()
-        .filter_map(|o| serde_json::to_value(o).ok())
-        .collect();
+    let snapshot = synced_snapshot(&client, args).await?;
+    let objects = machine_sets(&client, args).await?;
     // The toucher's give-ups, as its Events tell them (none readable: none shown).
     let events = events(client.clone(), &args.read.machine_api_namespace).await;
     let machine_configuration = machine_configuration(client.clone()).await;
-    let snap = snapshot.load_full();
-    let (snap, ec2) = ask_ec2(&client, args, &objects, &snap).await;
+    let (snap, ec2) = ask_ec2(&client, args, &objects, &snapshot).await;
     let snap = ask_vcenter(&client, args, snap).await;
     let machine_sets = rows(&objects, &events, &snap);
     Ok(Report {
@@ -625,6 +593,65 @@ pub async fn report(args: &StatusArgs) -> anyhow::Result<Report> {
             .unwrap_or_default(),
         machine_sets,
     })
+}
+
+/// The snapshot the server would hold: the same watches, run until every one has listed.
+async fn synced_snapshot(
+    client: &kube::Client,
+    args: &StatusArgs,
+) -> anyhow::Result<Arc<Snapshot>> {
+    let snapshot = snapshot::shared(Snapshot::empty());
+    let health = Arc::new(Health::default());
+    let learned = Arc::new(crate::cluster::ec2::LearnedCell::default());
+    let _watching = watch::start(
+        client.clone(),
+        args.read.watch_settings(),
+        snapshot.clone(),
+        health.clone(),
+        Metrics::new(None),
+        learned,
+    );
+    let deadline = Instant::now() + args.timeout;
+    while !health.synced.load(Ordering::Acquire) {
+        if Instant::now() > deadline {
+            bail!(
+                "the cluster's objects could not all be listed within {:?} (unreachable, or not allowed to list them?)",
+                args.timeout
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // The builder waits for a burst of events to land before it rebuilds: give it time.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    Ok(snapshot.load_full())
+}
+
+/// The MachineSets, and the ControlPlaneMachineSets when they are managed, as JSON.
+async fn machine_sets(client: &kube::Client, args: &StatusArgs) -> anyhow::Result<Vec<Value>> {
+    let namespace = &args.read.machine_api_namespace;
+    let api: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), namespace, &apis::MACHINESET.api_resource());
+    let mut items = api
+        .list(&ListParams::default())
+        .await
+        .context("listing MachineSets")?
+        .items;
+    if args.read.control_plane_machine_sets {
+        let cpms: Api<DynamicObject> = Api::namespaced_with(
+            client.clone(),
+            namespace,
+            &apis::CONTROLPLANEMACHINESET.api_resource(),
+        );
+        match cpms.list(&ListParams::default()).await {
+            Ok(list) => items.extend(list.items),
+            Err(kube::Error::Api(s)) if s.code == 404 => {}
+            Err(e) => return Err(e).context("listing ControlPlaneMachineSets"),
+        }
+    }
+    Ok(items
+        .iter()
+        .filter_map(|o| serde_json::to_value(o).ok())
+        .collect())
 }
 
 /// vSphere MachineSets are decided with what vCenter holds: each failure domain's template
