@@ -104,7 +104,8 @@ impl VCenter {
         let answer = self.soap(
             jar,
             &format!(
-                r#"<FindByInventoryPath xmlns="urn:vim25"><_this type="SearchIndex">SearchIndex</_this><inventoryPath>{path}</inventoryPath></FindByInventoryPath>"#
+                r#"<FindByInventoryPath xmlns="urn:vim25"><_this type="SearchIndex">SearchIndex</_this><inventoryPath>{}</inventoryPath></FindByInventoryPath>"#,
+                quick_xml::escape::escape(path)
             ),
         );
         let open = format!(r#"<returnval type="{kind}">"#);
@@ -136,7 +137,8 @@ impl VCenter {
         let made = self.soap(
             jar.path(),
             &format!(
-                r#"<CreateResourcePool xmlns="urn:vim25"><_this type="ResourcePool">{pool}</_this><name>{name}</name><spec><cpuAllocation>{allocation}</cpuAllocation><memoryAllocation>{allocation}</memoryAllocation></spec></CreateResourcePool>"#
+                r#"<CreateResourcePool xmlns="urn:vim25"><_this type="ResourcePool">{pool}</_this><name>{}</name><spec><cpuAllocation>{allocation}</cpuAllocation><memoryAllocation>{allocation}</memoryAllocation></spec></CreateResourcePool>"#,
+                quick_xml::escape::escape(name)
             ),
         );
         assert!(made.contains("<returnval"), "CreateResourcePool: {made}");

@@ -85,7 +85,7 @@ impl World {
         for dc in ["DC0", "DC1"] {
             vc.create_folder(&format!("/{dc}/vm"), INFRA_ID);
         }
-        vc.create_resource_pool("/DC0/host/DC0_C0/Resources", "pool-c");
+        vc.create_resource_pool("/DC0/host/DC0_C0/Resources", POOL_C);
         vc.create_cluster_tag();
         self.vcenter = Some(vc);
     }
@@ -234,11 +234,15 @@ pub fn datacenter(fd: &str) -> &'static str {
     if fd == "fd-b" { "DC1" } else { "DC0" }
 }
 
+/// fd-c's resource pool: a name with markup, both quotes and non-ASCII, which reaches
+/// vCenter only if our requests escape it.
+pub const POOL_C: &str = r#"pool <c> & "ç's""#;
+
 /// The failure domain's resource pool.
 pub fn pool(fd: &str) -> String {
     let dc = datacenter(fd);
     match fd {
-        "fd-c" => format!("/{dc}/host/{dc}_C0/Resources/pool-c"),
+        "fd-c" => format!("/{dc}/host/{dc}_C0/Resources/{POOL_C}"),
         _ => format!("/{dc}/host/{dc}_C0/Resources"),
     }
 }

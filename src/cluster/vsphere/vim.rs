@@ -3,12 +3,13 @@
 //! `MarkAsTemplate`, `Destroy_Task`.
 //!
 //! Not `vim_rs`: it generates the whole vim25 API, and building it took longer than
-//! everything else in this crate together, for a dozen calls. Requests are written here
-//! (each a few elements); responses are read with `roxmltree`. The import spec vCenter
-//! returns is passed back to `ImportVApp` as the XML it came as, so that no field of it is
-//! lost in a type of ours.
+//! everything else in this crate together, for a dozen calls. Requests are written with
+//! `quick-xml`'s writer, each as the elements of its call; responses are read with
+//! `roxmltree`. The import spec vCenter returns is passed back to `ImportVApp` as the XML it
+//! came as, so that no field of it is lost in a type of ours.
 
 use std::collections::BTreeMap;
+use std::io;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -21,7 +22,7 @@ use super::cause::{Cause, cause};
 use super::https::{Https, HttpsError};
 pub use super::xml::{ImportTarget, Moref};
 use super::xml::{
-    VIM25, child, declarations, deep_text, escape, import_spec_args, with_extra_config,
+    VIM25, WrittenSpec, Xml, child, deep_text, element, envelope, import_spec_args, no_args,
 };
 
 /// The version the requests are written for; vCenter 7 and 8 both answer it.
@@ -44,19 +45,19 @@ pub enum VimError {
     },
     #[error("{method}: no answer in time")]
     Timeout { method: String },
+    #[error("{method}: cannot write the request")]
+    Request {
+        method: String,
+        #[source]
+        source: io::Error,
+    },
 }
 
 /// `CreateImportSpec`'s answer: the spec to pass back, and which OVA file goes to which
 /// device of the lease.
 #[derive(Debug)]
 pub struct ImportSpec {
-    /// `xsi:type` of `importSpec`.
-    kind: String,
-    /// The prefixed namespaces in scope at `importSpec`, as attributes: its content may use
-    /// prefixes declared outside it (vcsim's `_XMLSchema-instance:type`).
-    namespaces: String,
-    /// Its content, as vCenter wrote it.
-    inner: String,
+    spec: WrittenSpec,
     pub files: Vec<FileItem>,
 }
 
@@ -107,7 +108,7 @@ impl Vim {
         };
         let instance = Moref::new("ServiceInstance", "ServiceInstance");
         let (text, _) = vim
-            .call("RetrieveServiceContent", &instance, String::new())
+            .call("RetrieveServiceContent", &instance, no_args)
             .await?;
         let doc = parse("RetrieveServiceContent", &text)?;
         let content = returnval("RetrieveServiceContent", &doc)?;
@@ -120,11 +121,10 @@ impl Vim {
         vim.search_index = moref("searchIndex")?;
         vim.ovf_manager = moref("ovfManager")?;
         vim.session_manager = moref("sessionManager")?;
-        let args = format!(
-            "<userName>{}</userName><password>{}</password>",
-            escape(user),
-            escape(password)
-        );
+        let args = |w: &mut Xml| {
+            element(w, "userName", user)?;
+            element(w, "password", password)
+        };
         let session_manager = vim.session_manager.clone();
         let (_, cookie) = vim.call("Login", &session_manager, args).await?;
         vim.cookie = cookie.ok_or_else(|| answer("Login", "no session cookie"))?;
@@ -137,14 +137,12 @@ impl Vim {
     }
 
     pub async fn logout(&self) {
-        let _ = self
-            .call("Logout", &self.session_manager, String::new())
-            .await;
+        let _ = self.call("Logout", &self.session_manager, no_args).await;
     }
 
     /// `FindByInventoryPath`: the object at `/datacenter/vm/folder/name` and the like.
     pub async fn find(&self, path: &str) -> Result<Option<Moref>, VimError> {
-        let args = format!("<inventoryPath>{}</inventoryPath>", escape(path));
+        let args = |w: &mut Xml| element(w, "inventoryPath", path);
         let (text, _) = self
             .call("FindByInventoryPath", &self.search_index, args)
             .await?;
@@ -162,12 +160,18 @@ impl Vim {
         path: &str,
         read: impl FnOnce(Option<Node<'_, '_>>) -> T,
     ) -> Result<T, VimError> {
-        let args = format!(
-            "<specSet><propSet><type>{}</type><pathSet>{}</pathSet></propSet><objectSet>{}</objectSet></specSet><options></options>",
-            escape(&obj.kind),
-            escape(path),
-            obj.xml("obj")
-        );
+        let args = |w: &mut Xml| {
+            w.create_element("specSet").write_inner_content(|w| {
+                w.create_element("propSet").write_inner_content(|w| {
+                    element(w, "type", &obj.kind)?;
+                    element(w, "pathSet", path)
+                })?;
+                w.create_element("objectSet")
+                    .write_inner_content(|w| obj.write(w, "obj"))?;
+                Ok(())
+            })?;
+            element(w, "options", "")
+        };
         let (text, _) = self
             .call("RetrievePropertiesEx", &self.property_collector, args)
             .await?;
@@ -227,7 +231,7 @@ impl Vim {
     pub async fn current_time(&self) -> Result<Timestamp, VimError> {
         const METHOD: &str = "CurrentTime";
         let instance = Moref::new("ServiceInstance", "ServiceInstance");
-        let (text, _) = self.call(METHOD, &instance, String::new()).await?;
+        let (text, _) = self.call(METHOD, &instance, no_args).await?;
         let doc = parse(METHOD, &text)?;
         let time = returnval(METHOD, &doc)?.text().unwrap_or_default().trim();
         time.parse()
@@ -289,7 +293,7 @@ impl Vim {
         extra_config: &[(String, String)],
     ) -> Result<ImportSpec, VimError> {
         const METHOD: &str = "CreateImportSpec";
-        let args = import_spec_args(ovf, target, networks);
+        let args = |w: &mut Xml| import_spec_args(w, ovf, target, networks);
         let (text, _) = self.call(METHOD, &self.ovf_manager, args).await?;
         let doc = parse(METHOD, &text)?;
         let result = returnval(METHOD, &doc)?;
@@ -298,12 +302,8 @@ impl Vim {
             return Err(fault(METHOD, message.to_owned()));
         }
         let spec = child(result, "importSpec").ok_or_else(|| answer(METHOD, "no importSpec"))?;
-        let kind = spec
-            .attribute(("http://www.w3.org/2001/XMLSchema-instance", "type"))
-            .unwrap_or("VirtualMachineImportSpec");
-        let inner = with_extra_config(&text, spec, extra_config)
+        let spec = WrittenSpec::read(&text, spec, extra_config)
             .ok_or_else(|| answer(METHOD, "an importSpec without configSpec"))?;
-        let namespaces = declarations(spec);
         let files = result
             .children()
             .filter(|n| n.has_tag_name((VIM25, "fileItem")))
@@ -315,12 +315,7 @@ impl Vim {
                 })
             })
             .collect();
-        Ok(ImportSpec {
-            kind: kind.to_owned(),
-            namespaces,
-            inner,
-            files,
-        })
+        Ok(ImportSpec { spec, files })
     }
 
     /// `ImportVApp` into the pool and folder: the NFC lease.
@@ -331,14 +326,11 @@ impl Vim {
         folder: &Moref,
         host: Option<&Moref>,
     ) -> Result<Moref, VimError> {
-        let args = format!(
-            r#"<spec{} xsi:type="{}">{}</spec>{}{}"#,
-            spec.namespaces,
-            escape(&spec.kind),
-            spec.inner,
-            folder.xml("folder"),
-            host.map(|h| h.xml("host")).unwrap_or_default()
-        );
+        let args = |w: &mut Xml| {
+            spec.spec.write(w, "spec")?;
+            folder.write(w, "folder")?;
+            host.map_or(Ok(()), |h| h.write(w, "host"))
+        };
         let (text, _) = self.call("ImportVApp", pool, args).await?;
         let doc = parse("ImportVApp", &text)?;
         Moref::of(returnval("ImportVApp", &doc)?).ok_or_else(|| answer("ImportVApp", "no lease"))
@@ -430,7 +422,7 @@ impl Vim {
     }
 
     pub async fn lease_complete(&self, lease: &Moref) -> Result<(), VimError> {
-        self.call("HttpNfcLeaseComplete", lease, String::new())
+        self.call("HttpNfcLeaseComplete", lease, no_args)
             .await
             .map(drop)
     }
@@ -438,28 +430,26 @@ impl Vim {
     /// Tells vCenter the lease is in use: it aborts a lease that reports nothing for its
     /// timeout (five minutes), however long an upload takes.
     pub async fn lease_progress(&self, lease: &Moref, percent: u8) -> Result<(), VimError> {
-        let args = format!("<percent>{percent}</percent>");
+        let args = |w: &mut Xml| element(w, "percent", &percent.to_string());
         self.call("HttpNfcLeaseProgress", lease, args)
             .await
             .map(drop)
     }
 
     pub async fn lease_abort(&self, lease: &Moref) -> Result<(), VimError> {
-        self.call("HttpNfcLeaseAbort", lease, String::new())
+        self.call("HttpNfcLeaseAbort", lease, no_args)
             .await
             .map(drop)
     }
 
     pub async fn mark_as_template(&self, vm: &Moref) -> Result<(), VimError> {
-        self.call("MarkAsTemplate", vm, String::new())
-            .await
-            .map(drop)
+        self.call("MarkAsTemplate", vm, no_args).await.map(drop)
     }
 
     /// `Destroy_Task`, waited for.
     pub async fn destroy(&self, vm: &Moref) -> Result<(), VimError> {
         const METHOD: &str = "Destroy_Task";
-        let (text, _) = self.call(METHOD, vm, String::new()).await?;
+        let (text, _) = self.call(METHOD, vm, no_args).await?;
         let doc = parse(METHOD, &text)?;
         let task = Moref::of(returnval(METHOD, &doc)?).ok_or_else(|| answer(METHOD, "no task"))?;
         let deadline = tokio::time::Instant::now() + LEASE_WAIT;
@@ -495,12 +485,12 @@ impl Vim {
         &self,
         method: &str,
         this: &Moref,
-        args: String,
+        args: impl FnOnce(&mut Xml) -> io::Result<()>,
     ) -> Result<(String, Option<String>), VimError> {
-        let body = format!(
-            r#"<?xml version="1.0" encoding="UTF-8"?><soapenv:Envelope xmlns:soapenv="http://schemas.xmlsoap.org/soap/envelope/" xmlns:xsd="http://www.w3.org/2001/XMLSchema" xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance"><soapenv:Body><{method} xmlns="{VIM25}">{}{args}</{method}></soapenv:Body></soapenv:Envelope>"#,
-            this.xml("_this")
-        );
+        let body = envelope(method, this, args).map_err(|source| VimError::Request {
+            method: method.into(),
+            source,
+        })?;
         let mut req = Request::post(format!("https://{}/sdk", self.server))
             .header(header::CONTENT_TYPE, "text/xml; charset=utf-8")
             .header("SOAPAction", SOAP_ACTION);
