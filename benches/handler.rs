@@ -12,10 +12,12 @@ use std::hint::black_box;
 use std::path::Path;
 use std::time::Instant;
 
+use bootimage_webhook::core::decision::Decision;
 use bootimage_webhook::core::snapshot::{
     Arch, BootImages, Snapshot, parse_document, parse_documents,
 };
 use bootimage_webhook::serve::admission;
+use kube::core::admission::AdmissionResponse;
 use serde_json::{Value, json};
 
 const ROUNDS: usize = 41;
@@ -158,6 +160,50 @@ fn main() {
         );
         against_gcp(name, &body, &gcp, &snap);
     }
+    envelopes(&first.decision);
+}
+
+/// Our response envelope against kube-core's `AdmissionResponse` for the same moving
+/// decision: time to write it and its size. kube-core writes `patch` as an array of numbers
+/// (its field is a `Vec<u8>`), where the API's `[]byte` is a base64 string.
+fn envelopes(decision: &Decision) {
+    let uid = "705ab4f5-6393-11e8-b7cc-42010a800002";
+    let ours = || admission::response_body(black_box(uid), decision).len();
+    let patch: json_patch::Patch =
+        serde_json::from_value(serde_json::to_value(&decision.patch).unwrap()).unwrap();
+    let kube = || {
+        let mut r = AdmissionResponse::invalid("");
+        r.uid = black_box(uid).to_owned();
+        r.allowed = true;
+        r.result.message = decision.message.clone();
+        r.audit_annotations
+            .insert("reason".into(), decision.reason.as_str().into());
+        r.audit_annotations
+            .insert("boot-image".into(), decision.target.clone().unwrap());
+        r.warnings = Some(vec![String::from("bootimage-webhook: boot image set to x")]);
+        let r = r.with_patch(patch.clone()).unwrap();
+        serde_json::to_vec(&r.into_review()).unwrap().len()
+    };
+    let iters = ((20e6 / round(200, ours).max(round(200, kube))) as u32).max(50);
+    let (mut o, mut k) = (Vec::new(), Vec::new());
+    for i in 0..ROUNDS {
+        if i % 2 == 0 {
+            o.push(round(iters, ours));
+            k.push(round(iters, kube));
+        } else {
+            k.push(round(iters, kube));
+            o.push(round(iters, ours));
+        }
+    }
+    let (mo, mk) = (median(o), median(k));
+    println!(
+        "\nthe response envelope of the moving decision\nours {:>5} B {:>6.2} us   kube-core AdmissionResponse {:>5} B {:>6.2} us   time ratio {:.2}",
+        ours(),
+        mo / 1e3,
+        kube(),
+        mk / 1e3,
+        mo / mk,
+    );
 }
 
 /// The handler on `body` against the handler on the GCP review, interleaved rounds.

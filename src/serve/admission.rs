@@ -230,8 +230,9 @@ fn encode(review: &ResponseReview<'_>) -> Vec<u8> {
 }
 
 /// The answer to a review: allowed, with the patch when there is one (`Updated` moves the
-/// image, `RevertLoop` only records the count).
-fn response_body(uid: &str, decision: &Decision) -> Vec<u8> {
+/// image, `RevertLoop` only records the count). Public for the benchmark that weighs it
+/// against kube-core's envelope.
+pub fn response_body(uid: &str, decision: &Decision) -> Vec<u8> {
     let patched = !decision.patch.0.is_empty();
     let boot_image = decision
         .target
