@@ -3,12 +3,13 @@
 #   docker build -t quay.io/example/bootimage-webhook:latest .
 #   buildah build -t quay.io/example/bootimage-webhook:latest .
 #
-# Runtime base: distroless cc-debian12, not UBI 9 micro. The build stage is
-# Debian 12 (glibc 2.36) and the binary links glibc dynamically; distroless
-# cc-debian12 ships exactly that glibc (plus libgcc_s and CA certificates) and
-# nothing else: no shell, no package manager. UBI 9 has glibc 2.34, older than
-# the build's, so a bookworm-built binary may not start there. A FIPS build
-# (system OpenSSL) would need a UBI build stage and runtime instead.
+# Runtime base: distroless static-debian12, not UBI 9 micro. The binary links
+# Debian 12's glibc statically (crt-static; TLS is rustls with ring, no OpenSSL),
+# so the base needs no C library: CA certificates, tzdata, /etc/passwd and
+# nothing else: no shell, no package manager. cc-debian12 (glibc with its iconv
+# modules, libgcc_s, libssl, libstdc++), none of which the binary uses, would be
+# most of the image, on arm64 more than the binary (docs/image.md). A FIPS build (system OpenSSL)
+# would need a UBI build stage and runtime instead.
 # Pin both bases by digest for release builds.
 #
 # Both bases are build arguments whose defaults are the public images; a machine
@@ -18,24 +19,27 @@
 #   podman build --volume /etc/ssl/certs/ca-certificates.crt:/etc/ssl/certs/ca-certificates.crt:ro .
 #
 # Targets: the default (last) stage builds the binary in the Rust stage; the
-# target runtime-prebuilt wraps a binary already built on a Debian 12 (glibc
-# 2.36) machine, taken from the build context (build argument BINARY):
-#   buildah build --target runtime-prebuilt --build-arg BINARY=bootimage-webhook CONTEXT
+# target runtime-prebuilt wraps a static binary already built (scripts/build-static),
+# taken from the build context (build argument BINARY), for any architecture:
+#   buildah build --platform linux/arm64 --target runtime-prebuilt --build-arg BINARY=bootimage-webhook CONTEXT
+# scripts/build-multiarch makes the amd64 and arm64 images and their manifest list.
 
 ARG RUST_IMAGE=docker.io/library/rust:1.95-slim-bookworm
-ARG RUNTIME_IMAGE=gcr.io/distroless/cc-debian12:nonroot
+ARG RUNTIME_IMAGE=gcr.io/distroless/static-debian12:nonroot
 
 FROM ${RUST_IMAGE} AS build
 WORKDIR /src
 COPY . .
 # The cache mounts keep the crate registry and target/ between builds (BuildKit
 # and buildah); the binary is copied out of target/ in the same step, because a
-# cache mount is not part of the layer, and stripped on the way (the release
-# profile keeps the symbols for the profilers; the image needs none).
+# cache mount is not part of the layer. The image profile is the release build
+# without symbols; --target keeps crt-static off the build scripts and proc macros.
 RUN --mount=type=cache,target=/usr/local/cargo/registry \
     --mount=type=cache,target=/src/target \
-    cargo build --release --locked --bin bootimage-webhook \
-    && install -D -s -m 0755 target/release/bootimage-webhook /out/bootimage-webhook
+    triple=$(rustc --print host-tuple) \
+    && RUSTFLAGS="-C target-feature=+crt-static" \
+       cargo build --profile image --locked --target "$triple" --bin bootimage-webhook \
+    && install -D -m 0755 "target/$triple/image/bootimage-webhook" /out/bootimage-webhook
 
 FROM ${RUNTIME_IMAGE} AS runtime-base
 ARG RUNTIME_IMAGE

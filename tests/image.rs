@@ -1,8 +1,8 @@
 //! The container image, started as the Deployment starts it.
 //!
 //! Without `BOOTIMAGE_WEBHOOK_IMAGE`, the image is the Dockerfile's target `runtime-prebuilt`
-//! around the binary this test run built, on the local distroless stand-in of
-//! `scripts/image-bases`; with it (`scripts/build-image` sets it), the image named there,
+//! around the static amd64 binary of `scripts/build-static` (`scripts/test` builds it first),
+//! on the local distroless static stand-in of `scripts/image-bases`; with it (`scripts/build-image` sets it), the image named there,
 //! e.g. the full Dockerfile build. Either way it is run with podman (runc) as
 //! `manifests/base/deployment.yaml` runs it: the image's own user (the Deployment sets none),
 //! a read-only root file system, no capabilities, no privilege escalation, `/tmp` a small
@@ -20,47 +20,19 @@
 
 mod support;
 
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use support::image::{Image, Process, image_under_test, podman, podman_ok, repo, unique};
-use support::{CURRENT_X86, Https, SecretVolume, dev_certs};
-
-const CONFIGMAP_DIR: &str = "/etc/bootimage-webhook/configmap";
-const CONFIGMAP_FIXTURE: &str = "configmap-coreos-bootimages.assembled.yaml";
+use support::image::{
+    CONFIGMAP_DIR, CONFIGMAP_FIXTURE, Container, Image, Process, Volumes,
+    a_review_over_tls_is_patched, image_under_test, podman, podman_ok, probe, repo, run_flags,
+    unique,
+};
 
 /// A line for the run's output and for scripts/test's summary.
 fn report(line: String) {
     support::report::report("image", &line);
-}
-
-/// The hard limit of `resource` (a row of /proc/self/limits), at most `cap`: podman needs
-/// explicit --ulimit values within the hard limits on these machines.
-fn hard_limit(resource: &str, cap: u64) -> u64 {
-    let limits = std::fs::read_to_string("/proc/self/limits").unwrap();
-    let row = limits
-        .lines()
-        .find(|l| l.starts_with(resource))
-        .unwrap_or_else(|| panic!("{resource} not in /proc/self/limits"));
-    let hard = row[resource.len()..].split_whitespace().nth(1).unwrap();
-    hard.parse::<u64>().map_or(cap, |h| h.min(cap))
-}
-
-/// Flags every `podman run` here takes: runc, and the two limits.
-fn run_flags() -> Vec<String> {
-    let nofile = hard_limit("Max open files", 65536);
-    let nproc = hard_limit("Max processes", 32768);
-    vec![
-        "--runtime".into(),
-        "runc".into(),
-        "--ulimit".into(),
-        format!("nofile={nofile}:{nofile}"),
-        "--ulimit".into(),
-        format!("nproc={nproc}:{nproc}"),
-    ]
 }
 
 /// What the Deployment's one container is started with.
@@ -168,54 +140,6 @@ fn deployment() -> Deployment {
     }
 }
 
-/// A container removed on drop.
-struct Container(String);
-
-impl Drop for Container {
-    fn drop(&mut self) {
-        let _ = podman(&["rm", "--force", "--time", "0", &self.0]);
-    }
-}
-
-impl Container {
-    fn logs(&self) -> String {
-        let out = podman(&["logs", &self.0]);
-        format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        )
-    }
-
-    fn inspect(&self, format: &str) -> String {
-        podman_ok(&["inspect", "--format", format, &self.0])
-    }
-
-    fn host_port(&self, port: u16) -> SocketAddr {
-        let mapped = podman_ok(&["port", &self.0, &format!("{port}/tcp")]);
-        mapped
-            .lines()
-            .next()
-            .and_then(|l| l.trim().parse().ok())
-            .unwrap_or_else(|| panic!("podman port {port}: {mapped:?}"))
-    }
-}
-
-/// A plain HTTP/1.1 GET, as the kubelet's httpGet probe sends it: the status code, if the
-/// server answered at all.
-fn probe(addr: SocketAddr, path: &str) -> Option<u16> {
-    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(2)).ok()?;
-    s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
-    )
-    .ok()?;
-    let mut reply = String::new();
-    s.read_to_string(&mut reply).ok()?;
-    reply.split_whitespace().nth(1)?.parse().ok()
-}
-
 /// Every path in the image's file system, from `podman export` of a container never started.
 fn image_files(image: &str) -> Vec<String> {
     let created = Container(podman_ok(&["create", "--runtime", "runc", image]));
@@ -285,34 +209,8 @@ async fn the_image_runs_as_the_deployment_runs_it() {
     if let Some(built) = &image.built {
         report(built.clone());
     }
-    let size: u64 = podman_ok(&["image", "inspect", "--format", "{{.Size}}", &image.name])
-        .parse()
-        .unwrap();
-    report(format!(
-        "{} is {size} bytes ({:.1} MB)",
-        image.name,
-        size as f64 / 1e6
-    ));
-
-    let user = podman_ok(&[
-        "image",
-        "inspect",
-        "--format",
-        "{{.Config.User}}",
-        &image.name,
-    ]);
-    assert_eq!(user, "65532:65532", "runAsNonRoot needs a numeric user");
-    let entrypoint = podman_ok(&[
-        "image",
-        "inspect",
-        "--format",
-        "{{json .Config.Entrypoint}}",
-        &image.name,
-    ]);
-    assert_eq!(entrypoint, r#"["/usr/local/bin/bootimage-webhook"]"#);
-
+    its_config_is_what_the_deployment_expects(&image);
     no_shell(&image);
-
     let d = deployment();
     assert_eq!(
         d.run_as_user, None,
@@ -320,137 +218,20 @@ async fn the_image_runs_as_the_deployment_runs_it() {
     );
     assert!(d.read_only_root && d.drop_all_capabilities && d.no_privilege_escalation);
 
-    // The Secret volume, as the kubelet lays it out, mode 0644 (the Secret's default).
-    let dir = tempfile::tempdir().unwrap();
-    let tls = dir.path().join("tls");
-    std::fs::create_dir(&tls).unwrap();
-    let certs = dev_certs();
-    SecretVolume::new(&tls, &certs);
-    let configmap = dir.path().join("configmap");
-    std::fs::create_dir(&configmap).unwrap();
-    std::fs::copy(
-        repo(&format!("tests/fixtures/{CONFIGMAP_FIXTURE}")),
-        configmap.join(CONFIGMAP_FIXTURE),
-    )
-    .unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    for d in [dir.path(), &tls, &configmap] {
-        std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o755)).unwrap();
-    }
-
-    let name = unique("bootimage-webhook-image-test");
-    let mut args: Vec<String> = vec![
-        "run".into(),
-        "--detach".into(),
-        "--name".into(),
-        name.clone(),
-    ];
-    args.extend(run_flags());
-    // Loopback-only published ports through slirp4netns: needs no bridge or iptables.
-    args.extend([
-        "--network".into(),
-        "slirp4netns:port_handler=slirp4netns".into(),
-        "--publish".into(),
-        format!("127.0.0.1::{}", d.webhook_port),
-        "--publish".into(),
-        format!("127.0.0.1::{}", d.admin_port),
-        "--read-only".into(),
-        "--read-only-tmpfs=false".into(),
-        "--cap-drop".into(),
-        "ALL".into(),
-        "--security-opt".into(),
-        "no-new-privileges".into(),
-        "--tmpfs".into(),
-        format!("{}:rw,size={}", d.tmp_mount, d.tmp_size),
-        "--volume".into(),
-        format!("{}:{}:ro", tls.display(), d.tls_mount),
-        "--volume".into(),
-        format!("{}:{CONFIGMAP_DIR}:ro", configmap.display()),
-    ]);
-    for (k, v) in &d.env {
-        args.extend(["--env".into(), format!("{k}={v}")]);
-    }
-    // Offline: there is no cluster to follow.
-    for (k, v) in [
-        (
-            "BOOTIMAGE_WEBHOOK_CONFIGMAP_FILE",
-            format!("{CONFIGMAP_DIR}/{CONFIGMAP_FIXTURE}"),
-        ),
-        ("BOOTIMAGE_WEBHOOK_ASSUME_MASTERS_UPDATED", "true".into()),
-        ("BOOTIMAGE_WEBHOOK_CONTROL_PLANE_ARCH", "amd64".into()),
-    ] {
-        args.extend(["--env".into(), format!("{k}={v}")]);
-    }
-    args.push(image.name.clone());
-    args.extend(d.args.iter().cloned());
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let volumes = Volumes::as_the_kubelet_lays_them_out();
     let started = Instant::now();
-    let container = Container(podman_ok(&args));
-
+    let (container, name) = run_as_the_deployment(&image, &d, &volumes);
     let webhook = container.host_port(d.webhook_port);
     let admin = container.host_port(d.admin_port);
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while probe(admin, "/readyz") != Some(200) {
-        assert!(
-            Instant::now() < deadline,
-            "never ready; log:\n{}",
-            container.logs()
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    container.wait_ready(admin, Duration::from_secs(30));
     report(format!(
         "ready after {:.1} s",
         started.elapsed().as_secs_f64()
     ));
     assert_eq!(probe(admin, "/healthz"), Some(200));
 
-    // The process: the image's user, and / read-only.
-    let process = Process::of(container.inspect("{{.State.Pid}}"));
-    for key in ["Uid", "Gid"] {
-        assert_eq!(process.status(key), ["65532"; 4], "{key}");
-    }
-    assert!(
-        process.root_read_only(),
-        "root not read-only: {:?}",
-        process.mount("/")
-    );
-    let tmp = process
-        .mount(&d.tmp_mount)
-        .unwrap_or_else(|| panic!("no {} mount", d.tmp_mount));
-    assert!(tmp.contains(" tmpfs "), "{tmp}");
-    assert_eq!(
-        process.status("CapEff"),
-        ["0000000000000000"],
-        "capabilities left"
-    );
-
-    // A review over TLS, the certificate verified against the test CA.
-    let review: Value = serde_json::from_str(
-        &std::fs::read_to_string(repo("examples/review-gcp-update.json")).unwrap(),
-    )
-    .unwrap();
-    let reply = Https::new(&certs.ca_pem)
-        .post_review(webhook, &review)
-        .await;
-    assert_eq!(
-        reply.status,
-        200,
-        "{}",
-        String::from_utf8_lossy(&reply.body)
-    );
-    let v = reply.json();
-    assert_eq!(v["response"]["uid"], review["request"]["uid"]);
-    assert_eq!(v["response"]["allowed"], true);
-    assert_eq!(v["response"]["patchType"], "JSONPatch");
-    assert_eq!(
-        reply.patch().expect("a patch"),
-        json!([
-            {"op": "replace", "path": "/spec/template/spec/providerSpec/value/disks/0/image",
-             "value": CURRENT_X86},
-            {"op": "add", "path": "/metadata/annotations",
-             "value": {"bootimages.machineconfiguration.openshift.io/boot-image": CURRENT_X86}},
-        ])
-    );
+    the_process_is_confined(&container, &d);
+    a_review_over_tls_is_patched(webhook, &volumes.certs).await;
     let (metrics_status, metrics) = support::admin_get(admin, "/metrics").await;
     assert_eq!(metrics_status, 200);
     assert!(
@@ -477,4 +258,98 @@ async fn the_image_runs_as_the_deployment_runs_it() {
         started.elapsed().as_secs_f64(),
         stopping.elapsed().as_secs_f64()
     ));
+}
+
+/// Its size reported; a numeric user (runAsNonRoot needs one) and the binary as entrypoint.
+fn its_config_is_what_the_deployment_expects(image: &Image) {
+    let size: u64 = podman_ok(&["image", "inspect", "--format", "{{.Size}}", &image.name])
+        .parse()
+        .unwrap();
+    report(format!(
+        "{} is {size} bytes ({:.1} MB)",
+        image.name,
+        size as f64 / 1e6
+    ));
+    let inspect = |format: &str| podman_ok(&["image", "inspect", "--format", format, &image.name]);
+    assert_eq!(
+        inspect("{{.Config.User}}"),
+        "65532:65532",
+        "runAsNonRoot needs a numeric user"
+    );
+    assert_eq!(
+        inspect("{{json .Config.Entrypoint}}"),
+        r#"["/usr/local/bin/bootimage-webhook"]"#
+    );
+}
+
+/// `podman run` with the Deployment's security context, mounts, environment and args,
+/// offline (there is no cluster to follow). Returns the container and its name.
+fn run_as_the_deployment(image: &Image, d: &Deployment, v: &Volumes) -> (Container, String) {
+    let name = unique("bootimage-webhook-image-test");
+    let mut args: Vec<String> = vec![
+        "run".into(),
+        "--detach".into(),
+        "--name".into(),
+        name.clone(),
+    ];
+    args.extend(run_flags());
+    // Loopback-only published ports through slirp4netns: needs no bridge or iptables.
+    args.extend([
+        "--network".into(),
+        "slirp4netns:port_handler=slirp4netns".into(),
+        "--publish".into(),
+        format!("127.0.0.1::{}", d.webhook_port),
+        "--publish".into(),
+        format!("127.0.0.1::{}", d.admin_port),
+        "--read-only".into(),
+        "--read-only-tmpfs=false".into(),
+        "--cap-drop".into(),
+        "ALL".into(),
+        "--security-opt".into(),
+        "no-new-privileges".into(),
+        "--tmpfs".into(),
+        format!("{}:rw,size={}", d.tmp_mount, d.tmp_size),
+        "--volume".into(),
+        format!("{}:{}:ro", v.tls.display(), d.tls_mount),
+        "--volume".into(),
+        format!("{}:{CONFIGMAP_DIR}:ro", v.configmap.display()),
+    ]);
+    let offline = [
+        (
+            "BOOTIMAGE_WEBHOOK_CONFIGMAP_FILE",
+            format!("{CONFIGMAP_DIR}/{CONFIGMAP_FIXTURE}"),
+        ),
+        ("BOOTIMAGE_WEBHOOK_ASSUME_MASTERS_UPDATED", "true".into()),
+        ("BOOTIMAGE_WEBHOOK_CONTROL_PLANE_ARCH", "amd64".into()),
+    ];
+    let env = d.env.iter().map(|(k, v)| (k.as_str(), v.clone()));
+    for (k, v) in env.chain(offline) {
+        args.extend(["--env".into(), format!("{k}={v}")]);
+    }
+    args.push(image.name.clone());
+    args.extend(d.args.iter().cloned());
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    (Container(podman_ok(&args)), name)
+}
+
+/// The process runs as the image's user, with / read-only, a tmpfs, and no capabilities.
+fn the_process_is_confined(container: &Container, d: &Deployment) {
+    let process = Process::of(container.inspect("{{.State.Pid}}"));
+    for key in ["Uid", "Gid"] {
+        assert_eq!(process.status(key), ["65532"; 4], "{key}");
+    }
+    assert!(
+        process.root_read_only(),
+        "root not read-only: {:?}",
+        process.mount("/")
+    );
+    let tmp = process
+        .mount(&d.tmp_mount)
+        .unwrap_or_else(|| panic!("no {} mount", d.tmp_mount));
+    assert!(tmp.contains(" tmpfs "), "{tmp}");
+    assert_eq!(
+        process.status("CapEff"),
+        ["0000000000000000"],
+        "capabilities left"
+    );
 }
