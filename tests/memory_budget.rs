@@ -70,6 +70,22 @@ struct Outcomes {
     slowest_refusal_ms: AtomicU64,
 }
 
+impl Outcomes {
+    fn describe(&self) -> String {
+        let n = |v: &AtomicU64| v.load(Ordering::Relaxed);
+        format!(
+            "{} answered, {} refused with 503 (the slowest after {} ms), {} cut while sending, \
+             {} too slow (408), {} other",
+            n(&self.answered),
+            n(&self.refused),
+            n(&self.slowest_refusal_ms),
+            n(&self.cut),
+            n(&self.slow),
+            n(&self.other),
+        )
+    }
+}
+
 /// One client: a maximum-size review on a new connection, again and again until `stop`.
 async fn flood(
     https: Https,
@@ -129,25 +145,7 @@ async fn concurrent_maximum_bodies_stay_under_the_memory_limit() {
     let https = Https::new(&ca);
     let idle = proc_status(pid, "VmRSS");
 
-    let body = maximum_review();
-    let stop = Arc::new(AtomicBool::new(false));
-    let outcomes = Arc::new(Outcomes::default());
-    // The flood on a runtime of its own, so that its encryption work does not hold up
-    // the ordinary client's tasks (the machine's cores are shared all the same).
-    let flood_runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
-    for _ in 0..CLIENTS {
-        flood_runtime.spawn(flood(
-            https.clone(),
-            served.webhook,
-            body.clone(),
-            stop.clone(),
-            outcomes.clone(),
-        ));
-    }
+    let flood = Flood::start(&https, served.webhook);
     // Let the flood build up before the ordinary review comes.
     tokio::time::sleep(Duration::from_secs(3)).await;
     let review = serde_json::to_vec(&fixture(
@@ -158,32 +156,19 @@ async fn concurrent_maximum_bodies_stay_under_the_memory_limit() {
         .fresh(1)
         .every(Duration::from_millis(200))
         .start();
-    let mut rss_max = 0;
-    let until = Instant::now() + LOAD;
-    while Instant::now() < until {
-        rss_max = rss_max.max(proc_status(pid, "VmRSS"));
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let rss_max = highest_rss_for(pid, LOAD).await;
     let tally = ordinary.stop().await;
     let peak = proc_status(pid, "VmHWM");
     let cpu = cpu_seconds(pid);
-    stop.store(true, Ordering::Relaxed);
-    flood_runtime.shutdown_background();
+    let o = flood.stop();
     let metrics = support::admin_get(served.admin, "/metrics").await.1;
 
-    let o = &outcomes;
     let mib = |b: u64| b as f64 / (1024.0 * 1024.0);
     eprintln!(
-        "{CLIENTS} clients of {MAX_BODY}-byte reviews for {LOAD:?}: {} answered, {} refused \
-         with 503 (the slowest after {} ms), {} cut while sending, {} too slow (408), {} other; RSS idle {:.1} MiB, \
+        "{CLIENTS} clients of {MAX_BODY}-byte reviews for {LOAD:?}: {}; RSS idle {:.1} MiB, \
          highest sampled {:.1} MiB, peak (VmHWM) {:.1} MiB of a {:.0} MiB limit; ordinary \
          reviews: {} answered, {} failed, p50 {:?}, max {:?}; the server used {cpu:.1} s of CPU",
-        o.answered.load(Ordering::Relaxed),
-        o.refused.load(Ordering::Relaxed),
-        o.slowest_refusal_ms.load(Ordering::Relaxed),
-        o.cut.load(Ordering::Relaxed),
-        o.slow.load(Ordering::Relaxed),
-        o.other.load(Ordering::Relaxed),
+        o.describe(),
         mib(idle),
         mib(rss_max),
         mib(peak),
@@ -208,15 +193,69 @@ async fn concurrent_maximum_bodies_stay_under_the_memory_limit() {
         "only {} ordinary reviews answered",
         tally.ok
     );
+    let count = |n: &AtomicU64| n.load(Ordering::Relaxed);
     assert!(
-        o.answered.load(Ordering::Relaxed) > 0,
+        count(&o.answered) > 0,
         "no maximum-size review was answered"
     );
     assert!(
-        o.refused.load(Ordering::Relaxed) > 0,
+        count(&o.refused) > 0,
         "nothing was refused: the flood never reached the budget"
     );
-    assert_eq!(o.other.load(Ordering::Relaxed), 0, "{}", served.log_text());
+    assert_eq!(count(&o.other), 0, "{}", served.log_text());
+    assert_refusals_are_counted(&metrics);
+}
+
+/// CLIENTS clients sending maximum-size reviews, on a runtime of their own so that their
+/// encryption work does not hold up the ordinary client's tasks (the machine's cores are
+/// shared all the same).
+struct Flood {
+    runtime: tokio::runtime::Runtime,
+    stop: Arc<AtomicBool>,
+    outcomes: Arc<Outcomes>,
+}
+
+impl Flood {
+    fn start(https: &Https, addr: std::net::SocketAddr) -> Flood {
+        let body = maximum_review();
+        let stop = Arc::new(AtomicBool::new(false));
+        let outcomes = Arc::new(Outcomes::default());
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        for _ in 0..CLIENTS {
+            let (stop, outcomes) = (stop.clone(), outcomes.clone());
+            runtime.spawn(flood(https.clone(), addr, body.clone(), stop, outcomes));
+        }
+        Flood {
+            runtime,
+            stop,
+            outcomes,
+        }
+    }
+
+    fn stop(self) -> Arc<Outcomes> {
+        self.stop.store(true, Ordering::Relaxed);
+        self.runtime.shutdown_background();
+        self.outcomes
+    }
+}
+
+/// The highest RSS of `pid` sampled over `load`.
+async fn highest_rss_for(pid: u32, load: Duration) -> u64 {
+    let mut rss_max = 0;
+    let until = Instant::now() + load;
+    while Instant::now() < until {
+        rss_max = rss_max.max(proc_status(pid, "VmRSS"));
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    rss_max
+}
+
+/// The refusals are counted in the requests metric, and the bytes in flight exported.
+fn assert_refusals_are_counted(metrics: &str) {
     let overloaded = metrics
         .lines()
         .find_map(|l| {

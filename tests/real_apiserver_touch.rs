@@ -281,7 +281,21 @@ fn a_writer_that_keeps_reverting_the_image_wins_after_three_reverts() {
     c.passes(&a, 3);
     assert_eq!(image(&c.get("ms-gitops")), OLD);
     assert_eq!(touches(&c.audit()[mark..], None), Vec::<String>::new());
-    let events = events_of(&c, "BootImageRevertLoop", "ms-gitops");
+    one_warning_names_the_field_and_the_fix(&c, "ms-gitops");
+    assert!(events_of(&c, "BootImageRevertLoop", "ms-calm").is_empty());
+    assert_eq!(image(&c.get("ms-calm")), CURRENT_X86);
+    let metrics = block_on(admin_get(a.served.admin, "/metrics")).1;
+    assert!(
+        metrics.contains("bootimage_webhook_revert_loops_total 1"),
+        "{metrics}"
+    );
+    c.assert_nothing_refused(&[&a]);
+}
+
+/// One BootImageRevertLoop Warning for `name`, naming the field, Argo CD's
+/// `ignoreDifferences` and the opt-out label.
+fn one_warning_names_the_field_and_the_fix(c: &Cluster, name: &str) {
+    let events = events_of(c, "BootImageRevertLoop", name);
     assert_eq!(events.len(), 1, "{events:?}");
     assert_eq!(events[0]["type"], "Warning");
     let note = events[0]["note"].as_str().unwrap_or_default();
@@ -292,14 +306,6 @@ fn a_writer_that_keeps_reverting_the_image_wins_after_three_reverts() {
     ] {
         assert!(note.contains(words), "{words}: {note}");
     }
-    assert!(events_of(&c, "BootImageRevertLoop", "ms-calm").is_empty());
-    assert_eq!(image(&c.get("ms-calm")), CURRENT_X86);
-    let metrics = block_on(admin_get(a.served.admin, "/metrics")).1;
-    assert!(
-        metrics.contains("bootimage_webhook_revert_loops_total 1"),
-        "{metrics}"
-    );
-    c.assert_nothing_refused(&[&a]);
 }
 
 /// The webhook away: stopped (SIGTERM: readiness first, the Lease released),

@@ -11,45 +11,52 @@ use bootimage_webhook::serve::admission;
 use serde_json::{Value, json};
 use support::{fixture, fixture_text, offline_snapshot};
 
-/// Reviews whose answers must stay byte for byte: every reason the webhook writes, the
-/// patch's shapes (annotations present, absent, null; revert counts), escapes and
-/// non-ASCII in every string the response echoes.
-fn response_cases(update: &Value, aws: &Value, azure: &Value) -> Vec<(String, Vec<u8>)> {
-    const DISK: &str = "/request/object/spec/template/spec/providerSpec/value/disks/0/image";
-    const TARGET: &str = "projects/rhcos-cloud/global/images/rhcos-9-8-20260428-0-gcp-x86-64";
-    type Edit = Box<dyn Fn(&mut Value)>;
-    let set = |p: &'static str, v: Value| -> Edit {
-        let (parent, key) = p.rsplit_once('/').unwrap();
-        Box::new(move |r: &mut Value| r.pointer_mut(parent).unwrap()[key] = v.clone())
-    };
-    let meta = |k: &'static str, v: Value| -> Edit {
-        Box::new(move |r: &mut Value| r["request"]["object"]["metadata"][k] = v.clone())
-    };
-    let annotate = |k: &'static str, v: &'static str| -> Edit {
-        Box::new(move |r: &mut Value| {
-            r["request"]["object"]["metadata"]["annotations"] = json!({ k: v })
-        })
-    };
-    let label = |k: &'static str, v: &'static str| -> Edit {
-        Box::new(move |r: &mut Value| {
-            r["request"]["object"]["spec"]["template"]["metadata"]["labels"] = json!({ k: v })
-        })
-    };
-    let revert = |n: u32| -> Edit {
-        Box::new(move |r: &mut Value| {
-            *r.pointer_mut(
-                "/request/oldObject/spec/template/spec/providerSpec/value/disks/0/image",
-            )
+const DISK: &str = "/request/object/spec/template/spec/providerSpec/value/disks/0/image";
+const TARGET: &str = "projects/rhcos-cloud/global/images/rhcos-9-8-20260428-0-gcp-x86-64";
+
+/// A change made to the moving GCP review.
+type Edit = Box<dyn Fn(&mut Value)>;
+
+/// Sets the value at JSON pointer `p` (its parent exists).
+fn set(p: &'static str, v: Value) -> Edit {
+    let (parent, key) = p.rsplit_once('/').unwrap();
+    Box::new(move |r: &mut Value| r.pointer_mut(parent).unwrap()[key] = v.clone())
+}
+
+fn meta(k: &'static str, v: Value) -> Edit {
+    Box::new(move |r: &mut Value| r["request"]["object"]["metadata"][k] = v.clone())
+}
+
+fn annotate(k: &'static str, v: &'static str) -> Edit {
+    Box::new(move |r: &mut Value| {
+        r["request"]["object"]["metadata"]["annotations"] = json!({ k: v })
+    })
+}
+
+fn label(k: &'static str, v: &'static str) -> Edit {
+    Box::new(move |r: &mut Value| {
+        r["request"]["object"]["spec"]["template"]["metadata"]["labels"] = json!({ k: v })
+    })
+}
+
+/// A writer putting the image back for the `n`+1-th time (the old object on the target).
+fn revert(n: u32) -> Edit {
+    Box::new(move |r: &mut Value| {
+        *r.pointer_mut("/request/oldObject/spec/template/spec/providerSpec/value/disks/0/image")
             .unwrap() = json!(TARGET);
-            if n > 0 {
-                r["request"]["object"]["metadata"]["annotations"] = json!({
-                    "bootimages.machineconfiguration.openshift.io/reverts": format!("{n} {TARGET}"),
-                    "bootimages.machineconfiguration.openshift.io/boot-image": TARGET,
-                });
-            }
-        })
-    };
-    let edits: Vec<(&str, Edit)> = vec![
+        if n > 0 {
+            r["request"]["object"]["metadata"]["annotations"] = json!({
+                "bootimages.machineconfiguration.openshift.io/reverts": format!("{n} {TARGET}"),
+                "bootimages.machineconfiguration.openshift.io/boot-image": TARGET,
+            });
+        }
+    })
+}
+
+/// The review's own fields: operations, subresources, objects of the wrong shape or kind,
+/// uids with escapes, dry run, names.
+fn envelope_edits() -> Vec<(&'static str, Edit)> {
+    vec![
         ("update", Box::new(|_: &mut Value| {})),
         ("already current", set(DISK, json!(TARGET))),
         ("create", set("/request/operation", json!("CREATE"))),
@@ -94,6 +101,13 @@ fn response_cases(update: &Value, aws: &Value, azure: &Value) -> Vec<(String, Ve
                 m.insert("generateName".into(), json!("infra-"));
             }),
         ),
+    ]
+}
+
+/// The MachineSet's metadata and labels: annotations of every shape, opt-out,
+/// architecture, OS, stream, ownership, the authoritative API.
+fn metadata_edits() -> Vec<(&'static str, Edit)> {
+    vec![
         ("annotations null", meta("annotations", Value::Null)),
         ("annotations empty", meta("annotations", json!({}))),
         ("annotations a string", meta("annotations", json!("x"))),
@@ -144,6 +158,12 @@ fn response_cases(update: &Value, aws: &Value, azure: &Value) -> Vec<(String, Ve
                 json!({"authoritativeAPI": "ClusterAPI"}),
             ),
         ),
+    ]
+}
+
+/// The providerSpec: shapes, images, the revert count, the old object.
+fn provider_spec_edits() -> Vec<(&'static str, Edit)> {
+    vec![
         (
             "provider spec not an object",
             set(
@@ -174,9 +194,17 @@ fn response_cases(update: &Value, aws: &Value, azure: &Value) -> Vec<(String, Ve
         ("revert 4", revert(3)),
         ("revert 5", revert(4)),
         ("old object null", set("/request/oldObject", Value::Null)),
-    ];
+    ]
+}
+
+/// Reviews whose answers must stay byte for byte: every reason the webhook writes, the
+/// patch's shapes (annotations present, absent, null; revert counts), escapes and
+/// non-ASCII in every string the response echoes.
+fn response_cases(update: &Value, aws: &Value, azure: &Value) -> Vec<(String, Vec<u8>)> {
+    let edits = [envelope_edits(), metadata_edits(), provider_spec_edits()];
     let mut out: Vec<(String, Vec<u8>)> = edits
         .into_iter()
+        .flatten()
         .map(|(name, edit)| {
             let mut r = update.clone();
             edit(&mut r);

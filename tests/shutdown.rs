@@ -16,15 +16,7 @@ async fn sigterm_during_a_stream_of_requests_fails_none() {
     let dir = tempfile::tempdir().unwrap();
     let certs = dev_certs();
     certs.write(dir.path()).unwrap();
-    let mut cmd = serve_command();
-    cmd.args(["--shutdown-delay", "1s", "--drain-timeout", "10s"])
-        .arg("--tls-cert-file")
-        .arg(dir.path().join("tls.crt"))
-        .arg("--tls-private-key-file")
-        .arg(dir.path().join("tls.key"))
-        .arg("--configmap-file")
-        .arg(fixture_path("configmap-coreos-bootimages.assembled.yaml"));
-    let mut served = Served::spawn(cmd);
+    let mut served = serve_with_delays(dir.path());
     let (webhook, admin) = (served.webhook, served.admin);
 
     let client = Https::new(&certs.ca_pem);
@@ -37,44 +29,14 @@ async fn sigterm_during_a_stream_of_requests_fails_none() {
         .keep_alive(4)
         .start();
     // One slow upload that is in flight across SIGTERM and the start of the drain.
-    let slow = {
-        let (client, body) = (client.clone(), body.clone());
-        tokio::spawn(async move {
-            let mut tls = client.connect(webhook).await.unwrap();
-            let head = format!(
-                "POST /mutate-machinesets HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
-                body.len()
-            );
-            tls.write_all(head.as_bytes()).await.unwrap();
-            for chunk in body.chunks(body.len() / 20 + 1) {
-                tls.write_all(chunk).await.unwrap();
-                tls.flush().await.unwrap();
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-            let mut out = Vec::new();
-            tls.read_to_end(&mut out).await.unwrap();
-            String::from_utf8_lossy(&out).into_owned()
-        })
-    };
+    let slow = tokio::spawn(slow_upload(client.clone(), webhook, body.clone()));
 
     tokio::time::sleep(Duration::from_millis(600)).await;
     let before = stream.ok();
     assert!(before > 0, "requests flow before SIGTERM");
     served.signal("TERM");
     let signalled = Instant::now();
-    // Readiness fails promptly.
-    loop {
-        let (code, _) = admin_get(admin, "/readyz").await;
-        if code == 503 {
-            break;
-        }
-        assert!(
-            signalled.elapsed() < Duration::from_millis(900),
-            "readiness still passing"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    let unready_after = signalled.elapsed();
+    let unready_after = unready_after(admin, signalled).await;
     // Endpoints take a moment to follow; the pod keeps answering meanwhile.
     tokio::time::sleep(Duration::from_millis(300)).await;
     let during_delay = stream.ok();
@@ -117,4 +79,51 @@ async fn sigterm_during_a_stream_of_requests_fails_none() {
     // Answered during the delay, and told to close so clients move to another replica.
     assert!(during_delay > before, "served during the shutdown delay");
     assert!(tally.closes > 0);
+}
+
+/// The binary with a one-second shutdown delay and a ten-second drain, serving the
+/// certificate in `dir`.
+fn serve_with_delays(dir: &std::path::Path) -> Served {
+    let mut cmd = serve_command();
+    cmd.args(["--shutdown-delay", "1s", "--drain-timeout", "10s"])
+        .arg("--tls-cert-file")
+        .arg(dir.join("tls.crt"))
+        .arg("--tls-private-key-file")
+        .arg(dir.join("tls.key"))
+        .arg("--configmap-file")
+        .arg(fixture_path("configmap-coreos-bootimages.assembled.yaml"));
+    Served::spawn(cmd)
+}
+
+/// A review uploaded in twenty chunks a tenth of a second apart; its whole answer.
+async fn slow_upload(client: Https, webhook: std::net::SocketAddr, body: Vec<u8>) -> String {
+    let mut tls = client.connect(webhook).await.unwrap();
+    let head = format!(
+        "POST /mutate-machinesets HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    );
+    tls.write_all(head.as_bytes()).await.unwrap();
+    for chunk in body.chunks(body.len() / 20 + 1) {
+        tls.write_all(chunk).await.unwrap();
+        tls.flush().await.unwrap();
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let mut out = Vec::new();
+    tls.read_to_end(&mut out).await.unwrap();
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// How long after `signalled` `/readyz` failed; it must fail promptly.
+async fn unready_after(admin: std::net::SocketAddr, signalled: Instant) -> Duration {
+    loop {
+        let (code, _) = admin_get(admin, "/readyz").await;
+        if code == 503 {
+            return signalled.elapsed();
+        }
+        assert!(
+            signalled.elapsed() < Duration::from_millis(900),
+            "readiness still passing"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
 }

@@ -11,7 +11,9 @@ mod support;
 
 use std::time::{Duration, Instant};
 
+use bootimage_webhook::serve::tls::DevCerts;
 use support::binary::{Served, serve_command};
+use support::stream::Stream;
 use support::{Https, ReviewStream, SecretVolume, fixture};
 
 fn knob(name: &str, default: u64) -> u64 {
@@ -62,21 +64,7 @@ async fn soak() {
     config.resumption = rustls::client::Resumption::disabled();
     let client = Https::with_config(config);
 
-    let mut cmd = serve_command();
-    cmd.arg("--tls-cert-file")
-        .arg(volume.cert())
-        .arg("--tls-private-key-file")
-        .arg(volume.key())
-        .args(["--assume-masters-updated", "--control-plane-arch", "amd64"])
-        .args(["--configmap-file"])
-        .arg(support::fixture_path(
-            "configmap-coreos-bootimages.assembled.yaml",
-        ))
-        .env(
-            "RUST_LOG",
-            "warn,bootimage_webhook::app=info,bootimage_webhook::serve::tls=info",
-        );
-    let served = Served::spawn(cmd);
+    let served = serve_from(&volume);
     let addr = served.webhook;
     let pid = served.pid();
 
@@ -106,6 +94,61 @@ async fn soak() {
         .start();
 
     let start = Instant::now();
+    let rotated = rotate_while_loaded(seconds, rotate, &certs, &mut volume, &load, pid).await;
+    let tally = load.stop().await;
+    let elapsed = start.elapsed();
+    let rss_end = rss_kb(pid);
+
+    let idle_tally = idle_stream.stop().await;
+    let (idle_opened, idle_failed) = (idle_tally.opened, idle_tally.failed);
+    let reloads = reloads_logged(&served, rotated).await;
+
+    let (sent, failed) = (tally.sent, tally.failed);
+    eprintln!(
+        "soak: {sent} reviews in {:.0} s ({:.0}/s), {failed} failed; latency p50 {} µs, p99 {} µs, \
+         max {} µs; {rotated} rotations, {reloads} reloads logged; {idle} idle \
+         connections held ({idle_opened} opened in all, {idle_failed} of their reviews failed); server RSS {rss_start} kB after warm-up, {rss_end} kB at the end",
+        elapsed.as_secs_f64(),
+        sent as f64 / elapsed.as_secs_f64(),
+        tally.percentile(0.5).as_micros(),
+        tally.percentile(0.99).as_micros(),
+        tally.percentile(1.0).as_micros(),
+    );
+    assert_eq!(failed, 0, "failures: {:?}", tally.failures);
+    assert_eq!(idle_failed, 0, "reviews on the idle connections failed");
+    assert_eq!(reloads, rotated, "every rotation loaded");
+}
+
+/// The binary, offline on the fixture ConfigMap, serving the certificate of `volume`.
+fn serve_from(volume: &SecretVolume) -> Served {
+    let mut cmd = serve_command();
+    cmd.arg("--tls-cert-file")
+        .arg(volume.cert())
+        .arg("--tls-private-key-file")
+        .arg(volume.key())
+        .args(["--assume-masters-updated", "--control-plane-arch", "amd64"])
+        .args(["--configmap-file"])
+        .arg(support::fixture_path(
+            "configmap-coreos-bootimages.assembled.yaml",
+        ))
+        .env(
+            "RUST_LOG",
+            "warn,bootimage_webhook::app=info,bootimage_webhook::serve::tls=info",
+        );
+    Served::spawn(cmd)
+}
+
+/// For `seconds`, swaps the next of `certs` into `volume` every `rotate` and reports the
+/// load each minute; returns how many rotations it made.
+async fn rotate_while_loaded(
+    seconds: u64,
+    rotate: Duration,
+    certs: &[DevCerts],
+    volume: &mut SecretVolume,
+    load: &Stream,
+    pid: u32,
+) -> usize {
+    let start = Instant::now();
     let mut next_rotation = start + rotate;
     let mut rotated = 0;
     let mut last_report = start;
@@ -128,42 +171,22 @@ async fn soak() {
             );
         }
     }
-    let tally = load.stop().await;
-    let elapsed = start.elapsed();
-    let rss_end = rss_kb(pid);
+    rotated
+}
 
-    let idle_tally = idle_stream.stop().await;
-    let (idle_opened, idle_failed) = (idle_tally.opened, idle_tally.failed);
-    // The last rotation may still be within one reload interval (10 s).
-    let deadline = Instant::now() + Duration::from_secs(15);
-    while Instant::now() < deadline
-        && served
+/// The certificate reloads the server logged, once `rotated` are or a reload interval
+/// has passed after the last rotation.
+async fn reloads_logged(served: &Served, rotated: usize) -> usize {
+    let count = || {
+        served
             .log()
             .iter()
             .filter(|l| l.contains("loaded the new serving certificate"))
             .count()
-            < rotated
-    {
+    };
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while Instant::now() < deadline && count() < rotated {
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    let reloads = served
-        .log()
-        .iter()
-        .filter(|l| l.contains("loaded the new serving certificate"))
-        .count();
-
-    let (sent, failed) = (tally.sent, tally.failed);
-    eprintln!(
-        "soak: {sent} reviews in {:.0} s ({:.0}/s), {failed} failed; latency p50 {} µs, p99 {} µs, \
-         max {} µs; {rotated} rotations, {reloads} reloads logged; {idle} idle \
-         connections held ({idle_opened} opened in all, {idle_failed} of their reviews failed); server RSS {rss_start} kB after warm-up, {rss_end} kB at the end",
-        elapsed.as_secs_f64(),
-        sent as f64 / elapsed.as_secs_f64(),
-        tally.percentile(0.5).as_micros(),
-        tally.percentile(0.99).as_micros(),
-        tally.percentile(1.0).as_micros(),
-    );
-    assert_eq!(failed, 0, "failures: {:?}", tally.failures);
-    assert_eq!(idle_failed, 0, "reviews on the idle connections failed");
-    assert_eq!(reloads, rotated, "every rotation loaded");
+    count()
 }

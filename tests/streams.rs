@@ -188,23 +188,27 @@ fn a_configmap_without_streams_behaves_as_before() {
     let single = BootImages::from_data(&data).unwrap();
     assert!(single.streams().is_empty());
     let snap = Snapshot::offline(single, true, Some(Arch::Amd64), false);
-    let d = decision::decide_object(&gcp(OLD_GCP_9, Some("rhel-10")), &snap);
+    behaves_as_one_rhel_9_stream(&snap);
+}
+
+/// A `rhel-10` label is left alone with a reason, and an unlabelled MachineSet, even on a
+/// RHEL 10 image, gets the one stream, as the MCO does.
+fn behaves_as_one_rhel_9_stream(snap: &Snapshot) {
+    let d = decision::decide_object(&gcp(OLD_GCP_9, Some("rhel-10")), snap);
     assert_eq!(d.reason, Reason::UnsupportedOSStream);
     assert!(
-        d.message.contains("unsupported stream: rhel-10") && d.message.contains("only rhel-9"),
+        d.message.contains("unsupported stream: rhel-10")
+            && d.message.contains("only rhel-9 is updated"),
         "{}",
         d.message
     );
-    // Unlabelled, even on a RHEL 10 image: the one stream, as the MCO does.
-    let (d, _) = moved(&gcp(GCP_10, None), &snap);
+    let (d, _) = moved(&gcp(GCP_10, None), snap);
     assert_eq!(d.target.as_deref(), Some(GCP_9));
-    assert_eq!(shown(&gcp(GCP_10, None), &snap), None);
+    assert_eq!(shown(&gcp(GCP_10, None), snap), None);
 }
 
 #[test]
 fn malformed_streams_are_an_error() {
-    let b = dual();
-    let _ = b;
     let base = |streams: &str| {
         BTreeMap::from([
             (KEY_STREAM.to_owned(), r#"{"architectures":{}}"#.to_owned()),
@@ -404,38 +408,8 @@ fn preview_decides_each_machineset_by_its_stream_offline() {
     let file = dir.path().join("machinesets.json");
     let list = json!({"apiVersion": "v1", "kind": "List", "items": items});
     std::fs::write(&file, list.to_string()).unwrap();
-    let preview = |configmap: Option<&str>| -> Vec<Value> {
-        let mut cmd = std::process::Command::new(support::binary::BIN);
-        cmd.args(["preview", "--machineset-file", file.to_str().unwrap()])
-            .args(["--control-plane-arch", "amd64"]);
-        if let Some(cm) = configmap {
-            cmd.args(["--configmap-file", cm]);
-        }
-        let out = cmd.output().unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8(out.stdout)
-            .unwrap()
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap())
-            .collect()
-    };
-    let image = |v: &Value| -> String {
-        let spec = &v["machineSet"]["spec"]["template"]["spec"]["providerSpec"]["value"];
-        match spec["image"].as_object() {
-            Some(i) => format!(
-                "{}:{}",
-                i["sku"].as_str().unwrap(),
-                i["version"].as_str().unwrap()
-            ),
-            None => spec["disks"][0]["image"].as_str().unwrap().to_owned(),
-        }
-    };
     let cm = support::fixture_path(DUAL);
-    let dual = preview(Some(cm.to_str().unwrap()));
+    let dual = preview(&file, Some(&cm));
     let got: Vec<(&str, String, Option<&str>)> = dual
         .iter()
         .map(|v| {
@@ -472,7 +446,7 @@ fn preview_decides_each_machineset_by_its_stream_offline() {
         "{unsupported}"
     );
     // The embedded 4.21 ConfigMap (no `streams`): as before, rhel-9 only.
-    let single = preview(None);
+    let single = preview(&file, None);
     let got: Vec<(&str, Option<&str>)> = single
         .iter()
         .map(|v| (v["reason"].as_str().unwrap(), v["stream"].as_str()))
@@ -490,6 +464,42 @@ fn preview_decides_each_machineset_by_its_stream_offline() {
     assert_eq!(image(&single[2]), GCP_9);
 }
 
+/// `preview` of the MachineSets in `file`, offline, on `configmap` (else the embedded one):
+/// its lines, parsed.
+fn preview(file: &std::path::Path, configmap: Option<&std::path::Path>) -> Vec<Value> {
+    let mut cmd = std::process::Command::new(support::binary::BIN);
+    cmd.args(["preview", "--machineset-file"])
+        .arg(file)
+        .args(["--control-plane-arch", "amd64"]);
+    if let Some(cm) = configmap {
+        cmd.arg("--configmap-file").arg(cm);
+    }
+    let out = cmd.output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// The image a previewed MachineSet names: GCP's disk image, Azure's `sku:version`.
+fn image(v: &Value) -> String {
+    let spec = &v["machineSet"]["spec"]["template"]["spec"]["providerSpec"]["value"];
+    match spec["image"].as_object() {
+        Some(i) => format!(
+            "{}:{}",
+            i["sku"].as_str().unwrap(),
+            i["version"].as_str().unwrap()
+        ),
+        None => spec["disks"][0]["image"].as_str().unwrap().to_owned(),
+    }
+}
+
 fn named(mut ms: Value, name: &str) -> Value {
     ms["metadata"]["name"] = json!(name);
     ms
@@ -502,15 +512,7 @@ fn streams_holding_only_the_default_stream_is_a_single_stream_release() {
     assert!(b.streams().is_empty());
     assert_eq!(b.default_stream.as_deref(), Some("rhel-9"));
     let snap = Snapshot::offline(b, true, Some(Arch::Amd64), false);
-    let d = decision::decide_object(&gcp(OLD_GCP_9, Some("rhel-10")), &snap);
-    assert!(
-        d.message.contains("only rhel-9 is updated"),
-        "{}",
-        d.message
-    );
-    let (d, _) = moved(&gcp(GCP_10, None), &snap);
-    assert_eq!(d.target.as_deref(), Some(GCP_9));
-    assert_eq!(shown(&gcp(GCP_10, None), &snap), None);
+    behaves_as_one_rhel_9_stream(&snap);
 }
 
 /// An unlabelled AWS Marketplace AMI stays within its RHEL: its name says RHCOS 9, so the

@@ -13,6 +13,7 @@ use std::time::Duration;
 use bootimage_webhook::core::platforms::vsphere::template_name;
 use serde_json::json;
 use support::cluster::*;
+use support::vcsim::VCenter;
 use support::vsphere::*;
 
 /// A stale MachineSet in each failure domain moves to the template imported there; a
@@ -37,7 +38,10 @@ fn stale_machinesets_move_to_the_template_imported_in_their_failure_domain() {
         }
         c.create(&ms);
     }
-    for (name, fd) in [("ms-a", "fd-a"), ("ms-b", "fd-b")] {
+    for (name, fd, own_tags) in [
+        ("ms-a", "fd-a", vec![]),
+        ("ms-b", "fd-b", vec!["workers-b"]),
+    ] {
         let wanted = template_name(INFRA_ID, RELEASE, fd);
         wait_template(c, name, &wanted, &a);
         let path = format!("/{}/vm/{INFRA_ID}/{wanted}", datacenter(fd));
@@ -45,79 +49,14 @@ fn stale_machinesets_move_to_the_template_imported_in_their_failure_domain() {
             vc.is_template(&path),
             "{wanted} is not a template in vCenter"
         );
-        // Tagged as the installer tags everything of the cluster, and with the MachineSet's
-        // own tags (which it keeps).
-        // vCenter lists a VM's tags in no set order.
-        let mut tags = vc.tags_of(&path);
-        tags.sort();
-        match fd {
-            "fd-b" => {
-                let mut want = [INFRA_ID, "workers-b"];
-                want.sort();
-                assert_eq!(tags, want);
-            }
-            _ => assert_eq!(tags, [INFRA_ID]),
-        }
-        // Marked as ours from its creation: the cluster, the release, the OVA.
-        let extra = vc.extra_config(&path);
-        assert_eq!(
-            extra["bootimage_webhook.infrastructure_name"], INFRA_ID,
-            "{extra:?}"
-        );
-        assert_eq!(extra["bootimage_webhook.release"], RELEASE, "{extra:?}");
-        assert_eq!(
-            extra["bootimage_webhook.ova_sha256"],
-            Ova::good().stream_sha256,
-            "{extra:?}"
-        );
-        assert!(
-            extra.contains_key("bootimage_webhook.import_deadline"),
-            "{extra:?}"
-        );
+        assert_tagged_and_marked(vc, &path, &own_tags);
     }
     let ms_b = c.get("ms-b");
     assert_eq!(
         ms_b.pointer(&format!("{PROVIDER}/tagIDs")),
         Some(&json!([tag]))
     );
-    let imports = a
-        .served
-        .log()
-        .iter()
-        .filter(|l| l.contains("imported the RHCOS OVA as a template"))
-        .count();
-    assert_eq!(
-        imports,
-        2,
-        "one import per failure domain:\n{}",
-        a.served.log_text()
-    );
-    // On a host of the failure domain's cluster that sees its datastore.
-    let importing: Vec<String> = a
-        .served
-        .log()
-        .into_iter()
-        .filter(|l| l.contains("importing the RHCOS OVA"))
-        .collect();
-    assert!(
-        importing.len() == 2
-            && importing
-                .iter()
-                .all(|l| l.contains("host=\"host-")
-                    && l.contains("disk_provisioning=eagerZeroedThick")),
-        "{importing:#?}"
-    );
-    // The disk went up whole (the bytes the NFC upload sent); the import's time is printed
-    // for the README (`cargo test --test vsphere_import -- --nocapture`).
-    for line in a
-        .served
-        .log()
-        .iter()
-        .filter(|l| l.contains("imported the RHCOS OVA"))
-    {
-        assert!(line.contains(&format!("bytes={DISK_BYTES}")), "{line}");
-        eprintln!("{line}");
-    }
+    assert_one_import_per_failure_domain(&a);
     assert_eq!(template(&c.get("ms-custom")), CUSTOM_TEMPLATE);
     // The webhook said why it left the customer's template alone.
     assert_answered(c, "ms-custom", "CustomImage");
@@ -135,6 +74,61 @@ fn stale_machinesets_move_to_the_template_imported_in_their_failure_domain() {
     assert_eq!(rows["ms-a"]["reason"], "UpToDate", "{rows:#}");
     assert_eq!(rows["ms-b"]["reason"], "UpToDate", "{rows:#}");
     assert_eq!(rows["ms-custom"]["reason"], "CustomImage", "{rows:#}");
+}
+
+/// The template at `path` is tagged as the installer tags everything of the cluster, and
+/// with the MachineSet's `own_tags`; and marked as ours from its creation: the cluster,
+/// the release, the OVA, the import's deadline.
+fn assert_tagged_and_marked(vc: &VCenter, path: &str, own_tags: &[&str]) {
+    // vCenter lists a VM's tags in no set order.
+    let mut tags = vc.tags_of(path);
+    tags.sort();
+    let mut want = [&[INFRA_ID], own_tags].concat();
+    want.sort();
+    assert_eq!(tags, want);
+    let extra = vc.extra_config(path);
+    let marker = |key: &str| extra.get(&format!("bootimage_webhook.{key}")).cloned();
+    assert_eq!(
+        marker("infrastructure_name").as_deref(),
+        Some(INFRA_ID),
+        "{extra:?}"
+    );
+    assert_eq!(marker("release").as_deref(), Some(RELEASE), "{extra:?}");
+    let sha = Ova::good().stream_sha256;
+    assert_eq!(
+        marker("ova_sha256").as_deref(),
+        Some(sha.as_str()),
+        "{extra:?}"
+    );
+    assert!(marker("import_deadline").is_some(), "{extra:?}");
+}
+
+/// One import per failure domain, each on a host of that failure domain's cluster that
+/// sees its datastore, with the install-config's disk type, the disk uploaded whole. The
+/// import's time is printed (`cargo test --test vsphere_import -- --nocapture`).
+fn assert_one_import_per_failure_domain(a: &Replica) {
+    let log = a.served.log();
+    let imported: Vec<&String> = log
+        .iter()
+        .filter(|l| l.contains("imported the RHCOS OVA as a template"))
+        .collect();
+    assert_eq!(imported.len(), 2, "{}", a.served.log_text());
+    let importing: Vec<&String> = log
+        .iter()
+        .filter(|l| l.contains("importing the RHCOS OVA"))
+        .collect();
+    assert!(
+        importing.len() == 2
+            && importing
+                .iter()
+                .all(|l| l.contains("host=\"host-")
+                    && l.contains("disk_provisioning=eagerZeroedThick")),
+        "{importing:#?}"
+    );
+    for line in imported {
+        assert!(line.contains(&format!("bytes={DISK_BYTES}")), "{line}");
+        eprintln!("{line}");
+    }
 }
 
 /// vCenter down: nothing is denied, one log line says why, and once it is back the
