@@ -64,13 +64,7 @@ fn amis() -> Value {
 
 /// The SDK's standard environment, pointed at `endpoint`.
 fn aws_env(cmd: &mut Command, endpoint: &str) {
-    cmd.env("AWS_ENDPOINT_URL", endpoint)
-        .env("AWS_ACCESS_KEY_ID", "testing")
-        .env("AWS_SECRET_ACCESS_KEY", "testing")
-        .env("AWS_REGION", REGION)
-        .env("AWS_EC2_METADATA_DISABLED", "true")
-        .env_remove("AWS_PROFILE")
-        .env_remove("AWS_SHARED_CREDENTIALS_FILE");
+    support::moto::aws_env(cmd, endpoint, REGION);
 }
 
 /// The real AWS MachineSet, named `name`, on `ami`.

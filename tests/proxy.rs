@@ -1,12 +1,11 @@
 //! The cluster-wide proxy, end to end: a real proxy daemon (tinyproxy, a Debian package)
 //! in front of a real EC2 emulator (moto in server mode) and of an OVA server (Python's,
 //! over TLS from a test CA and plain): `preview` asks EC2 through the proxy (the proxy
-//! logs the request), the importer's connector downloads through a CONNECT tunnel or as a
+//! logs the request; over HTTPS, the tunnel), the importer's connector downloads through a CONNECT tunnel or as a
 //! whole URL, a `NO_PROXY` host bypasses it, and with the proxy down the error names it.
 
 mod support;
 
-use std::net::SocketAddr;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -20,41 +19,34 @@ use support::proxy::{Reaped, Tinyproxy, free_port};
 const REGION: &str = "us-east-1";
 const RED_HAT: &str = "ami-0redhat0000000001";
 
-/// moto's EC2 with one Red Hat AMI that is not in the stream.
-fn moto() -> Moto {
-    Moto::start(
-        0,
-        &json!([{
-            "ami_id": RED_HAT, "state": "available", "public": true, "owner_id": "531415883065",
-            "name": "rhcos-9.6.20250826-1-x86_64", "description": "OpenShift 4.20",
-            "image_type": "machine", "architecture": "x86_64", "virtualization_type": "hvm",
-            "root_device_type": "ebs", "root_device_name": "/dev/xvda", "hypervisor": "xen"
-        }]),
-    )
+/// What EC2 holds: one Red Hat AMI that is not in the stream.
+fn amis() -> Value {
+    json!([{
+        "ami_id": RED_HAT, "state": "available", "public": true, "owner_id": "531415883065",
+        "name": "rhcos-9.6.20250826-1-x86_64", "description": "OpenShift 4.20",
+        "image_type": "machine", "architecture": "x86_64", "virtualization_type": "hvm",
+        "root_device_type": "ebs", "root_device_name": "/dev/xvda", "hypervisor": "xen"
+    }])
 }
 
-/// `preview` of one AWS MachineSet on the Red Hat AMI, with EC2 at `moto` and `env`.
-fn preview(dir: &Path, moto: SocketAddr, env: &[(&str, &str)]) -> (Value, String) {
+fn moto() -> Moto {
+    Moto::start(0, &amis())
+}
+
+/// `preview` of one AWS MachineSet on the Red Hat AMI, with EC2 at `moto`, `env` and
+/// `flags`.
+fn preview(dir: &Path, moto: &Moto, env: &[(&str, &str)], flags: &[&str]) -> (Value, String) {
     let mut ms = fixture("machineset-aws-build01-ci-tests-worker-us-east-1a.yaml");
     ms["metadata"] = json!({"name": "redhat", "namespace": "openshift-machine-api"});
     ms["spec"]["template"]["spec"]["providerSpec"]["value"]["ami"] = json!({"id": RED_HAT});
     let file = dir.join("machineset.json");
     std::fs::write(&file, ms.to_string()).unwrap();
     let mut cmd = Command::new(binary::BIN);
-    cmd.args([
-        "preview",
-        "--control-plane-arch",
-        "amd64",
-        "--machineset-file",
-    ])
-    .arg(&file)
-    .env("AWS_ENDPOINT_URL", format!("http://{moto}"))
-    .env("AWS_ACCESS_KEY_ID", "testing")
-    .env("AWS_SECRET_ACCESS_KEY", "testing")
-    .env("AWS_REGION", REGION)
-    .env("AWS_EC2_METADATA_DISABLED", "true")
-    .env_remove("AWS_PROFILE")
-    .env_remove("AWS_SHARED_CREDENTIALS_FILE");
+    cmd.args(["preview", "--control-plane-arch", "amd64"])
+        .args(flags)
+        .arg("--machineset-file")
+        .arg(&file);
+    support::moto::aws_env(&mut cmd, &moto.url(), REGION);
     for var in ["HTTPS_PROXY", "HTTP_PROXY", "ALL_PROXY", "NO_PROXY"] {
         cmd.env_remove(var).env_remove(var.to_lowercase());
     }
@@ -69,13 +61,12 @@ fn preview(dir: &Path, moto: SocketAddr, env: &[(&str, &str)]) -> (Value, String
 #[test]
 fn ec2_is_asked_through_the_proxy_unless_no_proxy_names_it() {
     let dir = tempfile::tempdir().unwrap();
-    let ec2 = moto();
-    let moto = ec2.addr;
+    let moto = moto();
     let proxy = Tinyproxy::start(dir.path());
 
-    let (result, err) = preview(dir.path(), moto, &[("HTTP_PROXY", &proxy.url())]);
+    let (result, err) = preview(dir.path(), &moto, &[("HTTP_PROXY", &proxy.url())], &[]);
     assert_eq!(result["reason"], "Updated", "{result} {err}");
-    let through = proxy.requests_to(&moto.to_string());
+    let through = proxy.requests_to(&moto.addr.to_string());
     assert!(through >= 1, "nothing reached the proxy: {}", proxy.log());
 
     // The lower-case variable, on a dead port, and NO_PROXY naming EC2's host: only a
@@ -83,8 +74,9 @@ fn ec2_is_asked_through_the_proxy_unless_no_proxy_names_it() {
     let dead = format!("http://127.0.0.1:{}", free_port());
     let (result, err) = preview(
         dir.path(),
-        moto,
+        &moto,
         &[("http_proxy", &dead), ("NO_PROXY", ".svc,127.0.0.0/8")],
+        &[],
     );
     assert_eq!(result["reason"], "Updated", "{result} {err}");
 }
@@ -92,15 +84,43 @@ fn ec2_is_asked_through_the_proxy_unless_no_proxy_names_it() {
 #[test]
 fn with_the_proxy_down_the_error_names_it() {
     let dir = tempfile::tempdir().unwrap();
-    let ec2 = moto();
-    let moto = ec2.addr;
+    let moto = moto();
     let down = format!("http://127.0.0.1:{}", free_port());
-    let (result, err) = preview(dir.path(), moto, &[("HTTP_PROXY", &down)]);
+    let (result, err) = preview(dir.path(), &moto, &[("HTTP_PROXY", &down)], &[]);
     // Nothing moves, and the user is told which proxy did not answer.
     assert_ne!(result["reason"], "Updated", "{result}");
     let line = format!("through the proxy {down}");
     assert!(err.contains(&line), "{err}");
     assert!(result.to_string().contains(&line), "{result}");
+}
+
+/// EC2 over HTTPS, as it is reached in a real cluster: through a CONNECT tunnel the proxy
+/// logs, the endpoint's certificate checked against `--trusted-ca-bundle` (a TLS-inspecting
+/// proxy's CA reaches the webhook the same way). Without the bundle the same call fails
+/// on the certificate and nothing moves. This is the AWS SDK's connector, not the
+/// importer's.
+#[test]
+fn ec2_over_https_goes_through_a_tunnel_trusting_the_bundle() {
+    support::https::install_provider();
+    let dir = tempfile::tempdir().unwrap();
+    let certs = dir.path().join("certs");
+    std::fs::create_dir(&certs).unwrap();
+    support::https::dev_certs().write(&certs).unwrap();
+    let moto = Moto::start_tls(&amis(), &certs);
+    let proxy = Tinyproxy::start(dir.path());
+    let bundle = certs.join("ca.crt");
+    let url = proxy.url();
+    let env = [("HTTPS_PROXY", url.as_str())];
+
+    let trusting = ["--trusted-ca-bundle", bundle.to_str().unwrap()];
+    let (result, err) = preview(dir.path(), &moto, &env, &trusting);
+    assert_eq!(result["reason"], "Updated", "{result} {err}");
+    let tunnel = format!("localhost:{}", moto.addr.port());
+    assert!(proxy.tunnels_to(&tunnel) >= 1, "{}", proxy.log());
+
+    let (result, err) = preview(dir.path(), &moto, &env, &[]);
+    assert_ne!(result["reason"], "Updated", "{result} {err}");
+    assert!(result.to_string().contains("certificate"), "{result}");
 }
 
 /// Python's HTTP server on `dir`, over TLS with `certs` when given.

@@ -3,7 +3,7 @@
 
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
 use serde_json::Value;
@@ -20,21 +20,50 @@ pub fn venv_bin(name: &str) -> PathBuf {
         .join(name)
 }
 
+/// The AWS SDK's standard environment, pointed at EC2 at `endpoint` in `region`, with
+/// moto's test credentials and nothing of this machine's own AWS setup.
+pub fn aws_env(cmd: &mut Command, endpoint: &str, region: &str) {
+    cmd.env("AWS_ENDPOINT_URL", endpoint)
+        .env("AWS_ACCESS_KEY_ID", "testing")
+        .env("AWS_SECRET_ACCESS_KEY", "testing")
+        .env("AWS_REGION", region)
+        .env("AWS_EC2_METADATA_DISABLED", "true")
+        .env_remove("AWS_PROFILE")
+        .env_remove("AWS_SHARED_CREDENTIALS_FILE");
+}
+
 /// moto's EC2, on a loopback port (0: any free one), killed on drop.
 pub struct Moto {
     child: Child,
     pub addr: SocketAddr,
+    tls: bool,
     _amis: tempfile::NamedTempFile,
 }
 
 impl Moto {
     /// `amis`: what EC2 holds, in moto's AMI file format.
     pub fn start(port: u16, amis: &Value) -> Moto {
+        Moto::serve(port, amis, None)
+    }
+
+    /// Over HTTPS, with the certificate and key `tls.crt` and `tls.key` in `certs`.
+    pub fn start_tls(amis: &Value, certs: &Path) -> Moto {
+        Moto::serve(0, amis, Some(certs))
+    }
+
+    fn serve(port: u16, amis: &Value, certs: Option<&Path>) -> Moto {
         let file = tempfile::NamedTempFile::new().unwrap();
         std::fs::write(file.path(), amis.to_string()).unwrap();
         let bin = venv_bin("moto_server");
-        let mut child = Command::new(&bin)
-            .args(["-H", "127.0.0.1", "-p", &port.to_string()])
+        let mut cmd = Command::new(&bin);
+        cmd.args(["-H", "127.0.0.1", "-p", &port.to_string()]);
+        if let Some(certs) = certs {
+            cmd.arg("--ssl-cert")
+                .arg(certs.join("tls.crt"))
+                .arg("--ssl-key")
+                .arg(certs.join("tls.key"));
+        }
+        let mut child = cmd
             .env("MOTO_AMIS_PATH", file.path())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
@@ -49,8 +78,13 @@ impl Moto {
         let mut seen = Vec::new();
         let mut addr = None;
         for line in lines.map_while(Result::ok) {
-            if let Some(rest) = line.split("Running on http://").nth(1) {
-                addr = rest.trim().parse().ok();
+            let rest = line.split("Running on ").nth(1);
+            let rest = rest.map(|r| {
+                r.trim_start_matches("http://")
+                    .trim_start_matches("https://")
+            });
+            if let Some(rest) = rest {
+                addr = rest.trim().trim_end_matches('/').parse().ok();
                 break;
             }
             seen.push(line);
@@ -59,12 +93,17 @@ impl Moto {
         Moto {
             child,
             addr,
+            tls: certs.is_some(),
             _amis: file,
         }
     }
 
+    /// Its URL; over TLS, named `localhost` (the name its certificate carries).
     pub fn url(&self) -> String {
-        format!("http://{}", self.addr)
+        match self.tls {
+            true => format!("https://localhost:{}", self.addr.port()),
+            false => format!("http://{}", self.addr),
+        }
     }
 }
 
