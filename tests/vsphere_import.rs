@@ -107,16 +107,9 @@ fn assert_tagged_and_marked(vc: &VCenter, path: &str, own_tags: &[&str]) {
 /// sees its datastore, with the install-config's disk type, the disk uploaded whole. The
 /// import's time is printed (`cargo test --test vsphere_import -- --nocapture`).
 fn assert_one_import_per_failure_domain(a: &Replica) {
-    let log = a.served.log();
-    let imported: Vec<&String> = log
-        .iter()
-        .filter(|l| l.contains("imported the RHCOS OVA as a template"))
-        .collect();
+    let imported = a.lines("imported the RHCOS OVA as a template");
     assert_eq!(imported.len(), 2, "{}", a.served.log_text());
-    let importing: Vec<&String> = log
-        .iter()
-        .filter(|l| l.contains("importing the RHCOS OVA"))
-        .collect();
+    let importing = a.lines("importing the RHCOS OVA");
     assert!(
         importing.len() == 2
             && importing
@@ -150,13 +143,13 @@ fn vcenter_unreachable_then_back_denies_nothing_and_imports_after() {
     assert!(message.contains("Connection refused"), "{message}");
     // Retries go on (backoff) without another line for the same trouble.
     std::thread::sleep(Duration::from_secs(20));
-    let lines = a
-        .served
-        .log()
-        .iter()
-        .filter(|l| l.contains("cannot import the vSphere template"))
-        .count();
-    assert_eq!(lines, 1, "one line per trouble:\n{}", a.served.log_text());
+    let lines = a.lines("cannot import the vSphere template");
+    assert_eq!(
+        lines.len(),
+        1,
+        "one line per trouble:\n{}",
+        a.served.log_text()
+    );
 
     world.start_vcenter_on(port);
     let c = &world.cluster;
@@ -164,6 +157,26 @@ fn vcenter_unreachable_then_back_denies_nothing_and_imports_after() {
     c.kubectl(&["annotate", "machineset", "ms-a", "-n", NS, "poke=1"]);
     a.wait_line("vCenter answers again");
     wait_template(c, "ms-a", &template_name(INFRA_ID, RELEASE, "fd-a"), &a);
+    c.assert_nothing_refused(&[&a]);
+}
+
+/// Behind a cluster-wide proxy that is down: nothing is denied or imported, the
+/// MachineSet keeps its template, and the one log line names the proxy, so that an
+/// administrator looks at the proxy rather than at vCenter.
+#[test]
+fn with_the_proxy_down_nothing_moves_and_the_line_names_the_proxy() {
+    let world = World::start(Ova::good());
+    let c = &world.cluster;
+    let proxy = format!("http://127.0.0.1:{}", support::proxy::free_port());
+    let a = world.holder_in(&[], &[("HTTPS_PROXY", &proxy), ("NO_PROXY", "")]);
+    c.create(&vsphere_machineset("ms-a", "fd-a", INSTALLER_A));
+    a.wait_line("cannot import the vSphere template");
+    assert_answered(c, "ms-a", "TemplateNotImported");
+    assert_eq!(template(&c.get("ms-a")), INSTALLER_A);
+    let lines = a.lines("cannot import the vSphere template");
+    assert_eq!(lines.len(), 1, "{lines:#?}");
+    let through = format!("(through the proxy {proxy})");
+    assert!(lines[0].contains(&through), "{}", lines[0]);
     c.assert_nothing_refused(&[&a]);
 }
 
@@ -201,12 +214,7 @@ fn a_bad_checksum_imports_nothing_and_warns() {
         "{message}"
     );
     // The log says why, once.
-    let lines: Vec<String> = a
-        .served
-        .log()
-        .into_iter()
-        .filter(|l| l.contains("cannot import the vSphere template"))
-        .collect();
+    let lines = a.lines("cannot import the vSphere template");
     assert_eq!(lines.len(), 1, "{lines:#?}");
     assert!(lines[0].contains("SHA-256") && lines[0].contains(&"0".repeat(64)));
     assert!(

@@ -157,6 +157,13 @@ impl Replica {
             });
     }
 
+    /// The lines it logged that contain `what`.
+    pub fn lines(&self, what: &str) -> Vec<String> {
+        let mut all = self.served.log();
+        all.retain(|l| l.contains(what));
+        all
+    }
+
     /// Waits for a line with `what`, logged at any time.
     pub fn wait_line(&self, what: &str) {
         if self.served.log().iter().any(|l| l.contains(what)) {
@@ -382,7 +389,12 @@ impl Cluster {
     /// The one replica most tests need: `replica-a` with `flags`, registered as the
     /// webhook, once it holds the Lease.
     pub fn holder(&self, flags: &[&str]) -> Replica {
-        let a = self.replica_with("replica-a", "0s", "127.0.0.1:0", flags);
+        self.holder_in(flags, &[])
+    }
+
+    /// [`Cluster::holder`] with more environment variables.
+    pub fn holder_in(&self, flags: &[&str], env: &[(&str, &str)]) -> Replica {
+        let a = self.replica_in("replica-a", "0s", "127.0.0.1:0", flags, env);
         self.register_webhook(&a.url());
         self.wait_holder("replica-a", Duration::from_secs(30));
         a
@@ -395,6 +407,18 @@ impl Cluster {
         shutdown_delay: &str,
         bind: &str,
         extra: &[&str],
+    ) -> Replica {
+        self.replica_in(pod, shutdown_delay, bind, extra, &[])
+    }
+
+    /// [`Cluster::replica_with`] with more environment variables (e.g. the proxy's).
+    pub fn replica_in(
+        &self,
+        pod: &str,
+        shutdown_delay: &str,
+        bind: &str,
+        extra: &[&str],
+        env: &[(&str, &str)],
     ) -> Replica {
         let token = self.token();
         let jti = jwt_claim(&token, "jti");
@@ -414,7 +438,8 @@ impl Cluster {
         cmd.env("KUBECONFIG", kubeconfig)
             .env("POD_NAME", pod)
             .env("POD_NAMESPACE", OWN_NS)
-            .env("RUST_LOG", "info,bootimage_webhook::cluster::touch=debug");
+            .env("RUST_LOG", "info,bootimage_webhook::cluster::touch=debug")
+            .envs(env.iter().copied());
         let served = Served::spawn(cmd);
         let r = Replica {
             pod: pod.into(),

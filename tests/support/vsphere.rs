@@ -206,6 +206,11 @@ impl World {
     }
 
     pub fn holder_with(&self, flags: &[&str]) -> Replica {
+        self.holder_in(flags, &[])
+    }
+
+    /// [`World::holder_with`] with more environment variables (e.g. the proxy's).
+    pub fn holder_in(&self, flags: &[&str], env: &[(&str, &str)]) -> Replica {
         let ca = self.tls.path().join("vsphere-ca.pem");
         let cache = self.cache.path().to_str().unwrap().to_owned();
         let mut all = vec![
@@ -216,7 +221,7 @@ impl World {
             &cache,
         ];
         all.extend_from_slice(flags);
-        self.cluster.holder(&all)
+        self.cluster.holder_in(&all, env)
     }
 }
 
