@@ -412,39 +412,15 @@ fn json_logs_on_request() {
 #[test]
 fn preview_takes_lists_streams_and_stdin() {
     let gcp = support::fixture("machineset-gcp-build02-infra-a.yaml");
-    let mut current = gcp.clone();
-    current["metadata"]["name"] = "already-current".into();
-    current["spec"]["template"]["spec"]["providerSpec"]["value"]["disks"][0]["image"] =
-        CURRENT_X86.into();
-    let aws = std::fs::read_to_string(fixture_path(
-        "machineset-aws-build01-ci-tests-worker-us-east-1a.yaml",
-    ))
-    .unwrap();
+    let current = already_current(&gcp);
     let dir = tempfile::tempdir().unwrap();
     let list = dir.path().join("list.yaml");
-    let yaml_list = format!(
-        "apiVersion: v1\nkind: List\nmetadata:\n  resourceVersion: \"\"\nitems:\n- {}\n- {}\n",
-        serde_json::to_string(&gcp).unwrap(),
-        serde_json::to_string(&current).unwrap()
-    );
+    let yaml_list = yaml_list_of(&gcp, &current);
     std::fs::write(&list, &yaml_list).unwrap();
-    let names = |v: &[Value]| -> Vec<(String, String)> {
-        v.iter()
-            .map(|r| {
-                (
-                    r["machineSet"]["metadata"]["name"]
-                        .as_str()
-                        .unwrap()
-                        .to_owned(),
-                    r["reason"].as_str().unwrap().to_owned(),
-                )
-            })
-            .collect()
-    };
     let args = ["--control-plane-arch", "amd64", "--machineset-file"];
     let from_list = preview_all(&[&args[..], &[list.to_str().unwrap()]].concat());
     assert_eq!(
-        names(&from_list),
+        names_and_reasons(&from_list),
         [
             ("build02-fmpjh-infra-a".to_owned(), "Updated".to_owned()),
             ("already-current".to_owned(), "UpToDate".to_owned())
@@ -454,6 +430,71 @@ fn preview_takes_lists_streams_and_stdin() {
 
     // A JSON MachineSetList (`oc get machinesets -o json`), from standard input.
     let json_list = serde_json::json!({"apiVersion": "machine.openshift.io/v1beta1", "kind": "MachineSetList", "items": [current, gcp]});
+    let out = preview_amd64_from_stdin(&serde_json::to_vec(&json_list).unwrap());
+    assert!(out.status.success());
+    assert_eq!(
+        names_and_reasons(&json_lines(&out.stdout)),
+        [
+            ("already-current".to_owned(), "UpToDate".to_owned()),
+            ("build02-fmpjh-infra-a".to_owned(), "Updated".to_owned())
+        ]
+    );
+
+    // A YAML stream: the List, then a GCP MachineSet and its MachineAutoscaler (skipped,
+    // and said so on standard error).
+    let aws = std::fs::read_to_string(fixture_path(
+        "machineset-aws-build01-ci-tests-worker-us-east-1a.yaml",
+    ))
+    .unwrap();
+    let stream = dir.path().join("stream.yaml");
+    std::fs::write(&stream, format!("{yaml_list}---\n{aws}")).unwrap();
+    let out = run(&[&["preview"], &args[..], &[stream.to_str().unwrap()]].concat());
+    assert!(out.status.success());
+    assert_eq!(json_lines(&out.stdout).len(), 3);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("skipping MachineAutoscaler/build01-9hdwj-ci-tests-worker-us-east-1a"),
+        "{err}"
+    );
+}
+
+/// `gcp` renamed `already-current` and already on the current x86 boot image: a
+/// MachineSet `preview` leaves as it is, next to one it updates.
+fn already_current(gcp: &Value) -> Value {
+    let mut current = gcp.clone();
+    current["metadata"]["name"] = "already-current".into();
+    current["spec"]["template"]["spec"]["providerSpec"]["value"]["disks"][0]["image"] =
+        CURRENT_X86.into();
+    current
+}
+
+/// A `kind: List` as `oc get machinesets -o yaml` writes it, with `first` and `second` as
+/// items (JSON is YAML's flow style).
+fn yaml_list_of(first: &Value, second: &Value) -> String {
+    format!(
+        "apiVersion: v1\nkind: List\nmetadata:\n  resourceVersion: \"\"\nitems:\n- {}\n- {}\n",
+        serde_json::to_string(first).unwrap(),
+        serde_json::to_string(second).unwrap()
+    )
+}
+
+/// Each `preview` line's MachineSet name and reason, in output order.
+fn names_and_reasons(v: &[Value]) -> Vec<(String, String)> {
+    v.iter()
+        .map(|r| {
+            (
+                r["machineSet"]["metadata"]["name"]
+                    .as_str()
+                    .unwrap()
+                    .to_owned(),
+                r["reason"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect()
+}
+
+/// `preview --control-plane-arch amd64 --machineset-file -` with `input` on standard input.
+fn preview_amd64_from_stdin(input: &[u8]) -> Output {
     let mut child = Command::new(BIN)
         .args([
             "preview",
@@ -469,32 +510,9 @@ fn preview_takes_lists_streams_and_stdin() {
     {
         use std::io::Write;
         let mut stdin = child.stdin.take().unwrap();
-        stdin
-            .write_all(&serde_json::to_vec(&json_list).unwrap())
-            .unwrap();
+        stdin.write_all(input).unwrap();
     }
-    let out = child.wait_with_output().unwrap();
-    assert!(out.status.success());
-    assert_eq!(
-        names(&json_lines(&out.stdout)),
-        [
-            ("already-current".to_owned(), "UpToDate".to_owned()),
-            ("build02-fmpjh-infra-a".to_owned(), "Updated".to_owned())
-        ]
-    );
-
-    // A YAML stream: the List, then a GCP MachineSet and its MachineAutoscaler (skipped,
-    // and said so on standard error).
-    let stream = dir.path().join("stream.yaml");
-    std::fs::write(&stream, format!("{yaml_list}---\n{aws}")).unwrap();
-    let out = run(&[&["preview"], &args[..], &[stream.to_str().unwrap()]].concat());
-    assert!(out.status.success());
-    assert_eq!(json_lines(&out.stdout).len(), 3);
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        err.contains("skipping MachineAutoscaler/build01-9hdwj-ci-tests-worker-us-east-1a"),
-        "{err}"
-    );
+    child.wait_with_output().unwrap()
 }
 
 /// `--exit-code` as `git diff --exit-code`: 2 when something would change, 0 when not,
@@ -636,6 +654,20 @@ fn ctrl_c_on_serve_dev_stops_at_once_and_a_second_one_forces_it() {
 /// `oc logs` shows who sends something wrong; a flood gives at most a burst of lines.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn refused_requests_are_logged_once_each_and_rate_limited() {
+    let (_dir, served, client) = serve_dev_with_a_client();
+    let mut send = client.conn(served.webhook).await.unwrap();
+    let local = our_address_as_the_server_sees_it(&client, served.webhook).await;
+    one_refusal_line_per_wrong_request(&served, &mut send, local).await;
+    plain_http_on_the_tls_port_is_logged_as_such(&served).await;
+    a_flood_is_logged_only_up_to_the_burst(&served, &mut send).await;
+}
+
+/// A keep-alive HTTP/1.1 connection to the webhook.
+type Conn = hyper::client::conn::http1::SendRequest<http_body_util::Full<hyper::body::Bytes>>;
+
+/// `serve --dev` in a fresh directory (kept alive by the returned guard), and an HTTPS
+/// client that trusts the CA it wrote there.
+fn serve_dev_with_a_client() -> (tempfile::TempDir, support::binary::Served, support::Https) {
     support::install_provider();
     let dir = tempfile::tempdir().unwrap();
     let mut cmd = support::binary::serve_command();
@@ -643,12 +675,25 @@ async fn refused_requests_are_logged_once_each_and_rate_limited() {
     let served = support::binary::Served::spawn(cmd);
     let ca = std::fs::read_to_string(dir.path().join("certs/ca.crt")).unwrap();
     let client = support::Https::new(&ca);
-    let mut send = client.conn(served.webhook).await.unwrap();
-    let local = {
-        // The peer the server sees: our side of a fresh connection.
-        let tls = client.connect(served.webhook).await.unwrap();
-        tls.get_ref().0.local_addr().unwrap().ip()
-    };
+    (dir, served, client)
+}
+
+/// The peer the server sees: our side of a fresh connection.
+async fn our_address_as_the_server_sees_it(
+    client: &support::Https,
+    webhook: std::net::SocketAddr,
+) -> std::net::IpAddr {
+    let tls = client.connect(webhook).await.unwrap();
+    tls.get_ref().0.local_addr().unwrap().ip()
+}
+
+/// Each kind of wrong request gets its status and exactly one WARN line naming that
+/// status and our address.
+async fn one_refusal_line_per_wrong_request(
+    served: &support::binary::Served,
+    send: &mut Conn,
+    local: std::net::IpAddr,
+) {
     for (method, path, ct, body, code) in [
         (
             "GET",
@@ -668,7 +713,7 @@ async fn refused_requests_are_logged_once_each_and_rate_limited() {
         ),
     ] {
         let reply = support::send_on(
-            &mut send,
+            send,
             support::request(method, path, ct, body.as_bytes().to_vec()),
         )
         .await
@@ -681,7 +726,10 @@ async fn refused_requests_are_logged_once_each_and_rate_limited() {
         assert!(line.contains(&format!("with {code}")), "{line}");
         assert!(line.contains(&format!("peer={local}:")), "{line}");
     }
-    // Plain HTTP on the TLS port.
+}
+
+/// Plain HTTP on the TLS port: refused, and the line says it was plain HTTP.
+async fn plain_http_on_the_tls_port_is_logged_as_such(served: &support::binary::Served) {
     {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
         let mut tcp = tokio::net::TcpStream::connect(served.webhook)
@@ -700,11 +748,16 @@ async fn refused_requests_are_logged_once_each_and_rate_limited() {
         line.contains("plain HTTP") && line.contains("PlainHTTP"),
         "{line}"
     );
+}
 
-    // A flood: 50 more refusals, and only the rest of the burst is logged.
+/// A flood: 50 more refusals, and only the rest of the burst is logged, so the whole log
+/// holds exactly [`RefusalLog::BURST`] refusal lines.
+///
+/// [`RefusalLog::BURST`]: bootimage_webhook::serve::server::RefusalLog::BURST
+async fn a_flood_is_logged_only_up_to_the_burst(served: &support::binary::Served, send: &mut Conn) {
     for _ in 0..50 {
         let r = support::send_on(
-            &mut send,
+            send,
             support::request("POST", "/nope", Some("application/json"), Vec::new()),
         )
         .await

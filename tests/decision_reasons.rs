@@ -181,14 +181,25 @@ fn inputs_up_to_the_platform_rule() -> Vec<(Value, Snapshot)> {
 
 /// Rules 8 to 12: each cloud's own reasons, the stub Ignition, a revert loop, the outcome.
 fn inputs_from_the_platform_rule_on() -> Vec<(Value, Snapshot)> {
+    let mut inputs = inputs_for_the_platform_rules();
+    inputs.extend(inputs_for_the_stub_and_the_outcome());
+    inputs
+}
+
+/// The GCP fixture with `f` applied.
+fn gcp_with(f: &dyn Fn(&mut Value)) -> Value {
+    let mut ms = gcp_ms();
+    f(&mut ms);
+    ms
+}
+
+/// Rules 8 and 9, the clouds' side: vSphere without and with its failure domains, a
+/// marketplace AMI, each cloud's own reasons, an architecture the stream lacks, an image
+/// that is not RHCOS.
+fn inputs_for_the_platform_rules() -> Vec<(Value, Snapshot)> {
     let snap = offline_snapshot();
     let mut inputs = Vec::new();
     let mut check = |ms: Value, snap: &Snapshot| inputs.push((ms, snap.clone()));
-    let with = |f: &dyn Fn(&mut Value)| {
-        let mut ms = gcp_ms();
-        f(&mut ms);
-        ms
-    };
     // vSphere: no Infrastructure offline (NoFailureDomain), then its failure domains with
     // nothing imported (TemplateNotImported).
     let vsphere = support::example("machineset-vsphere.yaml");
@@ -207,11 +218,11 @@ fn inputs_from_the_platform_rule_on() -> Vec<(Value, Snapshot)> {
         check(case, &snap);
     }
     check(
-        with(&|m| annotate(m, decision::ARCH_ANNOTATION, "kubernetes.io/arch=s390x")),
+        gcp_with(&|m| annotate(m, decision::ARCH_ANNOTATION, "kubernetes.io/arch=s390x")),
         &snap,
     );
     check(
-        with(&|m| {
+        gcp_with(&|m| {
             set(
                 m,
                 "/spec/template/spec/providerSpec/value/disks/0/image",
@@ -220,6 +231,16 @@ fn inputs_from_the_platform_rule_on() -> Vec<(Value, Snapshot)> {
         }),
         &snap,
     );
+    inputs
+}
+
+/// Rules 10 to 12 and the rest of 9: the user-data Secret's stub Ignition in each state
+/// and outside the grant, then the GCP MachineSet updated, already up to date, with disks
+/// that are not an array or hold no boot disk, and in a revert loop.
+fn inputs_for_the_stub_and_the_outcome() -> Vec<(Value, Snapshot)> {
+    let snap = offline_snapshot();
+    let mut inputs = Vec::new();
+    let mut check = |ms: Value, snap: &Snapshot| inputs.push((ms, snap.clone()));
     for stub in [
         Some(Stub::Version("2.2.0".into())),
         Some(Stub::Missing),
@@ -237,7 +258,7 @@ fn inputs_from_the_platform_rule_on() -> Vec<(Value, Snapshot)> {
     );
     check(gcp_ms(), &snap);
     check(
-        with(&|m| {
+        gcp_with(&|m| {
             set(
                 m,
                 "/spec/template/spec/providerSpec/value/disks/0/image",
@@ -247,15 +268,15 @@ fn inputs_from_the_platform_rule_on() -> Vec<(Value, Snapshot)> {
         &snap,
     );
     check(
-        with(&|m| set(m, "/spec/template/spec/providerSpec/value/disks", json!(7))),
+        gcp_with(&|m| set(m, "/spec/template/spec/providerSpec/value/disks", json!(7))),
         &snap,
     );
     check(
-        with(&|m| set(m, "/spec/template/spec/providerSpec/value/disks", json!([]))),
+        gcp_with(&|m| set(m, "/spec/template/spec/providerSpec/value/disks", json!([]))),
         &snap,
     );
     check(
-        with(&|m| {
+        gcp_with(&|m| {
             annotate(
                 m,
                 decision::REVERTS_ANNOTATION,

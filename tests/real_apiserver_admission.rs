@@ -345,28 +345,7 @@ fn the_control_plane_machine_set_is_managed_when_asked() {
         || (cpms_image(&get()) == CURRENT_X86).then_some(()),
     );
     a.passes(2);
-    let events = c.audit();
-    let patches: Vec<&Value> = events
-        .iter()
-        .filter(|e| {
-            is_ours(e)
-                && e["verb"] == "patch"
-                && e["stage"] == "ResponseComplete"
-                && e["objectRef"]["resource"] == "controlplanemachinesets"
-        })
-        .collect();
-    // The Lease holder touches at once, and the apiserver loads a new webhook
-    // configuration a moment after it is created: touches it admitted before that pass
-    // unchanged and are retried. Then one touch that our webhook moves, then silence.
-    let (moved, before) = patches.split_last().expect("a touch");
-    assert_eq!(webhook_call(moved), answered("Updated", true));
-    for p in before {
-        assert_eq!(
-            webhook_call(p),
-            Call::NotCalled,
-            "touched again after the move"
-        );
-    }
+    the_last_touch_was_moved_by_our_webhook_and_none_came_after(&c);
     let cpms = get();
     assert_eq!(annotation(&cpms, BOOT_IMAGE), Some(CURRENT_X86));
     // Nothing else of the template changed: no rollout to trigger but the image itself.
@@ -378,7 +357,38 @@ fn the_control_plane_machine_set_is_managed_when_asked() {
     assert_eq!(moved.len(), 1, "{moved:?}");
     assert_eq!(moved[0]["regarding"]["kind"], "ControlPlaneMachineSet");
 
-    // status: the row with the flag, none without.
+    status_shows_the_control_plane_machine_set_only_with_the_flag(&c);
+    c.assert_nothing_refused(&[&a]);
+}
+
+/// The Lease holder touches at once, and the apiserver loads a new webhook configuration a
+/// moment after it is created: touches it admitted before that pass unchanged and are
+/// retried. Then one touch that our webhook moves, then silence.
+fn the_last_touch_was_moved_by_our_webhook_and_none_came_after(c: &Cluster) {
+    let events = c.audit();
+    let patches: Vec<&Value> = events
+        .iter()
+        .filter(|e| {
+            is_ours(e)
+                && e["verb"] == "patch"
+                && e["stage"] == "ResponseComplete"
+                && e["objectRef"]["resource"] == "controlplanemachinesets"
+        })
+        .collect();
+    let (moved, before) = patches.split_last().expect("a touch");
+    assert_eq!(webhook_call(moved), answered("Updated", true));
+    for p in before {
+        assert_eq!(
+            webhook_call(p),
+            Call::NotCalled,
+            "touched again after the move"
+        );
+    }
+}
+
+/// `status` lists the ControlPlaneMachineSet only when asked to: a user who did not opt in
+/// is not shown a row the replicas leave alone.
+fn status_shows_the_control_plane_machine_set_only_with_the_flag(c: &Cluster) {
     let run = |extra: &[&str]| -> Value {
         let out = std::process::Command::new(support::binary::BIN)
             .args(["status", "-o", "json"])
@@ -397,7 +407,6 @@ fn the_control_plane_machine_set_is_managed_when_asked() {
     assert_eq!(rows[0]["arch"], "x86_64");
     let without = run(&[]);
     assert_eq!(without["machineSets"], json!([]), "{without:#}");
-    c.assert_nothing_refused(&[&a]);
 }
 
 /// Enrollment follows what the release's MachineConfiguration carries: the MCO's

@@ -24,32 +24,7 @@ use support::{CURRENT_X86, Https, admin_get, update_review_of};
 fn the_gate_opens_on_a_finished_master_and_the_lease_holder_touches_exactly_what_needs_it() {
     let c = Cluster::start(false);
     let a = c.holder(&[]);
-
-    // The master pool is updating and no master has finished: writes pass unchanged,
-    // and our webhook says why.
-    let mut opted = machineset("ms-opted-out", OLD);
-    opted["metadata"]["labels"][OPT_OUT] = json!("false");
-    let world = [
-        machineset("ms-stale", OLD),
-        machineset("ms-current", CURRENT_X86),
-        machineset("ms-custom", CUSTOM),
-        opted,
-    ];
-    for ms in &world {
-        c.create(ms);
-    }
-    let events = c.audit();
-    for ms in &world {
-        let name = ms["metadata"]["name"].as_str().unwrap();
-        assert_eq!(as_written(&c.get(name)), as_written(ms), "{name}");
-    }
-    assert_eq!(
-        webhook_call(creation(&events, "ms-stale")),
-        answered("UpgradeInProgress", false)
-    );
-    // Nothing is touched while the gate is closed, pass after pass.
-    a.passes(2);
-    assert_eq!(touches(&c.audit(), None), Vec::<String>::new());
+    writes_pass_unchanged_and_nothing_is_touched_while_the_gate_is_closed(&c, &a);
 
     // One master finishes: the Lease holder touches exactly the one that needs it, the
     // webhook moves its image, and a later resync writes nothing.
@@ -75,8 +50,43 @@ fn the_gate_opens_on_a_finished_master_and_the_lease_holder_touches_exactly_what
         assert_eq!(image(&c.get(name)), want, "{name}");
     }
 
-    // A new stream: one touch per MachineSet that now needs it, then silence; new writes
-    // get the new image too.
+    a_new_stream_touches_once_each_machineset_that_now_needs_it(&c, &a);
+    a_malformed_stream_keeps_the_last_good_one_and_touches_nothing(&c, &a);
+
+    c.assert_nothing_refused(&[&a]);
+}
+
+/// The master pool is updating and no master has finished: writes pass unchanged, our
+/// webhook says why, and nothing is touched, pass after pass: like the MCO, we move boot
+/// images only once a master has completed the release.
+fn writes_pass_unchanged_and_nothing_is_touched_while_the_gate_is_closed(c: &Cluster, a: &Replica) {
+    let mut opted = machineset("ms-opted-out", OLD);
+    opted["metadata"]["labels"][OPT_OUT] = json!("false");
+    let world = [
+        machineset("ms-stale", OLD),
+        machineset("ms-current", CURRENT_X86),
+        machineset("ms-custom", CUSTOM),
+        opted,
+    ];
+    for ms in &world {
+        c.create(ms);
+    }
+    let events = c.audit();
+    for ms in &world {
+        let name = ms["metadata"]["name"].as_str().unwrap();
+        assert_eq!(as_written(&c.get(name)), as_written(ms), "{name}");
+    }
+    assert_eq!(
+        webhook_call(creation(&events, "ms-stale")),
+        answered("UpgradeInProgress", false)
+    );
+    a.passes(2);
+    assert_eq!(touches(&c.audit(), None), Vec::<String>::new());
+}
+
+/// A new stream: one touch per MachineSet that now needs it, then silence; new writes get
+/// the new image too, and the custom and opted-out ones keep theirs.
+fn a_new_stream_touches_once_each_machineset_that_now_needs_it(c: &Cluster, a: &Replica) {
     let mark = c.audit().len();
     c.set_stream(&stream_with_gcp_image(NEWER_NAME));
     eventually(
@@ -98,8 +108,11 @@ fn the_gate_opens_on_a_finished_master_and_the_lease_holder_touches_exactly_what
     for (name, want) in [("ms-custom", CUSTOM), ("ms-opted-out", OLD)] {
         assert_eq!(image(&c.get(name)), want, "{name}");
     }
+}
 
-    // A malformed stream: the last good one goes on being served, and nothing is touched.
+/// A malformed stream: the last good one goes on being served, and nothing is touched, so
+/// a bad edit of the ConfigMap cannot take the fleet's boot images anywhere.
+fn a_malformed_stream_keeps_the_last_good_one_and_touches_nothing(c: &Cluster, a: &Replica) {
     let mark = c.audit().len();
     c.set_stream("{ not json");
     a.wait_line("unusable ConfigMap");
@@ -107,8 +120,6 @@ fn the_gate_opens_on_a_finished_master_and_the_lease_holder_touches_exactly_what
     assert_eq!(image(&c.get("ms-after-bad-stream")), NEWER);
     a.passes(2);
     assert_eq!(touches(&c.audit()[mark..], None), Vec::<String>::new());
-
-    c.assert_nothing_refused(&[&a]);
 }
 
 /// A Normal Event when a MachineSet's boot image moved, once per target,
@@ -146,32 +157,7 @@ fn moves_are_told_by_one_event_per_target_and_the_gauges_count_machinesets() {
         assert!(events_of(&c, "BootImageUpdated", name).is_empty(), "{name}");
     }
     the_gauges_count_machinesets_and_the_oldest_boot_image(&a);
-
-    // Someone else writes ms-custom back onto a stock image: the webhook moves it on that
-    // write, and the next pass tells it.
-    c.kubectl(&[
-        "patch",
-        "machineset",
-        "ms-custom",
-        "-n",
-        NS,
-        "--type=json",
-        "-p",
-        &json!([{"op": "replace", "path": format!("{PROVIDER}/disks/0/image"), "value": OLD}])
-            .to_string(),
-    ]);
-    assert_eq!(image(&c.get("ms-custom")), CURRENT_X86);
-    eventually(
-        "the BootImageUpdated Event on ms-custom",
-        Duration::from_secs(30),
-        || a.served.log_text(),
-        || (!events_of(&c, "BootImageUpdated", "ms-custom").is_empty()).then_some(()),
-    );
-    let told = events_of(&c, "BootImageUpdated", "ms-custom");
-    assert_eq!(
-        told[0]["note"],
-        format!("boot image moved from {CUSTOM} to {CURRENT_X86}")
-    );
+    a_move_on_someone_elses_write_is_told_too(&c, &a);
 
     // A new target: one more Event each, and no more after.
     c.set_stream(&stream_with_gcp_image(NEWER_NAME));
@@ -204,6 +190,34 @@ fn moves_are_told_by_one_event_per_target_and_the_gauges_count_machinesets() {
         Some(4)
     );
     c.assert_nothing_refused(&[&a]);
+}
+
+/// Someone else writes ms-custom back onto a stock image: the webhook moves it on that
+/// write, and the next pass tells it, so a move is told whoever's write carried it.
+fn a_move_on_someone_elses_write_is_told_too(c: &Cluster, a: &Replica) {
+    c.kubectl(&[
+        "patch",
+        "machineset",
+        "ms-custom",
+        "-n",
+        NS,
+        "--type=json",
+        "-p",
+        &json!([{"op": "replace", "path": format!("{PROVIDER}/disks/0/image"), "value": OLD}])
+            .to_string(),
+    ]);
+    assert_eq!(image(&c.get("ms-custom")), CURRENT_X86);
+    eventually(
+        "the BootImageUpdated Event on ms-custom",
+        Duration::from_secs(30),
+        || a.served.log_text(),
+        || (!events_of(c, "BootImageUpdated", "ms-custom").is_empty()).then_some(()),
+    );
+    let told = events_of(c, "BootImageUpdated", "ms-custom");
+    assert_eq!(
+        told[0]["note"],
+        format!("boot image moved from {CUSTOM} to {CURRENT_X86}")
+    );
 }
 
 /// Another writer (GitOps, an ACM policy) puts the old image back 5 times:
@@ -331,18 +345,7 @@ fn the_webhook_away_and_back_and_a_second_replica_taking_over_the_lease() {
         Call::FailedOpen
     );
 
-    // Back on the same address: the toucher brings it to the target, with one touch.
-    let mark = c.audit().len();
-    let a2 = c.replica_on("replica-a", "0s", &a.served.webhook.to_string());
-    eventually(
-        "ms-down to move",
-        Duration::from_secs(30),
-        || a2.served.log_text(),
-        || (image(&c.get("ms-down")) == CURRENT_X86).then_some(()),
-    );
-    c.passes(&a2, 2);
-    assert_eq!(touches(&c.audit()[mark..], Some(&a2.jti)), ["ms-down"]);
-    assert_eq!(touches(&c.audit()[mark..], None), ["ms-down"]);
+    let a2 = back_on_the_same_address_the_toucher_repairs_what_was_missed(&c, &a);
 
     // Unreachable while the toucher runs: three touches, then an Event, then silence.
     a_webhook_unreachable_is_touched_three_times_and_told(&c, &a2);
@@ -546,6 +549,26 @@ fn stopped_by_sigterm(c: &Cluster, a: &mut Replica) {
     }
     assert!(a.served.wait_exit(Duration::from_secs(15)).success());
     assert_eq!(c.lease_holder(), None, "the Lease is released on SIGTERM");
+}
+
+/// Back on the same address as `a`: the toucher brings what was written while the webhook
+/// was away to the target, with one touch. Returns the new replica.
+fn back_on_the_same_address_the_toucher_repairs_what_was_missed(
+    c: &Cluster,
+    a: &Replica,
+) -> Replica {
+    let mark = c.audit().len();
+    let a2 = c.replica_on("replica-a", "0s", &a.served.webhook.to_string());
+    eventually(
+        "ms-down to move",
+        Duration::from_secs(30),
+        || a2.served.log_text(),
+        || (image(&c.get("ms-down")) == CURRENT_X86).then_some(()),
+    );
+    c.passes(&a2, 2);
+    assert_eq!(touches(&c.audit()[mark..], Some(&a2.jti)), ["ms-down"]);
+    assert_eq!(touches(&c.audit()[mark..], None), ["ms-down"]);
+    a2
 }
 
 /// The apiserver pointed at `a`'s plain-HTTP admin port (its TLS handshake fails, and it

@@ -41,16 +41,7 @@ fn every_user_data_secret_a_machineset_names_is_checked() {
     ] {
         c.create(&naming(name, secret));
     }
-    // Granted Secrets are read before the replica is ready: each CREATE is decided at
-    // once on what its stub says (or that it does not exist).
-    let events = c.audit();
-    for (name, answer) in [
-        ("ms-spec2", answered("StubIgnitionSpec2", false)),
-        ("ms-spec3", answered("Updated", true)),
-        ("ms-late", answered("UserDataSecretMissing", false)),
-    ] {
-        assert_eq!(webhook_call(creation(&events, name)), answer, "{name}");
-    }
+    each_create_was_decided_at_once_on_its_stub(&c);
     // Read in the background, then the toucher moves the spec-3 one.
     eventually(
         "ms-spec3 to move once its stub is read",
@@ -61,15 +52,7 @@ fn every_user_data_secret_a_machineset_names_is_checked() {
     a.passes(2);
     assert_eq!(image(&c.get("ms-spec2")), OLD);
     assert_eq!(image(&c.get("ms-late")), OLD);
-    let report: Value = serde_json::from_str(&status_with(&c, "json", &flags)).unwrap();
-    let row = |name: &str| status_row(&report, name);
-    assert_eq!(row("ms-spec2")["reason"], "StubIgnitionSpec2", "{report:#}");
-    assert_eq!(
-        row("ms-late")["reason"],
-        "UserDataSecretMissing",
-        "{report:#}"
-    );
-    assert_eq!(row("ms-spec3")["reason"], "UpToDate", "{report:#}");
+    status_tells_why_each_stayed_or_that_it_moved(&c, &flags);
     // An UPDATE of the spec-2 one is left as sent, and says why.
     c.kubectl(&[
         "label",
@@ -103,6 +86,33 @@ fn every_user_data_secret_a_machineset_names_is_checked() {
         .encode(json!({"ignition": {"version": "3.5.0"}}).to_string());
     assert!(!a.served.log_text().contains(&user_data));
     c.assert_nothing_refused(&[&a]);
+}
+
+/// Granted Secrets are read before the replica is ready: each CREATE is decided at once on
+/// what its stub says (or that it does not exist), not left to a later pass.
+fn each_create_was_decided_at_once_on_its_stub(c: &Cluster) {
+    let events = c.audit();
+    for (name, answer) in [
+        ("ms-spec2", answered("StubIgnitionSpec2", false)),
+        ("ms-spec3", answered("Updated", true)),
+        ("ms-late", answered("UserDataSecretMissing", false)),
+    ] {
+        assert_eq!(webhook_call(creation(&events, name)), answer, "{name}");
+    }
+}
+
+/// `status`, run with the replica's flags, tells an administrator why each stub's
+/// MachineSet keeps its old image, and that the one the toucher moved is up to date.
+fn status_tells_why_each_stayed_or_that_it_moved(c: &Cluster, flags: &[&str]) {
+    let report: Value = serde_json::from_str(&status_with(c, "json", flags)).unwrap();
+    let row = |name: &str| status_row(&report, name);
+    assert_eq!(row("ms-spec2")["reason"], "StubIgnitionSpec2", "{report:#}");
+    assert_eq!(
+        row("ms-late")["reason"],
+        "UserDataSecretMissing",
+        "{report:#}"
+    );
+    assert_eq!(row("ms-spec3")["reason"], "UpToDate", "{report:#}");
 }
 
 /// With `--upgrade-stub-ignition` (and its component's RBAC) the Lease

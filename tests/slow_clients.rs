@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use bootimage_webhook::serve::server::{ConnLimits, MAX_CONNECTIONS};
-use support::{Https, ReviewStream, fixture};
+use support::{Https, ReviewStream, Tally, TestServer, fixture};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
@@ -60,76 +60,15 @@ async fn drip<S, F, Fut>(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn slow_clients_beyond_the_cap_do_not_keep_a_good_client_out() {
-    let server = Arc::new(
-        support::start_server_with(|s| {
-            s.limits = ConnLimits {
-                handshake_timeout: Duration::from_secs(10),
-                header_read_timeout: Duration::from_secs(5),
-                idle_timeout: Duration::from_secs(120),
-            };
-            s.body_timeout = Duration::from_secs(10);
-        })
-        .await,
-    );
-    let addr = server.addr();
-    let stop = Arc::new(AtomicBool::new(false));
-    let opened = Arc::new(AtomicUsize::new(0));
-    let mut attackers = Vec::new();
-    // A ClientHello that never ends: the record header, then a byte a second.
-    static HELLO: &[u8] = &[
-        0x16, 0x03, 0x01, 0x02, 0x00, 0x01, 0x00, 0x01, 0xfc, 0x03, 0x03,
-    ];
-    static HEAD: &[u8] = b"POST /mutate-machinesets HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n";
-    for _ in 0..PRE_TLS {
-        let (stop, opened) = (stop.clone(), opened.clone());
-        attackers.push(tokio::spawn(drip(
-            move || TcpStream::connect(addr),
-            HELLO,
-            stop,
-            opened,
-        )));
-    }
-    for _ in 0..IN_HEAD {
-        let (stop, opened, client) = (stop.clone(), opened.clone(), server.client.clone());
-        attackers.push(tokio::spawn(drip(
-            move || {
-                let client = client.clone();
-                async move { client.connect(addr).await }
-            },
-            HEAD,
-            stop,
-            opened,
-        )));
-    }
+    let server = start_server_with_the_default_timeouts().await;
+    let attackers = Attackers::start(&server);
     // Let them fill every slot.
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while opened.load(Ordering::Relaxed) < PRE_TLS + IN_HEAD {
-        assert!(
-            Instant::now() < deadline,
-            "only {} attackers connected",
-            opened.load(Ordering::Relaxed)
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    attackers.wait_until_all_connected().await;
     tokio::time::sleep(Duration::from_secs(2)).await;
 
     // The well-behaved client: a new connection per review, for 15 s (past both timeouts).
-    let good = Https::new(&server.certs.ca_pem);
-    let body = serde_json::to_vec(&fixture(
-        "admissionreview-v1-machineset-gcp-update.assembled.json",
-    ))
-    .unwrap();
-    let stream = ReviewStream::new(good, addr, body)
-        .fresh(1)
-        .every(Duration::from_millis(20))
-        .start();
-    tokio::time::sleep(Duration::from_secs(15)).await;
-    let tally = stream.stop().await;
-    stop.store(true, Ordering::Relaxed);
-    let reconnects = opened.load(Ordering::Relaxed) - PRE_TLS - IN_HEAD;
-    for a in attackers {
-        a.abort();
-    }
+    let tally = a_good_client_for(&server, Duration::from_secs(15)).await;
+    let reconnects = attackers.stop();
 
     eprintln!(
         "good client: {} served, {} failed; latency p50 {:?}, p99 {:?}, max {:?}; {} slow connections \
@@ -146,4 +85,106 @@ async fn slow_clients_beyond_the_cap_do_not_keep_a_good_client_out() {
     // Debug build, attackers and server in one process on a shared machine: a loose bound.
     let p99 = tally.percentile(0.99);
     assert!(p99 < Duration::from_secs(3), "p99 {p99:?}");
+}
+
+/// The server with its default timeouts spelled out, so that what this test proves does
+/// not change quietly with the defaults.
+async fn start_server_with_the_default_timeouts() -> TestServer {
+    support::start_server_with(|s| {
+        s.limits = ConnLimits {
+            handshake_timeout: Duration::from_secs(10),
+            header_read_timeout: Duration::from_secs(5),
+            idle_timeout: Duration::from_secs(120),
+        };
+        s.body_timeout = Duration::from_secs(10);
+    })
+    .await
+}
+
+/// The slow clients: [`PRE_TLS`] dripping a ClientHello, [`IN_HEAD`] dripping a request
+/// head over TLS, each reconnecting when closed.
+struct Attackers {
+    stop: Arc<AtomicBool>,
+    /// Connections opened, reconnections included.
+    opened: Arc<AtomicUsize>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl Attackers {
+    fn start(server: &TestServer) -> Attackers {
+        let addr = server.addr();
+        let stop = Arc::new(AtomicBool::new(false));
+        let opened = Arc::new(AtomicUsize::new(0));
+        let mut tasks = Vec::new();
+        // A ClientHello that never ends: the record header, then a byte a second.
+        static HELLO: &[u8] = &[
+            0x16, 0x03, 0x01, 0x02, 0x00, 0x01, 0x00, 0x01, 0xfc, 0x03, 0x03,
+        ];
+        static HEAD: &[u8] = b"POST /mutate-machinesets HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n";
+        for _ in 0..PRE_TLS {
+            let (stop, opened) = (stop.clone(), opened.clone());
+            tasks.push(tokio::spawn(drip(
+                move || TcpStream::connect(addr),
+                HELLO,
+                stop,
+                opened,
+            )));
+        }
+        for _ in 0..IN_HEAD {
+            let (stop, opened, client) = (stop.clone(), opened.clone(), server.client.clone());
+            tasks.push(tokio::spawn(drip(
+                move || {
+                    let client = client.clone();
+                    async move { client.connect(addr).await }
+                },
+                HEAD,
+                stop,
+                opened,
+            )));
+        }
+        Attackers {
+            stop,
+            opened,
+            tasks,
+        }
+    }
+
+    /// Every attacker has connected once, within 30 s.
+    async fn wait_until_all_connected(&self) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while self.opened.load(Ordering::Relaxed) < PRE_TLS + IN_HEAD {
+            assert!(
+                Instant::now() < deadline,
+                "only {} attackers connected",
+                self.opened.load(Ordering::Relaxed)
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// Stop them all; how many times they came back after being closed.
+    fn stop(self) -> usize {
+        self.stop.store(true, Ordering::Relaxed);
+        let reconnects = self.opened.load(Ordering::Relaxed) - PRE_TLS - IN_HEAD;
+        for a in self.tasks {
+            a.abort();
+        }
+        reconnects
+    }
+}
+
+/// A client that sends the GCP update review every 20 ms, each on a new connection, for
+/// `how_long`.
+async fn a_good_client_for(server: &TestServer, how_long: Duration) -> Tally {
+    let good = Https::new(&server.certs.ca_pem);
+    let body = serde_json::to_vec(&fixture(
+        "admissionreview-v1-machineset-gcp-update.assembled.json",
+    ))
+    .unwrap();
+    let stream = ReviewStream::new(good, server.addr(), body)
+        .fresh(1)
+        .every(Duration::from_millis(20))
+        .start();
+    tokio::time::sleep(how_long).await;
+    stream.stop().await
 }

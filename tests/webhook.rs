@@ -192,18 +192,32 @@ fn review_with(f: impl FnOnce(&mut Value)) -> Vec<u8> {
     review_bytes(&v)
 }
 
+/// The whole table: bodies that are not a review we take, requests refused for their
+/// path, method, content type or size, then well-formed reviews, which are allowed.
 fn cases() -> Vec<Case> {
-    let json = Some("application/json");
-    let post = |name, body: Vec<u8>, status, says| Case {
+    let mut all = bodies_that_are_not_a_v1_review();
+    all.extend(refused_for_path_method_content_type_or_size());
+    all.extend(reviews_that_are_allowed());
+    all
+}
+
+/// A POST of `body` as JSON to the webhook's path; rows that differ elsewhere override
+/// the rest with struct update syntax.
+fn post(name: &'static str, body: Vec<u8>, status: u16, says: &'static str) -> Case {
+    Case {
         name,
         method: "POST",
         path: "/mutate-machinesets",
-        content_type: json,
+        content_type: Some("application/json"),
         body,
         status,
         says,
-    };
-    let provider = "/request/object/spec/template/spec/providerSpec/value";
+    }
+}
+
+/// 400: not JSON, JSON that is not an AdmissionReview, a review without a request or a
+/// uid, another version or kind, nesting past the parser's limit.
+fn bodies_that_are_not_a_v1_review() -> Vec<Case> {
     vec![
         post("not JSON", b"hello there".to_vec(), 400, "not JSON"),
         post("empty body", Vec::new(), 400, "not JSON"),
@@ -238,6 +252,12 @@ fn cases() -> Vec<Case> {
             "recursion limit",
         ),
         post("truncated JSON", review_with(|_| {}).split_at(500).0.to_vec(), 400, "not JSON"),
+    ]
+}
+
+/// 404, 405, 415, 413: the wrong path, method or content type, a body over the limit.
+fn refused_for_path_method_content_type_or_size() -> Vec<Case> {
+    vec![
         Case {
             name: "wrong path",
             path: "/mutate",
@@ -256,26 +276,79 @@ fn cases() -> Vec<Case> {
         Case {
             name: "text/plain",
             content_type: Some("text/plain"),
-            ..post("", review_with(|_| {}), 415, "must be application/json, got text/plain")
+            ..post(
+                "",
+                review_with(|_| {}),
+                415,
+                "must be application/json, got text/plain",
+            )
         },
         Case {
             name: "no content type",
             content_type: None,
             ..post("", review_with(|_| {}), 415, "got none")
         },
-        post("9 MiB body", {
-            let mut b = review_with(|_| {});
-            b.resize(9 * 1024 * 1024, b' ');
-            b
-        }, 413, "larger than the"),
+        post(
+            "9 MiB body",
+            {
+                let mut b = review_with(|_| {});
+                b.resize(9 * 1024 * 1024, b' ');
+                b
+            },
+            413,
+            "larger than the",
+        ),
+    ]
+}
+
+/// 200: well-formed reviews are allowed, also of things we do not mutate (the message
+/// says why), and `application/json` is matched as a media type, parameters and all.
+fn reviews_that_are_allowed() -> Vec<Case> {
+    let provider = "/request/object/spec/template/spec/providerSpec/value";
+    vec![
         // Well-formed reviews of things we do not mutate: allowed, no patch.
-        post("object of another kind", review_bytes(&fixture("admissionreview-v1-pod-create.gke.kube-rs.json")), 200, "not a MachineSet"),
-        post("providerSpec value not an object", review_with(|v| *v.pointer_mut(provider).unwrap() = json!([1])), 200, "is not an object"),
-        post("disks not an array", review_with(|v| v.pointer_mut(provider).unwrap()["disks"] = json!("pd-ssd")), 200, "disks is not an array"),
-        post("image not a string", review_with(|v| v.pointer_mut(provider).unwrap()["disks"][0]["image"] = json!(7)), 200, "image is not a string"),
-        post("DELETE", review_with(|v| v["request"]["operation"] = json!("DELETE")), 200, "operation DELETE is not mutated"),
-        post("scale subresource", review_with(|v| v["request"]["subResource"] = json!("scale")), 200, "subresource"),
-        post("no object", review_with(|v| v["request"]["object"] = Value::Null), 200, "no object"),
+        post(
+            "object of another kind",
+            review_bytes(&fixture("admissionreview-v1-pod-create.gke.kube-rs.json")),
+            200,
+            "not a MachineSet",
+        ),
+        post(
+            "providerSpec value not an object",
+            review_with(|v| *v.pointer_mut(provider).unwrap() = json!([1])),
+            200,
+            "is not an object",
+        ),
+        post(
+            "disks not an array",
+            review_with(|v| v.pointer_mut(provider).unwrap()["disks"] = json!("pd-ssd")),
+            200,
+            "disks is not an array",
+        ),
+        post(
+            "image not a string",
+            review_with(|v| v.pointer_mut(provider).unwrap()["disks"][0]["image"] = json!(7)),
+            200,
+            "image is not a string",
+        ),
+        post(
+            "DELETE",
+            review_with(|v| v["request"]["operation"] = json!("DELETE")),
+            200,
+            "operation DELETE is not mutated",
+        ),
+        post(
+            "scale subresource",
+            review_with(|v| v["request"]["subResource"] = json!("scale")),
+            200,
+            "subresource",
+        ),
+        post(
+            "no object",
+            review_with(|v| v["request"]["object"] = Value::Null),
+            200,
+            "no object",
+        ),
         Case {
             name: "content type with charset",
             content_type: Some("Application/JSON; charset=utf-8"),
