@@ -26,8 +26,8 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use support::image::{
     CONFIGMAP_DIR, CONFIGMAP_FIXTURE, Container, Image, Process, Volumes,
-    a_review_over_tls_is_patched, image_under_test, podman, podman_ok, probe, repo, run_flags,
-    unique,
+    a_review_over_tls_is_patched, deployment_security, image_under_test, podman, podman_ok, probe,
+    repo, run_flags, unique,
 };
 
 /// A line for the run's output and for scripts/test's summary.
@@ -52,19 +52,50 @@ struct Deployment {
     grace: Duration,
 }
 
+/// The Deployment as `manifests/base/deployment.yaml` writes it.
 fn deployment() -> Deployment {
     let text = std::fs::read_to_string(repo("manifests/base/deployment.yaml")).unwrap();
     let d: Value = serde_saphyr::from_str(&text).unwrap();
     let pod = &d["spec"]["template"]["spec"];
     let c = &pod["containers"][0];
-    let strings = |v: &Value| -> Vec<String> {
-        v.as_array()
-            .unwrap()
-            .iter()
-            .map(|s| s.as_str().unwrap().to_owned())
-            .collect()
-    };
-    let env = c["env"]
+    let sc = &c["securityContext"];
+    Deployment {
+        // The command after the image's entrypoint, then the args (the user-data
+        // Secrets of --user-data-secrets, which ends the command).
+        args: strings(&c["command"])
+            .into_iter()
+            .skip(1)
+            .chain(strings(&c["args"]))
+            .collect(),
+        env: env_with_stand_ins(c),
+        tls_mount: mount_path(c, "tls"),
+        tmp_mount: mount_path(c, "tmp"),
+        tmp_size: tmp_size_limit(pod),
+        read_only_root: sc["readOnlyRootFilesystem"] == true,
+        drop_all_capabilities: sc["capabilities"]["drop"] == json!(["ALL"]),
+        no_privilege_escalation: sc["allowPrivilegeEscalation"] == false,
+        run_as_user: sc["runAsUser"]
+            .as_u64()
+            .or(pod["securityContext"]["runAsUser"].as_u64()),
+        webhook_port: container_port(c, "webhook"),
+        admin_port: container_port(c, "admin"),
+        grace: Duration::from_secs(pod["terminationGracePeriodSeconds"].as_u64().unwrap()),
+    }
+}
+
+/// A YAML list of strings.
+fn strings(v: &Value) -> Vec<String> {
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s.as_str().unwrap().to_owned())
+        .collect()
+}
+
+/// The container's environment: `value` entries as written, `fieldRef` ones with the
+/// stand-in values a pod of this name and namespace would get.
+fn env_with_stand_ins(c: &Value) -> Vec<(String, String)> {
+    c["env"]
         .as_array()
         .unwrap()
         .iter()
@@ -83,61 +114,47 @@ fn deployment() -> Deployment {
             };
             (name, value)
         })
-        .collect();
-    let mount_of = |volume: &str| -> String {
-        c["volumeMounts"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|m| m["name"] == volume)
-            .unwrap_or_else(|| panic!("no volumeMount {volume}"))["mountPath"]
-            .as_str()
-            .unwrap()
-            .to_owned()
-    };
+        .collect()
+}
+
+/// Where the container mounts `volume`.
+fn mount_path(c: &Value, volume: &str) -> String {
+    c["volumeMounts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["name"] == volume)
+        .unwrap_or_else(|| panic!("no volumeMount {volume}"))["mountPath"]
+        .as_str()
+        .unwrap()
+        .to_owned()
+}
+
+/// The `tmp` emptyDir's size limit in podman's words (`16Mi` -> `16m`).
+fn tmp_size_limit(pod: &Value) -> String {
     let tmp_volume = pod["volumes"]
         .as_array()
         .unwrap()
         .iter()
         .find(|v| v["name"] == "tmp")
         .unwrap();
-    let port = |name: &str| -> u16 {
-        c["ports"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|p| p["name"] == name)
-            .unwrap()["containerPort"]
-            .as_u64()
-            .unwrap() as u16
-    };
-    let sc = &c["securityContext"];
-    Deployment {
-        // The command after the image's entrypoint, then the args (the user-data
-        // Secrets of --user-data-secrets, which ends the command).
-        args: strings(&c["command"])
-            .into_iter()
-            .skip(1)
-            .chain(strings(&c["args"]))
-            .collect(),
-        env,
-        tls_mount: mount_of("tls"),
-        tmp_mount: mount_of("tmp"),
-        tmp_size: tmp_volume["emptyDir"]["sizeLimit"]
-            .as_str()
-            .unwrap()
-            .trim_end_matches('i')
-            .to_lowercase(),
-        read_only_root: sc["readOnlyRootFilesystem"] == true,
-        drop_all_capabilities: sc["capabilities"]["drop"] == json!(["ALL"]),
-        no_privilege_escalation: sc["allowPrivilegeEscalation"] == false,
-        run_as_user: sc["runAsUser"]
-            .as_u64()
-            .or(pod["securityContext"]["runAsUser"].as_u64()),
-        webhook_port: port("webhook"),
-        admin_port: port("admin"),
-        grace: Duration::from_secs(pod["terminationGracePeriodSeconds"].as_u64().unwrap()),
-    }
+    tmp_volume["emptyDir"]["sizeLimit"]
+        .as_str()
+        .unwrap()
+        .trim_end_matches('i')
+        .to_lowercase()
+}
+
+/// The container port named `name`.
+fn container_port(c: &Value, name: &str) -> u16 {
+    c["ports"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == name)
+        .unwrap()["containerPort"]
+        .as_u64()
+        .unwrap() as u16
 }
 
 /// Every path in the image's file system, from `podman export` of a container never started.
@@ -301,14 +318,12 @@ fn run_as_the_deployment(image: &Image, d: &Deployment, v: &Volumes) -> (Contain
         format!("127.0.0.1::{}", d.webhook_port),
         "--publish".into(),
         format!("127.0.0.1::{}", d.admin_port),
-        "--read-only".into(),
-        "--read-only-tmpfs=false".into(),
-        "--cap-drop".into(),
-        "ALL".into(),
-        "--security-opt".into(),
-        "no-new-privileges".into(),
-        "--tmpfs".into(),
-        format!("{}:rw,size={}", d.tmp_mount, d.tmp_size),
+    ]);
+    args.extend(deployment_security(&format!(
+        "{}:rw,size={}",
+        d.tmp_mount, d.tmp_size
+    )));
+    args.extend([
         "--volume".into(),
         format!("{}:{}:ro", v.tls.display(), d.tls_mount),
         "--volume".into(),

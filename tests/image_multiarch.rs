@@ -29,7 +29,8 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 use support::image::{
     CONFIGMAP_DIR, CONFIGMAP_FIXTURE, Container, Image, Volumes, a_review_over_tls_is_patched,
-    podman_ok, prebuilt_image, run_flags, runtime_base_of, static_binary, unique,
+    deployment_security, podman_ok, prebuilt_image, run_flags, runtime_base_of, static_binary,
+    unique,
 };
 
 const QEMU: &str = "/usr/bin/qemu-aarch64-static";
@@ -229,14 +230,9 @@ fn run_under_qemu(image: &Image, volumes: &Volumes) -> Vec<String> {
         "127.0.0.1::9443".into(),
         "--publish".into(),
         "127.0.0.1::8080".into(),
-        "--read-only".into(),
-        "--read-only-tmpfs=false".into(),
-        "--cap-drop".into(),
-        "ALL".into(),
-        "--security-opt".into(),
-        "no-new-privileges".into(),
-        "--tmpfs".into(),
-        "/tmp:rw,size=64m".into(),
+    ]);
+    args.extend(deployment_security("/tmp:rw,size=64m"));
+    args.extend([
         "--volume".into(),
         format!("{}:/etc/bootimage-webhook/tls:ro", volumes.tls.display()),
         "--volume".into(),

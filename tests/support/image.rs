@@ -264,6 +264,21 @@ pub fn run_flags() -> Vec<String> {
     ]
 }
 
+/// The Deployment's securityContext and `/tmp` as podman flags: a read-only root, no
+/// capabilities, no privilege escalation, `/tmp` a scratch mount (`tmp`: `PATH:OPTIONS`).
+pub fn deployment_security(tmp: &str) -> Vec<String> {
+    [
+        "--read-only",
+        "--read-only-tmpfs=false",
+        "--cap-drop",
+        "ALL",
+    ]
+    .into_iter()
+    .chain(["--security-opt", "no-new-privileges", "--tmpfs", tmp])
+    .map(str::to_owned)
+    .collect()
+}
+
 /// A container removed on drop.
 pub struct Container(pub String);
 
