@@ -3,9 +3,29 @@
 
 use std::fmt;
 
-/// Stable reason codes (behaviour §4), used in logs, metrics, warnings and events.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Reason {
+/// One list makes the enum, [`Reason::ALL`] and [`Reason::as_str`] (the variant's name is
+/// the code).
+macro_rules! reasons {
+    ($($(#[$doc:meta])* $name:ident,)*) => {
+        /// Stable reason codes (behaviour §4), used in logs, metrics, warnings and events.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        pub enum Reason {
+            $($(#[$doc])* $name,)*
+        }
+
+        impl Reason {
+            pub const ALL: [Reason; [$(Reason::$name),*].len()] = [$(Reason::$name),*];
+
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $(Reason::$name => stringify!($name),)*
+                }
+            }
+        }
+    };
+}
+
+reasons! {
     NotApplicable,
     OptedOut,
     OwnedByController,
@@ -65,78 +85,6 @@ pub enum Reason {
     /// The providerSpec is malformed where we must read it (disks not an array, image
     /// not a string, ...): left alone, and said so.
     InvalidProviderSpec,
-}
-
-impl Reason {
-    pub const ALL: [Reason; 31] = [
-        Reason::NotApplicable,
-        Reason::OptedOut,
-        Reason::OwnedByController,
-        Reason::ClusterAPIAuthoritative,
-        Reason::UnsupportedOSStream,
-        Reason::Windows,
-        Reason::UpgradeInProgress,
-        Reason::NotReady,
-        Reason::InvalidArchitecture,
-        Reason::ArchitectureUnknown,
-        Reason::UnsupportedPlatform,
-        Reason::UnsupportedArchitecture,
-        Reason::NoImageInStream,
-        Reason::RegionNotInStream,
-        Reason::NoAMIID,
-        Reason::AMIUnclassified,
-        Reason::NoMarketplaceImage,
-        Reason::SecurityTypeUnsupported,
-        Reason::CustomImage,
-        Reason::NoFailureDomain,
-        Reason::TemplateNotImported,
-        Reason::NoBootDisk,
-        Reason::StubIgnitionSpec2,
-        Reason::StubIgnitionUnknown,
-        Reason::StubIgnitionUnreadable,
-        Reason::UserDataSecretMissing,
-        Reason::UserDataSecretNotGranted,
-        Reason::RevertLoop,
-        Reason::Updated,
-        Reason::UpToDate,
-        Reason::InvalidProviderSpec,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Reason::NotApplicable => "NotApplicable",
-            Reason::OptedOut => "OptedOut",
-            Reason::OwnedByController => "OwnedByController",
-            Reason::ClusterAPIAuthoritative => "ClusterAPIAuthoritative",
-            Reason::UnsupportedOSStream => "UnsupportedOSStream",
-            Reason::Windows => "Windows",
-            Reason::UpgradeInProgress => "UpgradeInProgress",
-            Reason::NotReady => "NotReady",
-            Reason::InvalidArchitecture => "InvalidArchitecture",
-            Reason::ArchitectureUnknown => "ArchitectureUnknown",
-            Reason::UnsupportedPlatform => "UnsupportedPlatform",
-            Reason::UnsupportedArchitecture => "UnsupportedArchitecture",
-            Reason::NoImageInStream => "NoImageInStream",
-            Reason::RegionNotInStream => "RegionNotInStream",
-            Reason::NoAMIID => "NoAMIID",
-            Reason::AMIUnclassified => "AMIUnclassified",
-            Reason::NoMarketplaceImage => "NoMarketplaceImage",
-            Reason::SecurityTypeUnsupported => "SecurityTypeUnsupported",
-            Reason::CustomImage => "CustomImage",
-            Reason::NoFailureDomain => "NoFailureDomain",
-            Reason::TemplateNotImported => "TemplateNotImported",
-            Reason::NoBootDisk => "NoBootDisk",
-            Reason::StubIgnitionSpec2 => "StubIgnitionSpec2",
-            Reason::StubIgnitionUnknown => "StubIgnitionUnknown",
-            Reason::StubIgnitionUnreadable => "StubIgnitionUnreadable",
-            Reason::UserDataSecretMissing => "UserDataSecretMissing",
-            Reason::UserDataSecretNotGranted => "UserDataSecretNotGranted",
-            Reason::RevertLoop => "RevertLoop",
-            Reason::Updated => "Updated",
-            Reason::UpToDate => "UpToDate",
-            Reason::InvalidProviderSpec => "InvalidProviderSpec",
-        }
-    }
 }
 
 impl fmt::Display for Reason {
