@@ -126,6 +126,19 @@ fn rbac_is_exactly_the_calls_the_code_makes() {
         let docs = render_with_component(component);
         rbac_matches(&build, &docs, apis::ALL.iter().chain(calls.iter()));
     }
+    // And pairs of components, their calls and those they grant together.
+    for (first, second, together) in apis::COMPONENT_PAIRS {
+        let build = format!("manifests + components/{first} + components/{second}");
+        let docs = render_with(&[first, second], &[]);
+        let own = |c: &str| {
+            apis::COMPONENTS
+                .iter()
+                .find(|(name, _)| *name == c)
+                .map_or(&[][..], |(_, calls)| *calls)
+        };
+        let calls = apis::ALL.iter().chain(own(first)).chain(own(second));
+        rbac_matches(&build, &docs, calls.chain(together.iter()));
+    }
 }
 
 fn rbac_matches<'a>(build: &str, docs: &[Value], calls: impl Iterator<Item = &'a apis::Call>) {
@@ -265,7 +278,8 @@ fn the_webhook_is_told_exactly_the_secrets_its_role_grants() {
 }
 
 /// The one line manifests/kustomization.yaml documents grants a Secret to the Role and
-/// to the flag together (and, with the stub upgrade, its update too).
+/// to the flag together, for reading only: the stub upgrade updates the workers' stubs
+/// alone (and the masters' with the control plane's component).
 #[test]
 fn one_line_grants_a_secret_to_the_role_and_the_flag() {
     let extra = ["infra-user-data-managed", "custom-user-data"];
@@ -279,9 +293,25 @@ fn one_line_grants_a_secret_to_the_role_and_the_flag() {
         assert_eq!(secrets_role_names(&docs), want, "{components:?}");
         assert_eq!(user_data_secrets_of(&docs), want, "{components:?}");
         let verbs = strings(&find(&docs, "Role", SECRETS_ROLE)["rules"][0]["verbs"]);
-        let update = components.contains(&"upgrade-stub-ignition");
-        assert_eq!(verbs.contains(&"update".to_owned()), update, "{verbs:?}");
+        assert_eq!(verbs, ["get", "list", "watch"], "{components:?}");
     }
+    let upgraded = |components: &[&str]| {
+        let docs = render_with(components, &extra);
+        strings(&find(&docs, "Role", "bootimage-webhook-stub-upgrade")["rules"][0]["resourceNames"])
+    };
+    assert_eq!(
+        upgraded(&["upgrade-stub-ignition"]),
+        ["worker-user-data", "worker-user-data-managed"]
+    );
+    assert_eq!(
+        upgraded(&["upgrade-stub-ignition", "control-plane-machine-sets"]),
+        [
+            "worker-user-data",
+            "worker-user-data-managed",
+            "master-user-data",
+            "master-user-data-managed"
+        ]
+    );
 }
 
 /// A stolen token of the default install reads no Secret but the granted user-data ones
@@ -404,5 +434,45 @@ fn the_admission_policy_holds_the_service_account_to_boot_images() {
             serde_json::json!(["Deny"])
         );
         assert!(binding["spec"].get("matchResources").is_none(), "{binding}");
+        // Its parameter is the ConfigMap the webhook reads, which it cannot write.
+        assert_eq!(
+            spec["paramKind"],
+            serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap"})
+        );
+        assert_eq!(
+            binding["spec"]["paramRef"],
+            serde_json::json!({"name": apis::BOOTIMAGES_CONFIGMAP, "namespace": apis::MCO_NAMESPACE,
+                               "parameterNotFoundAction": "Deny"})
+        );
+        assert!(
+            !apis::CONFIGMAP
+                .verbs
+                .iter()
+                .any(|v| ["create", "update", "patch", "delete"].contains(v))
+        );
+        stub_policy_holds_the_service_account(&docs);
     }
+}
+
+/// The second policy binds (Deny) the webhook's ServiceAccount's writes of Secrets.
+fn stub_policy_holds_the_service_account(docs: &[Value]) {
+    let name = "bootimage-webhook-stub-upgrades-only";
+    let policy = find(docs, "ValidatingAdmissionPolicy", name);
+    let spec = &policy["spec"];
+    assert_eq!(spec["failurePolicy"], "Fail");
+    assert_eq!(
+        spec["matchConditions"][0]["expression"],
+        format!(
+            "request.userInfo.username == 'system:serviceaccount:{OWN_NAMESPACE}:{SERVICE_ACCOUNT}'"
+        )
+    );
+    let rule = &spec["matchConstraints"]["resourceRules"][0];
+    assert_eq!(strings(&rule["resources"]), ["secrets", "secrets/*"]);
+    assert_eq!(strings(&rule["operations"]), ["CREATE", "UPDATE", "DELETE"]);
+    let binding = find(docs, "ValidatingAdmissionPolicyBinding", name);
+    assert_eq!(binding["spec"]["policyName"], name);
+    assert_eq!(
+        binding["spec"]["validationActions"],
+        serde_json::json!(["Deny"])
+    );
 }

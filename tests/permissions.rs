@@ -13,7 +13,7 @@ mod support;
 use std::time::Duration;
 
 use bootimage_webhook::cluster::apis;
-use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 use support::cluster::*;
 use support::{CURRENT_X86, cpms_image};
@@ -347,4 +347,274 @@ fn a_secret_outside_the_grant_is_named_and_never_read() {
         .collect();
     assert!(asked.is_empty(), "{asked:?}");
     c.assert_nothing_refused(&[&a]);
+}
+
+const CONFIGMAP: &str = "the ConfigMap openshift-machine-config-operator/coreos-bootimages";
+
+/// A MachineSet named `name` whose providerSpec value is `value` (any platform's).
+fn with_provider_spec(name: &str, value: Value) -> Value {
+    let mut ms = machineset(name, OLD);
+    *ms.pointer_mut(PROVIDER).unwrap() = value;
+    ms
+}
+
+/// A JSON patch that replaces `field` of the providerSpec value.
+fn replace_field(field: &str, value: Value) -> Value {
+    json!([{"op": "replace", "path": format!("{PROVIDER}/{field}"), "value": value}])
+}
+
+/// One platform's boot image field: its value in a new MachineSet, the ConfigMap's target
+/// for it (tests/fixtures/configmap-coreos-bootimages.assembled.yaml, in `stream` and
+/// `streams`, the installer's full-size document), and values a thief would like.
+struct FieldCase {
+    name: &'static str,
+    value: Value,
+    field: &'static str,
+    target: Value,
+    others: Vec<Value>,
+}
+
+fn platform_cases() -> Vec<FieldCase> {
+    let azure = |sku: &str, version: &str, publisher: &str| {
+        json!({"publisher": publisher, "offer": "aro4", "sku": sku, "version": version,
+               "resourceID": "", "type": "MarketplaceNoPlan"})
+    };
+    vec![
+        FieldCase {
+            name: "ms-aws",
+            value: json!({"kind": "AWSMachineProviderConfig", "ami": {"id": "ami-0123456789abcdef0"},
+                          "placement": {"region": "us-east-1"}, "instanceType": "m6i.xlarge"}),
+            field: "ami",
+            target: json!({"id": "ami-0fbc8be8796dc1df5"}),
+            others: vec![
+                json!({"id": "ami-0badbadbadbadbad0"}),
+                json!({"id": "ami-0fbc8be8796dc1df5", "arn": "arn:aws:ec2:us-east-1::image/ami-0badbadbadbadbad0"}),
+                json!({"filters": [{"name": "name", "values": ["evil*"]}]}),
+            ],
+        },
+        FieldCase {
+            name: "ms-azure",
+            value: json!({"kind": "AzureMachineProviderSpec", "vmSize": "Standard_D4s_v3",
+                          "image": {"resourceID": "/resourceGroups/infra1-rg/providers/Microsoft.Compute/images/infra1",
+                                    "publisher": "", "offer": "", "sku": "", "version": "", "type": ""}}),
+            field: "image",
+            target: azure("420-v2", "9.6.20251015", "azureopenshift"),
+            others: vec![
+                azure("420-v2", "9.6.20251016", "azureopenshift"),
+                azure("420-v2", "9.6.20251015", "redhat"),
+                json!({"resourceID": "/CommunityGalleries/evil/Images/x/Versions/1", "publisher": "",
+                       "offer": "", "sku": "", "version": "", "type": ""}),
+            ],
+        },
+        FieldCase {
+            name: "ms-vsphere",
+            value: json!({"kind": "VSphereMachineProviderSpec", "template": "infra1-rhcos-us-east-us-east-1a",
+                          "workspace": {"server": "vcenter.example.com", "datacenter": "dc1"}}),
+            field: "template",
+            target: json!("infra1-rhcos-9.8.20260428-0-us-east-1a"),
+            others: vec![
+                json!("evil-template"),
+                json!("infra1-rhcos-9.9.20990101-0-us-east-1a"),
+                json!("/dc1/vm/infra1-rhcos-9.8.20260428-0-us-east-1a"),
+            ],
+        },
+    ]
+}
+
+/// With the ServiceAccount's own token: each platform's boot image moves to the ConfigMap's
+/// target, and to nothing else (on the world's full-size stream documents, which the policy
+/// reads as its parameter).
+#[test]
+fn a_stolen_token_sets_boot_images_only_to_what_the_configmap_names() {
+    let c = Cluster::start(true);
+    let cases = platform_cases();
+    for case in &cases {
+        c.create(&with_provider_spec(case.name, case.value.clone()));
+    }
+    let ms = stolen(&c, &apis::MACHINESET);
+    until_the_policy_holds(&ms, cases[0].name, "/metadata/labels");
+    for case in &cases {
+        for other in &case.others {
+            let what = format!("{} {} = {other}", case.name, case.field);
+            denied(
+                json_patch(&ms, case.name, replace_field(case.field, other.clone())),
+                CONFIGMAP,
+                &what,
+            );
+        }
+        json_patch(
+            &ms,
+            case.name,
+            replace_field(case.field, case.target.clone()),
+        )
+        .unwrap_or_else(|e| panic!("{}: the ConfigMap's target: {e}", case.name));
+        let stored = c.api.get_json(["machineset", case.name, "-n", NS]);
+        assert_eq!(
+            stored.pointer(&format!("{PROVIDER}/{}", case.field)),
+            Some(&case.target)
+        );
+    }
+}
+
+/// GCP disks by position: only a boot disk's image moves, to the ConfigMap's image; the
+/// disks keep their count, order and every other key.
+#[test]
+fn a_stolen_token_moves_only_the_boot_disks_image() {
+    let c = Cluster::start(true);
+    let mut gcp = machineset("ms-disks", OLD);
+    let disks = gcp.pointer_mut(&format!("{PROVIDER}/disks")).unwrap();
+    let boot = disks[0].clone();
+    let data = json!({"autoDelete": true, "boot": false, "sizeGb": 100, "type": "pd-ssd"});
+    let customer = json!({"autoDelete": true, "boot": false, "sizeGb": 200, "type": "pd-standard",
+                          "image": "projects/customer/global/images/data"});
+    *disks = json!([boot, data, customer]);
+    c.create(&gcp);
+    let ms = stolen(&c, &apis::MACHINESET);
+    until_the_policy_holds(&ms, "ms-disks", "/metadata/labels");
+    let disk = |i: usize| format!("{PROVIDER}/disks/{i}");
+    let mut boot_copy = boot.clone();
+    boot_copy["image"] = json!(CURRENT_X86);
+    let attempts = [
+        (
+            json!([{"op": "replace", "path": format!("{}/image", disk(0)), "value": "projects/evil/global/images/x"}]),
+            CONFIGMAP,
+            "another image",
+        ),
+        (
+            json!([{"op": "add", "path": format!("{}/image", disk(1)), "value": CURRENT_X86}]),
+            CONFIGMAP,
+            "an image on a blank data disk",
+        ),
+        (
+            json!([{"op": "replace", "path": format!("{}/image", disk(2)), "value": CURRENT_X86}]),
+            CONFIGMAP,
+            "a data disk's image",
+        ),
+        (
+            json!([{"op": "move", "from": disk(2), "path": disk(1)}]),
+            "their order",
+            "two disks swapped",
+        ),
+        (
+            json!([{"op": "replace", "path": disk(2), "value": boot_copy}]),
+            "their order",
+            "a data disk turned into a copy of the boot disk",
+        ),
+        (
+            json!([{"op": "remove", "path": disk(1)}]),
+            "their order",
+            "a disk removed",
+        ),
+    ];
+    for (patch, says, what) in attempts {
+        denied(json_patch(&ms, "ms-disks", patch), says, what);
+    }
+    json_patch(
+        &ms,
+        "ms-disks",
+        json!([{"op": "replace", "path": format!("{}/image", disk(0)), "value": CURRENT_X86}]),
+    )
+    .expect("the boot disk to the ConfigMap's image");
+    let stored = c.get("ms-disks");
+    assert_eq!(image(&stored), CURRENT_X86);
+    assert_eq!(stored.pointer(&disk(2)), Some(&customer));
+}
+
+/// The installer's spec-2 stub Ignition (4.5-era, its CA shortened).
+const SPEC2: &str = r#"{"ignition":{"config":{"append":[{"source":"https://api-int.c1.example.com:22623/config/worker","verification":{}}]},"security":{"tls":{"certificateAuthorities":[{"source":"data:text/plain;charset=utf-8;base64,LS0tLS1CRUdJTg==","verification":{}}]}},"timeouts":{},"version":"2.2.0"},"networkd":{},"passwd":{},"storage":{},"systemd":{}}"#;
+
+fn b64(bytes: &[u8]) -> String {
+    use base64::Engine;
+    base64::engine::general_purpose::STANDARD.encode(bytes)
+}
+
+/// The API server's answer to an update (PUT) of `object`, as the upgrader writes: `Ok`
+/// when stored, else its message.
+fn update(s: &Stolen, object: &Value) -> Result<(), String> {
+    let name = object["metadata"]["name"].as_str().unwrap().to_owned();
+    let object: DynamicObject = serde_json::from_value(object.clone()).unwrap();
+    s.rt.block_on(s.api.replace(&name, &PostParams::default(), &object))
+        .map(drop)
+        .map_err(|e| e.to_string())
+}
+
+/// The user-data Secret as stored, with `userData` (and the backup, if given) as given.
+fn with_stub(c: &Cluster, user_data: &[u8], backup: Option<&[u8]>) -> Value {
+    let mut secret = c.api.get_json(["secret", "worker-user-data", "-n", NS]);
+    secret["data"]["userData"] = json!(b64(user_data));
+    if let Some(b) = backup {
+        secret["data"]["userData-spec2-backup"] = json!(b64(b));
+    }
+    secret
+}
+
+/// With the component upgrade-stub-ignition, the ServiceAccount's own token may replace the
+/// installer's spec-2 stub by exactly the spec-3 stub the webhook writes, the old one kept
+/// beside it; any other Ignition, a lost backup or another key is denied by the policy.
+#[test]
+fn with_its_component_a_stolen_token_writes_only_a_faithful_stub_upgrade() {
+    use bootimage_webhook::core::stub;
+    let c = Cluster::start(true);
+    c.kubectl(&["delete", "secret", "worker-user-data", "-n", NS]);
+    c.create_all(&[
+        &json!({"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+        "metadata": {"name": "worker-user-data", "namespace": NS, "labels": {"role": "worker"}},
+        "data": {"userData": b64(SPEC2.as_bytes()), "disableTemplating": b64(b"true")}}),
+    ]);
+    support::rbac::enable(&c.api, &["upgrade-stub-ignition"], &[]);
+    let secrets = stolen(&c, &apis::USER_DATA_SECRET_WRITE);
+    const SECRET_POLICY: &str = "ValidatingAdmissionPolicy 'bootimage-webhook-stub-upgrades-only'";
+    let mut n = 0;
+    eventually(
+        "the policy to hold the Secret writes",
+        Duration::from_secs(60),
+        String::new,
+        || {
+            n += 1;
+            let mut probe = c.api.get_json(["secret", "worker-user-data", "-n", NS]);
+            probe["metadata"]["labels"]["policy-probe"] = json!(n.to_string());
+            update(&secrets, &probe)
+                .err()
+                .filter(|e| e.contains(SECRET_POLICY))
+        },
+    );
+    let faithful = stub::upgrade_installer_stub(SPEC2.as_bytes()).unwrap();
+    let text = String::from_utf8(faithful.clone()).unwrap();
+    let compact = text.replace(r#""merge": ["#, r#""merge":["#);
+    let other_source = text.replace("api-int.c1", "evil");
+    let with_files = text.replace(
+        r#""version":"3.5.0"}"#,
+        r#""version":"3.5.0"},"storage":{"files":[{"path":"/root/.ssh/authorized_keys","contents":{"source":"data:,x"}}]}"#,
+    );
+    let old = SPEC2.as_bytes();
+    let mut other_key = with_stub(&c, &faithful, Some(old));
+    other_key["data"]["disableTemplating"] = json!(b64(b"false"));
+    let attempts: [(Value, &str); 6] = [
+        (
+            with_stub(&c, with_files.as_bytes(), Some(old)),
+            "files added",
+        ),
+        (
+            with_stub(&c, other_source.as_bytes(), Some(old)),
+            "another config source",
+        ),
+        (
+            with_stub(&c, compact.as_bytes(), Some(old)),
+            "the same stub written otherwise",
+        ),
+        (with_stub(&c, &faithful, None), "no backup"),
+        (
+            with_stub(&c, &faithful, Some(b"{}")),
+            "a backup that is not the old stub",
+        ),
+        (other_key, "another key"),
+    ];
+    for (secret, what) in attempts {
+        let e = update(&secrets, &secret).expect_err(what);
+        assert!(e.contains(SECRET_POLICY), "{what}: {e}");
+    }
+    update(&secrets, &with_stub(&c, &faithful, Some(old))).expect("the faithful upgrade");
+    let stored = c.api.get_json(["secret", "worker-user-data", "-n", NS]);
+    assert_eq!(stored["data"]["userData"], b64(&faithful));
+    assert_eq!(stored["data"]["userData-spec2-backup"], b64(old));
 }

@@ -123,7 +123,8 @@ fn status_tells_why_each_stayed_or_that_it_moved(c: &Cluster, flags: &[&str]) {
 #[test]
 fn a_spec_2_stub_is_upgraded_with_a_backup_when_asked() {
     let c = Cluster::start(true).with_shipped_touch();
-    let grant = ["old-user-data", "files-user-data", "shared-user-data"];
+    // The workers' stub (the one the component may update), and two granted for reading.
+    let grant = ["files-user-data", "shared-user-data"];
     let mut flags = support::rbac::enable(&c.api, &["upgrade-stub-ignition"], &grant);
     flags.push("--upgrade-stub-ignition".into());
     let with_files = r#"{"ignition":{"version":"2.2.0"},"storage":{"files":[{"filesystem":"root","path":"/etc/x","contents":{"source":"data:,x"}}]}}"#;
@@ -132,15 +133,16 @@ fn a_spec_2_stub_is_upgraded_with_a_backup_when_asked() {
                "metadata": {"name": name, "namespace": NS},
                "data": {"userData": b64(user_data), "disableTemplating": b64("true")}})
     };
+    c.kubectl(&["delete", "secret", "worker-user-data", "-n", NS]);
     c.create_all(&[
-        &secret("old-user-data", SPEC2),
+        &secret("worker-user-data", SPEC2),
         &secret("files-user-data", with_files),
         &secret("shared-user-data", SPEC2),
     ]);
     let mut opted = naming("ms-shared-opted-out", "shared-user-data");
     opted["metadata"]["labels"][OPT_OUT] = json!("false");
     for ms in [
-        naming("ms-old", "old-user-data"),
+        naming("ms-old", "worker-user-data"),
         naming("ms-files", "files-user-data"),
         naming("ms-shared", "shared-user-data"),
         opted,
@@ -198,7 +200,7 @@ fn a_spec_2_stub_is_upgraded_with_a_backup_when_asked() {
         assert_eq!(image(&c.get(name)), OLD, "{name}");
     }
     let secret_writes = our_secret_writes(&c);
-    assert_eq!(secret_writes, ["update old-user-data"]);
+    assert_eq!(secret_writes, ["update worker-user-data"]);
     c.assert_nothing_refused(&[&a]);
 }
 
@@ -209,10 +211,10 @@ fn b64(s: &str) -> String {
     base64::engine::general_purpose::STANDARD.encode(s)
 }
 
-/// `old-user-data` holds a spec-3 translation of [`SPEC2`] with the MCO's annotations, its
+/// `worker-user-data` holds a spec-3 translation of [`SPEC2`] with the MCO's annotations, its
 /// other keys as they were, and its data key `userData-spec2-backup` the old bytes.
 fn the_stub_was_upgraded_after_a_byte_for_byte_backup(c: &Cluster) {
-    let stored = c.api.get_json(["secret", "old-user-data", "-n", NS]);
+    let stored = c.api.get_json(["secret", "worker-user-data", "-n", NS]);
     let upgraded: Value = serde_json::from_slice(
         &base64::engine::general_purpose::STANDARD
             .decode(stored["data"]["userData"].as_str().unwrap())

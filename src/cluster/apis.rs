@@ -189,16 +189,25 @@ pub const APISERVER: Call = Call {
 };
 
 /// With `--upgrade-stub-ignition` only: granted by the opt-in kustomize component
-/// `manifests/components/upgrade-stub-ignition`, not by the base RBAC.
+/// `manifests/components/upgrade-stub-ignition`, not by the base RBAC; the workers' stubs.
 pub const USER_DATA_SECRET_WRITE: Call = Call {
     group: "",
     version: "v1",
     kind: "Secret",
     plural: "secrets",
     scope: Scope::Namespace(MACHINE_API_NAMESPACE),
-    names: USER_DATA_SECRETS,
+    names: &["worker-user-data", "worker-user-data-managed"],
     verbs: &["update"],
     why: "stub_upgrade::Upgrader: with --upgrade-stub-ignition, update the stub in place, its original kept in the same Secret",
+};
+
+/// The masters' stubs, only when both `upgrade-stub-ignition` and
+/// `control-plane-machine-sets` are in the build: the control plane's Ignition is rewritten
+/// only where its boot image is managed.
+pub const MASTER_USER_DATA_SECRET_WRITE: Call = Call {
+    names: &["master-user-data", "master-user-data-managed"],
+    why: "stub_upgrade::Upgrader: with --upgrade-stub-ignition and --control-plane-machine-sets, update the masters' stubs in place",
+    ..USER_DATA_SECRET_WRITE
 };
 
 /// With `--aws-machine-api-credentials` only: `manifests/components/aws-machine-api-credentials`.
@@ -261,6 +270,13 @@ pub const COMPONENTS: &[(&str, &[Call])] = &[
         &[VSPHERE_CREDENTIALS, VSPHERE_INSTALL_CONFIG, VSPHERE_MACHINE],
     ),
 ];
+
+/// The calls two opt-in components grant together, beyond each one's own.
+pub const COMPONENT_PAIRS: &[(&str, &str, &[Call])] = &[(
+    "upgrade-stub-ignition",
+    "control-plane-machine-sets",
+    &[MASTER_USER_DATA_SECRET_WRITE],
+)];
 
 /// The calls the base RBAC grants.
 pub const ALL: &[Call] = &[

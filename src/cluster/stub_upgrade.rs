@@ -155,7 +155,7 @@ impl Upgrader {
         if matches!(facts::stub(Some(&original)), Stub::Version(v) if v.starts_with('3')) {
             return Ok(false);
         }
-        let upgraded = stub::upgrade(&original)
+        let upgraded = stub::upgrade_installer_stub(&original)
             .map_err(|e| UpgradeError::Refused(format!("its stub cannot be translated: {e}")))?;
         let data = secret.data.get_or_insert_with(Default::default);
         match data.get(BACKUP_KEY) {

@@ -22,6 +22,10 @@ pub enum StubError {
     MoreThanAStub(String),
     #[error("ignition{0}: {1}")]
     Field(String, &'static str),
+    #[error(
+        "it is not written as the installer writes a spec-2.2 stub, the only one the admission policy lets the webhook upgrade: translate it by hand"
+    )]
+    NotInstallerShape,
 }
 
 /// The spec-3 stub for `user_data`, written compactly.
@@ -61,6 +65,37 @@ pub fn upgrade(user_data: &[u8]) -> Result<Vec<u8>, StubError> {
     out.insert("version".into(), json!(UPGRADED_VERSION));
     // Writing a Value cannot fail.
     Ok(serde_json::to_vec(&json!({ "ignition": out })).unwrap_or_default())
+}
+
+/// The installer's spec-2 stub is `SPEC2_HEAD` + X + `SPEC2_TAIL`, X running from its config
+/// source to its version (the sources, the CA, the verifications and the timeouts).
+const SPEC2_HEAD: &[u8] = br#"{"ignition":{"config":{"append":[{"source""#;
+const SPEC2_TAIL: &[u8] = br#"2.2.0"},"networkd":{},"passwd":{},"storage":{},"systemd":{}}"#;
+/// Its spec-3 stub is `SPEC3_HEAD` + X + `SPEC3_TAIL`: the head padded by a blank to the
+/// length of `SPEC2_HEAD`, so that X encodes the same in both Secrets' base64. That is what
+/// the admission policy `bootimage-webhook-stub-upgrades-only` compares, having no JSON
+/// (nor base64) decoder.
+const SPEC3_HEAD: &[u8] = br#"{"ignition":{"config":{"merge": [{"source""#;
+const SPEC3_TAIL: &[u8] = br#"3.5.0"}}"#;
+
+/// [`upgrade`] of the installer's spec-2 stub, written as `SPEC3_HEAD` + X + `SPEC3_TAIL`:
+/// the only stub upgrade the admission policy lets the webhook write. Any other stub is a
+/// person's to translate.
+pub fn upgrade_installer_stub(user_data: &[u8]) -> Result<Vec<u8>, StubError> {
+    let upgraded = upgrade(user_data)?;
+    let carried = user_data
+        .strip_prefix(SPEC2_HEAD)
+        .and_then(|rest| rest.strip_suffix(SPEC2_TAIL))
+        .ok_or(StubError::NotInstallerShape)?;
+    let written = [SPEC3_HEAD, carried, SPEC3_TAIL].concat();
+    let same = |a: &[u8], b: &[u8]| {
+        serde_json::from_slice::<Value>(a).ok() == serde_json::from_slice::<Value>(b).ok()
+    };
+    if same(&written, &upgraded) {
+        Ok(written)
+    } else {
+        Err(StubError::NotInstallerShape)
+    }
 }
 
 /// A problem at `ignition.<path>` (`""`: the section itself).
@@ -198,6 +233,70 @@ mod tests {
         );
         assert_eq!(i["timeouts"], stub["ignition"]["timeouts"]);
         assert!(i["config"].get("append").is_none());
+    }
+
+    #[test]
+    fn the_installers_stub_is_written_with_its_bytes_carried_over() {
+        let written = upgrade_installer_stub(SPEC2.as_bytes()).unwrap();
+        let parsed = |b: &[u8]| serde_json::from_slice::<Value>(b).unwrap();
+        assert_eq!(
+            parsed(&written),
+            parsed(&upgrade(SPEC2.as_bytes()).unwrap())
+        );
+        let middle = &SPEC2.as_bytes()[SPEC2_HEAD.len()..SPEC2.len() - SPEC2_TAIL.len()];
+        assert_eq!(written, [SPEC3_HEAD, middle, SPEC3_TAIL].concat());
+        assert_eq!(SPEC2_HEAD.len(), SPEC3_HEAD.len());
+        let hashed = SPEC2.replacen(
+            r#""verification":{}"#,
+            r#""verification":{"hash":"sha512-00"}"#,
+            1,
+        );
+        let written = upgrade_installer_stub(hashed.as_bytes()).unwrap();
+        assert!(String::from_utf8(written).unwrap().contains("sha512-00"));
+    }
+
+    /// The admission policy compares the stubs as base64 (it has no decoder): its constants
+    /// are these heads, and each tail after the last zero, one or two bytes of X (which
+    /// ends with `"version":"`), encoded.
+    #[test]
+    fn the_admission_policy_holds_these_bytes() {
+        use base64::Engine;
+        let policy = include_str!("../../manifests/base/validatingadmissionpolicy.yaml");
+        let b64 =
+            |parts: &[&[u8]]| base64::engine::general_purpose::STANDARD.encode(parts.concat());
+        let mut want = vec![b64(&[SPEC2_HEAD]), b64(&[SPEC3_HEAD])];
+        for last in [&b""[..], b"\"", b":\""] {
+            want.push(b64(&[last, SPEC2_TAIL]));
+            want.push(b64(&[last, SPEC3_TAIL]));
+        }
+        for w in want {
+            assert!(policy.contains(&format!("'{w}'")), "the policy lacks {w}");
+        }
+        assert_eq!(SPEC2_HEAD.len() % 3, 0);
+        let (head, tail) = (SPEC2_HEAD.len(), SPEC2_TAIL.len());
+        assert!(policy.contains(&format!("- {head} - {tail}\n")), "lengths");
+        let encoded_head = head / 3 * 4;
+        assert!(policy.contains(&format!("substring({encoded_head}, {encoded_head} + 4 *")));
+    }
+
+    #[test]
+    fn a_stub_written_otherwise_is_left_to_a_person() {
+        let reformatted =
+            serde_json::to_string_pretty(&serde_json::from_str::<Value>(SPEC2).unwrap()).unwrap();
+        let older = SPEC2.replace(r#""networkd":{},"#, "");
+        let spec21 = SPEC2.replace("2.2.0", "2.1.0");
+        for stub in [reformatted, older, spec21] {
+            assert_eq!(
+                upgrade_installer_stub(stub.as_bytes()),
+                Err(StubError::NotInstallerShape),
+                "{stub}"
+            );
+        }
+        // Not a stub at all: the translation's own reason.
+        assert!(matches!(
+            upgrade_installer_stub(br#"{"ignition":{"version":"3.2.0"}}"#),
+            Err(StubError::NotSpec2(_))
+        ));
     }
 
     #[test]

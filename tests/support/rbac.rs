@@ -27,3 +27,16 @@ pub fn enable(api: &ApiServer, components: &[&str], grant: &[&str]) -> Vec<Strin
         render::user_data_secrets_of(&docs).join(","),
     ]
 }
+
+/// Applies the admission policies of the build with `components` over the shipped ones.
+pub fn enable_policies(api: &ApiServer, components: &[&str]) {
+    let docs = render::render_with(components, &[]);
+    let policies: Vec<&Value> = docs
+        .iter()
+        .filter(|d| d["kind"] == "ValidatingAdmissionPolicy")
+        .collect();
+    let list = serde_json::json!({"apiVersion": "v1", "kind": "List", "items": policies});
+    let args = ["apply", "--server-side", "--force-conflicts", "-f", "-"];
+    let out = api.kubectl_stdin(args, &list.to_string());
+    api.expect_ok(&args, out);
+}
