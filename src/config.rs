@@ -281,6 +281,7 @@ impl ReadArgs {
             wait_for_upgrade_complete: self.wait_for_upgrade_complete,
             control_plane_machine_sets: self.control_plane_machine_sets,
             user_data_secrets: self.grant.user_data_secrets.clone(),
+            aws_marketplace: self.grant.aws_marketplace,
             master_pool_gate: self.master_pool_gate,
         }
     }
@@ -301,6 +302,12 @@ pub struct GrantArgs {
         default_values = apis::USER_DATA_SECRETS
     )]
     pub user_data_secrets: Vec<String>,
+    /// AWS: move AWS Marketplace AMIs to their product's newest image, which EC2 names and
+    /// the stream does not. Set by the kustomize component aws-marketplace, whose admission
+    /// policy lets the webhook write such AMIs; without it they stay
+    /// (`MarketplaceNotEnabled`).
+    #[arg(long, env = "BOOTIMAGE_WEBHOOK_AWS_MARKETPLACE")]
+    pub aws_marketplace: bool,
 }
 
 /// The cluster side: watchers, gate, touch (used when neither --configmap-file nor --dev).
@@ -467,6 +474,7 @@ impl OfflineArgs {
     pub fn offline<'a>(&'a self, grant: &'a GrantArgs) -> crate::offline::Offline<'a> {
         crate::offline::Offline {
             user_data_secrets: &grant.user_data_secrets,
+            aws_marketplace: grant.aws_marketplace,
             configmap_file: self.configmap_file.as_deref(),
             assume_masters_updated: self.assume_masters_updated,
             control_plane_arch: self.control_plane_arch.as_deref(),

@@ -34,6 +34,8 @@ pub struct Offline<'a> {
     /// `--user-data-secrets`: a MachineSet naming another Secret is shown as it would be
     /// on the cluster, left alone.
     pub user_data_secrets: &'a [String],
+    /// `--aws-marketplace`.
+    pub aws_marketplace: bool,
 }
 
 impl Offline<'_> {
@@ -65,6 +67,7 @@ impl Offline<'_> {
         cluster.stubs = cluster
             .stubs
             .granting(self.user_data_secrets.iter().map(String::as_str));
+        cluster.aws_marketplace = self.aws_marketplace;
         if let Some(path) = self.infrastructure_file {
             cluster.vsphere = Some(Arc::new(read_vsphere(path)?));
         }

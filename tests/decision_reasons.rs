@@ -211,9 +211,13 @@ fn inputs_for_the_platform_rules() -> Vec<(Value, Snapshot)> {
                 .map(std::sync::Arc::new)
         }),
     );
-    // A marketplace AMI whose product has no image at or below the stream's version.
+    // A marketplace AMI whose product has no image at or below the stream's version, and
+    // the same without --aws-marketplace.
     let (aws, learned) = a_marketplace_ami_without_an_image();
-    check(aws, &learned);
+    check(aws.clone(), &learned);
+    let mut cluster = learned.cluster.clone();
+    cluster.aws_marketplace = false;
+    check(aws, &Snapshot::new(learned.boot_images.clone(), cluster));
     for (case, _) in cloud_cases() {
         check(case, &snap);
     }
@@ -310,7 +314,10 @@ fn a_marketplace_ami_without_an_image() -> (Value, Snapshot) {
         .insert(("us-east-1".into(), product.into()), Vec::new());
     (
         aws,
-        snap_with(|c| c.learned = Learned::default().with_aws(learned)),
+        snap_with(|c| {
+            c.learned = Learned::default().with_aws(learned);
+            c.aws_marketplace = true;
+        }),
     )
 }
 

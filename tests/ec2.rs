@@ -62,10 +62,14 @@ fn amis() -> Value {
     ])
 }
 
-/// The SDK's standard environment, pointed at `endpoint`.
+/// The SDK's standard environment, pointed at `endpoint`, and marketplace AMIs moving (the
+/// component aws-marketplace).
 fn aws_env(cmd: &mut Command, endpoint: &str) {
     support::moto::aws_env(cmd, endpoint, REGION);
+    cmd.env(MARKETPLACE, "true");
 }
+
+const MARKETPLACE: &str = "BOOTIMAGE_WEBHOOK_AWS_MARKETPLACE";
 
 /// The real AWS MachineSet, named `name`, on `ami`.
 fn machineset(name: &str, ami: &str) -> Value {
@@ -145,6 +149,23 @@ fn preview_classifies_through_ec2_like_the_server() {
         let applied = evanphx::apply(&machineset(name, ami), &r["patch"]).unwrap();
         assert_eq!(applied, r["machineSet"], "{name}");
     }
+    // Without the component aws-marketplace the marketplace AMI stays, and says why.
+    let (results, _) = preview(&list, |c| {
+        aws_env(c, &moto.url());
+        c.env_remove(MARKETPLACE);
+    });
+    let market = results
+        .iter()
+        .find(|r| r["machineSet"]["metadata"]["name"] == "market")
+        .unwrap();
+    assert_eq!(market["reason"], "MarketplaceNotEnabled", "{market}");
+    assert!(
+        market["message"]
+            .as_str()
+            .unwrap()
+            .contains("aws-marketplace")
+    );
+    assert_eq!(market["machineSet"], machineset("market", MARKET_OLD));
 }
 
 #[test]
@@ -366,6 +387,7 @@ fn no_own_credentials(cmd: &mut Command, endpoint: &str, home: &Path) {
     ] {
         cmd.env_remove(k);
     }
+    cmd.env(MARKETPLACE, "true");
     cmd.env("HOME", home)
         .env(
             "AWS_SHARED_CREDENTIALS_FILE",
@@ -488,6 +510,7 @@ impl NoOwnCredentials {
         cmd.args(["--touch-settle", "0s", "--touch-resync", "2s"])
             .args(["--pod-name", "replica-0", "--pod-namespace", OWN_NS])
             .arg("--aws-machine-api-credentials")
+            .env(MARKETPLACE, "true")
             .arg("--tls-cert-file")
             .arg(dir.path().join("tls.crt"))
             .arg("--tls-private-key-file")

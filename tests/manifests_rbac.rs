@@ -171,6 +171,7 @@ fn each_component_sets_its_flag() {
             "aws-machine-api-credentials",
             "BOOTIMAGE_WEBHOOK_AWS_MACHINE_API_CREDENTIALS",
         ),
+        ("aws-marketplace", "BOOTIMAGE_WEBHOOK_AWS_MARKETPLACE"),
         (
             "control-plane-machine-sets",
             "BOOTIMAGE_WEBHOOK_CONTROL_PLANE_MACHINE_SETS",

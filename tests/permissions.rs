@@ -520,6 +520,47 @@ fn a_stolen_token_moves_only_the_boot_disks_image() {
     assert_eq!(stored.pointer(&disk(2)), Some(&customer));
 }
 
+/// With the component aws-marketplace, an AMI outside the streams may replace only an AMI
+/// that is itself outside them; without it, never.
+#[test]
+fn with_its_component_an_ami_beyond_the_streams_replaces_only_another() {
+    let c = Cluster::start(true);
+    let aws = |ami: &str| {
+        json!({"kind": "AWSMachineProviderConfig", "ami": {"id": ami},
+               "placement": {"region": "us-east-1"}})
+    };
+    let in_stream = "ami-0fbc8be8796dc1df5";
+    c.create(&with_provider_spec(
+        "ms-market",
+        aws("ami-0aa0000000000001"),
+    ));
+    c.create(&with_provider_spec("ms-stream", aws(in_stream)));
+    let ms = stolen(&c, &apis::MACHINESET);
+    until_the_policy_holds(&ms, "ms-market", "/metadata/labels");
+    let beyond = replace_field("ami", json!({"id": "ami-0aa0000000000002"}));
+    denied(
+        json_patch(&ms, "ms-market", beyond.clone()),
+        CONFIGMAP,
+        "no component",
+    );
+    support::rbac::enable_policies(&c.api, &["aws-marketplace"]);
+    eventually(
+        "the component's policy to let the marketplace AMI through",
+        Duration::from_secs(60),
+        String::new,
+        || json_patch(&ms, "ms-market", beyond.clone()).ok(),
+    );
+    denied(
+        json_patch(
+            &ms,
+            "ms-stream",
+            replace_field("ami", json!({"id": "ami-0bad000000000001"})),
+        ),
+        CONFIGMAP,
+        "an AMI of the streams replaced by another",
+    );
+}
+
 /// The installer's spec-2 stub Ignition (4.5-era, its CA shortened).
 const SPEC2: &str = r#"{"ignition":{"config":{"append":[{"source":"https://api-int.c1.example.com:22623/config/worker","verification":{}}]},"security":{"tls":{"certificateAuthorities":[{"source":"data:text/plain;charset=utf-8;base64,LS0tLS1CRUdJTg==","verification":{}}]}},"timeouts":{},"version":"2.2.0"},"networkd":{},"passwd":{},"storage":{},"systemd":{}}"#;
 

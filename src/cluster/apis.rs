@@ -262,6 +262,8 @@ pub const VSPHERE_MACHINE: Call = Call {
 /// `manifests/components/`: granted only when the component is in the build.
 pub const COMPONENTS: &[(&str, &[Call])] = &[
     ("aws-machine-api-credentials", &[AWS_MACHINE_API_SECRET]),
+    // No call of its own: the admission policy's leave to write AMIs beyond the streams.
+    ("aws-marketplace", &[]),
     ("control-plane-machine-sets", &[CONTROLPLANEMACHINESET]),
     ("master-pool-gate", &[MACHINECONFIGPOOL, MACHINECONFIG]),
     ("upgrade-stub-ignition", &[USER_DATA_SECRET_WRITE]),

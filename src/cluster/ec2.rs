@@ -460,7 +460,12 @@ pub fn queries_for<'a>(
             continue;
         };
         if let ProviderSpecValue::Object(spec) = view.provider_spec() {
-            out.extend(aws::queries(spec, stream.iter().copied(), learned));
+            out.extend(aws::queries(
+                spec,
+                stream.iter().copied(),
+                learned,
+                snap.cluster.aws_marketplace,
+            ));
         }
     }
     out

@@ -50,6 +50,8 @@ pub struct WatchSettings {
     pub control_plane_machine_sets: bool,
     /// `--user-data-secrets`: the only Secrets read, each watched by name.
     pub user_data_secrets: Vec<String>,
+    /// `--aws-marketplace`.
+    pub aws_marketplace: bool,
     /// `--master-pool-gate`: the gate also opens on the master pool and its rendered
     /// MachineConfig (read), before the MCO stamps the ConfigMap.
     pub master_pool_gate: bool,
@@ -246,6 +248,7 @@ impl Builder {
                 gate,
                 enrollment: self.enrollment(mcfg),
                 control_plane_machine_sets: settings.control_plane_machine_sets,
+                aws_marketplace: settings.aws_marketplace,
                 cpms_enrollment: cpms_enrollment(mcfg),
                 stubs: Stubs {
                     unchecked: false,

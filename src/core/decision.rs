@@ -592,6 +592,7 @@ fn platform_rule(
         arch,
         learned: &cluster.learned,
         vsphere: cluster.vsphere.as_deref(),
+        aws_marketplace: cluster.aws_marketplace,
     };
     match target.reconcile(spec, &ctx) {
         Outcome::Changes {

@@ -51,6 +51,10 @@ reasons! {
     AMIUnclassified,
     /// AWS Marketplace: no image of the MachineSet's product at or below the stream's version.
     NoMarketplaceImage,
+    /// AWS Marketplace: the AMI is a marketplace one, whose successor EC2 names, not the
+    /// stream; the webhook writes such AMIs only with `--aws-marketplace` (the opt-in
+    /// component aws-marketplace, whose admission policy lets it).
+    MarketplaceNotEnabled,
     /// Azure: `securityProfile.settings.securityType` is set (Confidential VM, Trusted Launch).
     SecurityTypeUnsupported,
     CustomImage,

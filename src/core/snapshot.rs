@@ -314,6 +314,9 @@ pub struct ClusterFacts {
     /// `--control-plane-machine-sets`: ControlPlaneMachineSets are decided too (off: they
     /// are `NotApplicable`, as the MCO's feature gate leaves them).
     pub control_plane_machine_sets: bool,
+    /// `--aws-marketplace`: AWS Marketplace AMIs move within their product (off: they are
+    /// `MarketplaceNotEnabled`).
+    pub aws_marketplace: bool,
     /// MachineConfiguration `cluster`'s selection for `controlplanemachinesets`.
     pub cpms_enrollment: Enrollment,
     /// The stub Ignition of the user-data Secrets the MachineSets name (rule 10).
@@ -333,6 +336,7 @@ impl Default for ClusterFacts {
             gate: Gate::closed("no master upgrade state known yet"),
             enrollment: Enrollment::All,
             control_plane_machine_sets: false,
+            aws_marketplace: false,
             cpms_enrollment: Enrollment::All,
             stubs: Stubs::default(),
             vsphere: None,
@@ -431,10 +435,11 @@ impl Snapshot {
             Enrollment::Partial(s) => format!("partial:{s}"),
         };
         let enrollment = format!(
-            "{};cpms={}:{}",
+            "{};cpms={}:{};marketplace={}",
             words(&cluster.enrollment),
             cluster.control_plane_machine_sets,
-            words(&cluster.cpms_enrollment)
+            words(&cluster.cpms_enrollment),
+            cluster.aws_marketplace
         );
         let stubs = cluster.stubs.digest_words();
         let vsphere = format!("{:?}", cluster.vsphere);
@@ -496,6 +501,7 @@ impl Snapshot {
                 gate,
                 enrollment: Enrollment::All,
                 control_plane_machine_sets: true,
+                aws_marketplace: false,
                 cpms_enrollment: Enrollment::All,
                 stubs: Stubs {
                     unchecked: true,

@@ -22,7 +22,8 @@ pub fn aws_ms() -> Value {
     fixture("machineset-aws-build01-ci-tests-worker-us-east-1a.yaml")
 }
 
-/// A snapshot of `stream` (stamped, amd64 control plane) with what EC2 told us.
+/// A snapshot of `stream` (stamped, amd64 control plane) with what EC2 told us, moving
+/// marketplace AMIs as the MCO does (`--aws-marketplace`).
 pub fn snapshot(stream: &Value, learned: Option<AwsLearned>) -> Snapshot {
     let data = BTreeMap::from([
         ("stream".to_owned(), stream.to_string()),
@@ -36,6 +37,7 @@ pub fn snapshot(stream: &Value, learned: Option<AwsLearned>) -> Snapshot {
         false,
     );
     let mut cluster = base.cluster.clone();
+    cluster.aws_marketplace = true;
     if let Some(l) = learned {
         cluster.learned = Learned::default().with_aws(l);
     }

@@ -325,6 +325,16 @@ pub(super) fn reconcile(spec: &SpecFields<'_>, target: &AwsTarget, ctx: &Context
                 };
             }
         },
+        Ok(Kind::Marketplace { product }) if !ctx.aws_marketplace => {
+            return Outcome::Skip {
+                reason: Reason::MarketplaceNotEnabled,
+                message: format!(
+                    "AMI {ami} in {region} is an AWS Marketplace image (product {product}), whose successor EC2 names, not the stream: moving it needs the kustomize component aws-marketplace (--aws-marketplace)"
+                ),
+                current: Some(ami.into_owned()),
+                target: None,
+            };
+        }
         Ok(Kind::Marketplace { product }) => {
             match marketplace_target(&product, &region, target, learned, ctx.arch) {
                 Ok(t) => t,
@@ -447,11 +457,13 @@ fn marketplace_target(
 
 /// What the background must ask EC2 before the rule can decide a MachineSet with this
 /// providerSpec (`stream`: this platform's targets, any architecture): nothing for stream
-/// AMIs, AMIs already known, or providerSpecs with no AMI to move.
+/// AMIs, AMIs already known, or providerSpecs with no AMI to move; a marketplace product's
+/// images only when `marketplace` moves are on.
 pub fn queries<'t>(
     spec: &SpecFields<'_>,
     stream: impl IntoIterator<Item = &'t Target>,
     learned: Option<&AwsLearned>,
+    marketplace: bool,
 ) -> Vec<Query> {
     if spec.kind().as_str() != Some(KIND) {
         return Vec::new();
@@ -472,6 +484,7 @@ pub fn queries<'t>(
             ami: key.1,
         }],
         Some(Described::Found { owner, name }) => match detect_kind(owner, name) {
+            Kind::Marketplace { .. } if !marketplace => Vec::new(),
             Kind::Marketplace { product } => {
                 let key = (key.0, product);
                 if learned.is_some_and(|l| l.marketplace.contains_key(&key)) {

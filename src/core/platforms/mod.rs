@@ -73,6 +73,8 @@ pub struct Context<'s> {
     pub learned: &'s Learned,
     /// Infrastructure `cluster`'s vSphere failure domains and infrastructure id.
     pub vsphere: Option<&'s vsphere::VSphereInfra>,
+    /// `--aws-marketplace`: marketplace AMIs may move within their product.
+    pub aws_marketplace: bool,
 }
 
 impl Platform {
