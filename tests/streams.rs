@@ -550,6 +550,7 @@ fn a_marketplace_ami_stays_on_its_rhel() {
     );
     let mut cluster = snap.cluster.clone();
     cluster.learned = cluster.learned.with_aws(learned);
+    cluster.aws_marketplace = true;
     let asked = Snapshot::new(snap.boot_images.clone(), cluster);
     let (d, _) = moved(&ms, &asked);
     assert_eq!(d.target.as_deref(), Some(nine));
