@@ -149,6 +149,10 @@ fn inputs_up_to_the_platform_rule() -> Vec<(Value, Snapshot)> {
         &snap,
     );
     check(
+        with(&|m| label(m, decision::HIVE_MACHINE_POOL_LABEL, "worker")),
+        &snap,
+    );
+    check(
         with(&|m| label(m, decision::OS_STREAM_LABEL, "rhel-10")),
         &snap,
     );

@@ -221,6 +221,10 @@ pub struct Builder {
     reported: Option<String>,
     last_gate: Option<bool>,
     last_enrollment_error: Option<facts::EnrollmentError>,
+    /// The last selection for (MachineSets, ControlPlaneMachineSets) read from a status
+    /// that answered its spec, kept while a newer spec waits for its status.
+    last_selection: Option<(Enrollment, Enrollment)>,
+    reported_stale: Option<facts::NotObserved>,
 }
 
 impl Builder {
@@ -239,6 +243,7 @@ impl Builder {
         let mcfg = named(&s.machineconfigurations, CLUSTER);
         let mcfg = mcfg.as_ref().map(|m| &m.data);
         let infra = named(&s.infrastructures, CLUSTER);
+        let (enrollment, cpms_enrollment) = self.selection(mcfg);
         Snapshot::new(
             self.last_good.clone(),
             ClusterFacts {
@@ -246,10 +251,10 @@ impl Builder {
                 control_plane_arch: control_plane_arch(&s.nodes),
                 multi_arch: cv.as_ref().is_some_and(|c| facts::multi_arch(&c.data)),
                 gate,
-                enrollment: self.enrollment(mcfg),
+                enrollment,
                 control_plane_machine_sets: settings.control_plane_machine_sets,
                 aws_marketplace: settings.aws_marketplace,
-                cpms_enrollment: cpms_enrollment(mcfg),
+                cpms_enrollment,
                 stubs: Stubs {
                     unchecked: false,
                     by_name: BTreeMap::clone(&s.stubs.load()),
@@ -345,6 +350,26 @@ impl Builder {
 
     /// The MachineSets enrolled by MachineConfiguration `cluster`; an unusable selection
     /// manages none and is logged once.
+    /// The selection for MachineSets and ControlPlaneMachineSets once the MachineConfiguration's
+    /// status answers its spec, as the MCO waits for it; until then the last one (none before
+    /// any: nothing moves on a selection the MCO has not made yet).
+    fn selection(&mut self, mcfg: Option<&Value>) -> (Enrollment, Enrollment) {
+        if let Some(Err(stale)) = mcfg.map(facts::observed) {
+            if self.reported_stale.as_ref() != Some(&stale) {
+                tracing::info!(reason = %stale, "MachineConfiguration cluster: waiting for the MCO to answer its spec; keeping the last boot image selection");
+                self.reported_stale = Some(stale);
+            }
+            return self
+                .last_selection
+                .clone()
+                .unwrap_or((Enrollment::None, Enrollment::None));
+        }
+        self.reported_stale = None;
+        let selection = (self.enrollment(mcfg), cpms_enrollment(mcfg));
+        self.last_selection = Some(selection.clone());
+        selection
+    }
+
     fn enrollment(&mut self, mcfg: Option<&Value>) -> Enrollment {
         match facts::enrollment(mcfg) {
             Ok(e) => {
@@ -644,4 +669,35 @@ fn log_new(next: &Snapshot) {
         gate_open = next.cluster.gate.open,
         "new snapshot"
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A MachineConfiguration at `generation` whose status, observed at `observed`, selects
+    /// MachineSets in `mode`.
+    fn mc(generation: i64, observed: i64, mode: &str) -> Value {
+        serde_json::json!({
+            "metadata": {"name": "cluster", "generation": generation},
+            "status": {"observedGeneration": observed, "managedBootImagesStatus": {"machineManagers": [
+                {"resource": "machinesets", "apiGroup": "machine.openshift.io", "selection": {"mode": mode}}]}}
+        })
+    }
+
+    fn words(s: &(Enrollment, Enrollment)) -> String {
+        format!("{:?}", s.0)
+    }
+
+    /// As the MCO: a selection is followed once the status answers the spec; a newer spec
+    /// waiting for its status keeps the last one, and nothing is selected before any.
+    #[test]
+    fn the_selection_follows_only_a_status_that_answers_its_spec() {
+        let mut b = Builder::default();
+        assert_eq!(words(&b.selection(Some(&mc(2, 1, "All")))), "None");
+        assert_eq!(words(&b.selection(Some(&mc(2, 2, "All")))), "All");
+        assert_eq!(words(&b.selection(Some(&mc(3, 2, "None")))), "All");
+        assert_eq!(words(&b.selection(Some(&mc(3, 3, "None")))), "None");
+        assert_eq!(words(&b.selection(None)), "All");
+    }
 }

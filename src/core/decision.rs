@@ -143,6 +143,7 @@ fn rules(ms: &MachineSetView<'_>, snap: &Snapshot) -> Result<Decision, Decision>
     enrolled(ms, enrollment)?; // 2
     not_owned(ms)?; // 3
     machine_api_authoritative(ms)?; // 3b
+    not_hives(ms)?; // 3c
     osstream::label_carried(ms, snap.boot_images.as_deref()).map_err(unsupported)?; // 4
     not_windows(ms)?; // 5
     let boot_images = ready(snap)?; // 6
@@ -397,6 +398,25 @@ fn not_owned(ms: &MachineSetView<'_>) -> Result<(), Decision> {
         Some((kind, name)) => Err(Decision::new(
             Reason::OwnedByController,
             format!("owned by {kind}/{name}: its owner manages the providerSpec"),
+        )),
+        None => Ok(()),
+    }
+}
+
+/// The label Hive puts on the MachineSets it makes from a MachinePool (and rewrites them
+/// from it).
+pub const HIVE_MACHINE_POOL_LABEL: &str = "hive.openshift.io/machine-pool";
+
+/// 3c. Hive's: Hive makes the MachineSet from its MachinePool and writes it back whenever
+/// it differs, so a boot image set here would be reverted until the revert-loop guard gave
+/// up; the MachinePool is where its image is chosen.
+fn not_hives(ms: &MachineSetView<'_>) -> Result<(), Decision> {
+    match ms.labels().get(HIVE_MACHINE_POOL_LABEL) {
+        Some(pool) => Err(Decision::new(
+            Reason::ManagedByHive,
+            format!(
+                "made by Hive from MachinePool {pool:?} ({HIVE_MACHINE_POOL_LABEL}): Hive writes it back, so its boot image is the MachinePool's to set"
+            ),
         )),
         None => Ok(()),
     }

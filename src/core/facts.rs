@@ -137,6 +137,35 @@ fn pool_rule(
     }
 }
 
+/// MachineConfiguration `cluster` whose status does not answer its spec yet
+/// (`status.observedGeneration` behind `metadata.generation`): its
+/// `managedBootImagesStatus` may be the previous selection's.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("status.observedGeneration {observed} is behind metadata.generation {generation}")]
+pub struct NotObserved {
+    pub generation: i64,
+    pub observed: i64,
+}
+
+/// Whether the MCO has answered MachineConfiguration `cluster`'s spec: it follows
+/// `managedBootImagesStatus` only once `status.observedGeneration` equals
+/// `metadata.generation`. Without an observedGeneration (no status yet, or OpenShift 4.17
+/// and 4.18, whose MCO reads the spec) there is nothing to wait for.
+pub fn observed(machine_configuration: &Value) -> Result<(), NotObserved> {
+    let generation = machine_configuration.pointer("/metadata/generation");
+    let observed = machine_configuration.pointer("/status/observedGeneration");
+    match (
+        generation.and_then(Value::as_i64),
+        observed.and_then(Value::as_i64),
+    ) {
+        (Some(generation), Some(observed)) if observed < generation => Err(NotObserved {
+            generation,
+            observed,
+        }),
+        _ => Ok(()),
+    }
+}
+
 /// Why a MachineConfiguration's boot image selection cannot be used.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum EnrollmentError {
@@ -275,6 +304,26 @@ pub fn stub(user_data: Option<&[u8]>) -> Stub {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_selection_waits_for_the_status_to_answer_the_spec() {
+        let mc = |generation: i64, observed: Option<i64>| {
+            let mut v = serde_json::json!({"metadata": {"generation": generation}, "status": {}});
+            if let Some(o) = observed {
+                v["status"]["observedGeneration"] = o.into();
+            }
+            v
+        };
+        assert_eq!(
+            super::observed(&mc(3, Some(2))),
+            Err(super::NotObserved {
+                generation: 3,
+                observed: 2
+            })
+        );
+        assert_eq!(super::observed(&mc(3, Some(3))), Ok(()));
+        assert_eq!(super::observed(&mc(3, None)), Ok(()));
+    }
+
     use super::*;
 
     #[test]
