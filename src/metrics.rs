@@ -365,8 +365,7 @@ pub struct TouchMetrics {
     /// MachineSets left to another writer that kept putting the old image back.
     pub revert_loops: Counter,
     pub leader: Gauge,
-    /// The Lease holder's last proof of the admission policy: 1 holds, 0 does not, -1 not
-    /// known.
+    /// The Lease holder's last proof of the admission policy (its values: see its help).
     pub admission_policy_enforced: Gauge,
 }
 

@@ -39,8 +39,8 @@ pub enum Verdict {
     Unknown,
 }
 
-/// The verdict of a dry run's answer: only the policy's own denial (422 Invalid, or 403 if
-/// its validation says Forbidden, naming the policy) is proof; only success is a hole. Pure.
+/// The verdict of a dry run's answer: only the policy's own denial (Invalid, or Forbidden if
+/// its validation says so, naming the policy) is proof; only success is a hole. Pure.
 pub fn classify(answer: Result<(), &Fault>) -> Verdict {
     let needle = format!("ValidatingAdmissionPolicy '{}'", apis::ADMISSION_POLICY);
     match answer {
@@ -101,7 +101,7 @@ fn probe_patch(o: &Value) -> Value {
     }
 }
 
-/// A `spec.replicas` other than the MachineSet's (absent reads as the schema's default, 1).
+/// A `spec.replicas` other than the MachineSet's (absent reads as the schema's default).
 fn other_replicas(ms: &Value) -> i64 {
     let now = ms["spec"]["replicas"].as_i64().unwrap_or(1);
     if now < i64::from(i32::MAX) {
@@ -295,7 +295,7 @@ mod tests {
             other_replicas(&ms(json!(i32::MAX))),
             i64::from(i32::MAX) - 1
         );
-        // Absent: the schema's default, 1.
+        // Absent: the schema's default.
         assert_eq!(other_replicas(&json!({"kind": "MachineSet"})), 2);
     }
 
