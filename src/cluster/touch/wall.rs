@@ -172,7 +172,7 @@ impl Toucher {
                 // folds the repeats into one Event, kept fresh); the retries in between
                 // only probe.
                 if before != Some(false) || due {
-                    let note = not_enforced_note(name);
+                    let note = not_enforced_note(ms);
                     tracing::error!(condition = NOT_ENFORCED, machineset = %name, "{note}");
                     self.tell(ms, EventType::Warning, NOT_ENFORCED, note).await;
                 } else {
@@ -219,9 +219,15 @@ impl Toucher {
     }
 }
 
-fn not_enforced_note(name: &str) -> String {
+fn not_enforced_note(probed: &Value) -> String {
+    let name = probed["metadata"]["name"].as_str().unwrap_or_default();
+    let what = if is_cpms(probed) {
+        format!("a label of ControlPlaneMachineSet {name}")
+    } else {
+        format!("spec.replicas of MachineSet {name}")
+    };
     format!(
-        "the ValidatingAdmissionPolicy {policy} did not deny a dry-run change of spec.replicas of MachineSet {name} by this ServiceAccount: the policy or its binding is missing or not enforced, so the ServiceAccount's writes are not limited to boot images. Not touching MachineSets until it holds again; re-apply the manifests (policy and binding {policy}).",
+        "the ValidatingAdmissionPolicy {policy} did not deny a dry-run change of {what} by this ServiceAccount: the policy or its binding is missing or not enforced, so the ServiceAccount's writes are not limited to boot images. Not touching MachineSets until it holds again; re-apply the manifests (policy and binding {policy}).",
         policy = apis::ADMISSION_POLICY
     )
 }
@@ -284,6 +290,20 @@ mod tests {
         for fault in &unknown {
             assert_eq!(classify(Err(fault)), Verdict::Unknown, "{fault}");
         }
+    }
+
+    #[test]
+    fn the_warning_names_what_was_probed_and_the_fix() {
+        let ms = json!({"kind": "MachineSet", "metadata": {"name": "ms-a"}});
+        let cpms = json!({"kind": "ControlPlaneMachineSet", "metadata": {"name": "cluster"}});
+        let note = not_enforced_note(&ms);
+        assert!(note.contains("spec.replicas of MachineSet ms-a"), "{note}");
+        assert!(note.contains("re-apply the manifests"), "{note}");
+        let note = not_enforced_note(&cpms);
+        assert!(
+            note.contains("a label of ControlPlaneMachineSet cluster"),
+            "{note}"
+        );
     }
 
     #[test]
