@@ -372,6 +372,11 @@ fn start_touching(
         .unwrap_or_else(|| client.default_namespace().to_owned());
     let identity = identity(args);
     tracing::info!(lease = %format_args!("{namespace}/{}", args.lease_name), %identity, "watching the cluster; touching MachineSets while holding the Lease");
+    if args.no_admission_policy_check {
+        tracing::warn!(
+            "--no-admission-policy-check: touching without proving that the admission policy limits these writes"
+        );
+    }
     let toucher = Toucher::new(
         client.clone(),
         running.snapshot.clone(),
@@ -383,6 +388,7 @@ fn start_touching(
             backoff: args.touch_backoff,
             control_plane_machine_sets: args.read.control_plane_machine_sets,
             upgrade_stub_ignition: args.upgrade_stub_ignition,
+            admission_policy_check: !args.no_admission_policy_check,
         },
         running.metrics.clone(),
         identity.clone(),

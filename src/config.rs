@@ -341,6 +341,10 @@ pub struct ClusterArgs {
     /// Never touch MachineSets (and take no Lease): serve and watch only.
     #[arg(long, env = "BOOTIMAGE_WEBHOOK_NO_TOUCH")]
     pub no_touch: bool,
+    /// Touch without first proving that the ValidatingAdmissionPolicy limits our writes:
+    /// for a kubeconfig the policy does not bind (a developer's). The manifests never set it.
+    #[arg(long, env = "BOOTIMAGE_WEBHOOK_NO_ADMISSION_POLICY_CHECK")]
+    pub no_admission_policy_check: bool,
     /// Delay before the second touch of a MachineSet whose image did not move (doubles),
     /// and before a pass stopped by a fault of the API server is tried again (doubles to
     /// 30 s, jittered).

@@ -365,6 +365,8 @@ pub struct TouchMetrics {
     /// MachineSets left to another writer that kept putting the old image back.
     pub revert_loops: Counter,
     pub leader: Gauge,
+    /// The Lease holder's last proof of the admission policy (its values: see its help).
+    pub admission_policy_enforced: Gauge,
 }
 
 impl TouchMetrics {
@@ -412,6 +414,12 @@ impl TouchMetrics {
             "leader",
             "1 while this replica holds the touch Lease",
         );
+        let admission_policy_enforced: Gauge = registered(
+            registry,
+            "admission_policy_enforced",
+            "1 when the Lease holder's last probe (a server-side dry run of a write the ValidatingAdmissionPolicy must deny) was denied by the policy, 0 when it was admitted (the policy is not in force: nothing is touched until it is), -1 when not known (no verdict yet, or not the Lease holder)",
+        );
+        admission_policy_enforced.set(-1);
         TouchMetrics {
             touches,
             machinesets,
@@ -421,6 +429,7 @@ impl TouchMetrics {
             given_up,
             revert_loops,
             leader,
+            admission_policy_enforced,
         }
     }
 
@@ -473,6 +482,8 @@ mod tests {
             r#"bootimage_webhook_touches_total{outcome="not_moved"} 1"#,
             "bootimage_webhook_request_duration_seconds_count 2",
             "bootimage_webhook_certificate_reload_errors_total 0",
+            // Not known until the Lease holder's first probe.
+            "bootimage_webhook_admission_policy_enforced -1",
         ] {
             assert!(text.contains(line), "{line} not in:\n{text}");
         }

@@ -339,6 +339,8 @@ fn serve_touching(api: &ApiServer, certs: &Path, endpoint: &str) -> Served {
     let mut cmd = binary::serve_command();
     cmd.args(["--touch-settle", "0s", "--touch-resync", "2s"])
         .args(["--touch-backoff", "200ms"])
+        // An administrator's kubeconfig, which the admission policy does not bind.
+        .arg("--no-admission-policy-check")
         .args(["--pod-name", "replica-0", "--pod-namespace", "default"])
         .arg("--tls-cert-file")
         .arg(certs.join("tls.crt"))
@@ -508,6 +510,8 @@ impl NoOwnCredentials {
         certs.write(dir.path()).unwrap();
         let mut cmd = binary::serve_command();
         cmd.args(["--touch-settle", "0s", "--touch-resync", "2s"])
+            // This world has the RBAC but not the admission policy.
+            .arg("--no-admission-policy-check")
             .args(["--pod-name", "replica-0", "--pod-namespace", OWN_NS])
             .arg("--aws-machine-api-credentials")
             .env(MARKETPLACE, "true")

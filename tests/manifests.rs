@@ -670,6 +670,14 @@ fn openshift_builds_alert_on_fail_open_give_up_and_down() {
             "{}: an alert on the webhook being down (up)",
             b.name
         );
+        assert!(
+            exprs.iter().any(
+                |e| e.contains("bootimage_webhook_admission_policy_enforced")
+                    && e.ends_with("== 0")
+            ),
+            "{}: an alert on the admission policy not in force",
+            b.name
+        );
     }
 }
 

@@ -375,11 +375,8 @@ fn the_default_install_grants_no_secret_read_by_kind_and_no_write_beyond_the_tou
 fn the_admission_policy_holds_the_service_account_to_boot_images() {
     for build in ["manifests", "manifests/overlays/cert-manager"] {
         let docs = render(build);
-        let policy = find(
-            &docs,
-            "ValidatingAdmissionPolicy",
-            "bootimage-webhook-boot-images-only",
-        );
+        // The name the toucher's probe recognises the policy's denials by.
+        let policy = find(&docs, "ValidatingAdmissionPolicy", apis::ADMISSION_POLICY);
         assert_eq!(policy["apiVersion"], "admissionregistration.k8s.io/v1");
         let spec = &policy["spec"];
         assert_eq!(spec["failurePolicy"], "Fail");
@@ -424,12 +421,9 @@ fn the_admission_policy_holds_the_service_account_to_boot_images() {
         let binding = find(
             &docs,
             "ValidatingAdmissionPolicyBinding",
-            "bootimage-webhook-boot-images-only",
+            apis::ADMISSION_POLICY,
         );
-        assert_eq!(
-            binding["spec"]["policyName"],
-            "bootimage-webhook-boot-images-only"
-        );
+        assert_eq!(binding["spec"]["policyName"], apis::ADMISSION_POLICY);
         assert_eq!(
             binding["spec"]["validationActions"],
             serde_json::json!(["Deny"])

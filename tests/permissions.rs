@@ -7,15 +7,18 @@
 //! deletes no MachineSet, and the ValidatingAdmissionPolicy lets its writes move boot
 //! images and nothing else, while administrators write as before. And a MachineSet naming
 //! a Secret outside the grant is left alone, said so everywhere an administrator looks.
+//! And the webhook checks the policy itself: without it, it stops touching and says so.
 
 mod support;
 
 use std::time::Duration;
 
 use bootimage_webhook::cluster::apis;
+use bootimage_webhook::cluster::touch::wall;
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 use support::cluster::*;
+use support::thief::*;
 use support::{CURRENT_X86, cpms_image};
 
 /// `kubectl auth can-i VERB RESOURCE[/NAME] [--subresource SUB] -n NS --as <the
@@ -349,78 +352,6 @@ fn a_secret_outside_the_grant_is_named_and_never_read() {
     c.assert_nothing_refused(&[&a]);
 }
 
-const CONFIGMAP: &str = "the ConfigMap openshift-machine-config-operator/coreos-bootimages";
-
-/// A MachineSet named `name` whose providerSpec value is `value` (any platform's).
-fn with_provider_spec(name: &str, value: Value) -> Value {
-    let mut ms = machineset(name, OLD);
-    *ms.pointer_mut(PROVIDER).unwrap() = value;
-    ms
-}
-
-/// A JSON patch that replaces `field` of the providerSpec value.
-fn replace_field(field: &str, value: Value) -> Value {
-    json!([{"op": "replace", "path": format!("{PROVIDER}/{field}"), "value": value}])
-}
-
-/// One platform's boot image field: its value in a new MachineSet, the ConfigMap's target
-/// for it (tests/fixtures/configmap-coreos-bootimages.assembled.yaml, in `stream` and
-/// `streams`, the installer's full-size document), and values a thief would like.
-struct FieldCase {
-    name: &'static str,
-    value: Value,
-    field: &'static str,
-    target: Value,
-    others: Vec<Value>,
-}
-
-fn platform_cases() -> Vec<FieldCase> {
-    let azure = |sku: &str, version: &str, publisher: &str| {
-        json!({"publisher": publisher, "offer": "aro4", "sku": sku, "version": version,
-               "resourceID": "", "type": "MarketplaceNoPlan"})
-    };
-    vec![
-        FieldCase {
-            name: "ms-aws",
-            value: json!({"kind": "AWSMachineProviderConfig", "ami": {"id": "ami-0123456789abcdef0"},
-                          "placement": {"region": "us-east-1"}, "instanceType": "m6i.xlarge"}),
-            field: "ami",
-            target: json!({"id": "ami-0fbc8be8796dc1df5"}),
-            others: vec![
-                json!({"id": "ami-0badbadbadbadbad0"}),
-                json!({"id": "ami-0fbc8be8796dc1df5", "arn": "arn:aws:ec2:us-east-1::image/ami-0badbadbadbadbad0"}),
-                json!({"filters": [{"name": "name", "values": ["evil*"]}]}),
-            ],
-        },
-        FieldCase {
-            name: "ms-azure",
-            value: json!({"kind": "AzureMachineProviderSpec", "vmSize": "Standard_D4s_v3",
-                          "image": {"resourceID": "/resourceGroups/infra1-rg/providers/Microsoft.Compute/images/infra1",
-                                    "publisher": "", "offer": "", "sku": "", "version": "", "type": ""}}),
-            field: "image",
-            target: azure("420-v2", "9.6.20251015", "azureopenshift"),
-            others: vec![
-                azure("420-v2", "9.6.20251016", "azureopenshift"),
-                azure("420-v2", "9.6.20251015", "redhat"),
-                json!({"resourceID": "/CommunityGalleries/evil/Images/x/Versions/1", "publisher": "",
-                       "offer": "", "sku": "", "version": "", "type": ""}),
-            ],
-        },
-        FieldCase {
-            name: "ms-vsphere",
-            value: json!({"kind": "VSphereMachineProviderSpec", "template": "infra1-rhcos-us-east-us-east-1a",
-                          "workspace": {"server": "vcenter.example.com", "datacenter": "dc1"}}),
-            field: "template",
-            target: json!("infra1-rhcos-9.8.20260428-0-us-east-1a"),
-            others: vec![
-                json!("evil-template"),
-                json!("infra1-rhcos-9.9.20990101-0-us-east-1a"),
-                json!("/dc1/vm/infra1-rhcos-9.8.20260428-0-us-east-1a"),
-            ],
-        },
-    ]
-}
-
 /// With the ServiceAccount's own token: each platform's boot image moves to the ConfigMap's
 /// target, and to nothing else (on the world's full-size stream documents, which the policy
 /// reads as its parameter).
@@ -561,14 +492,6 @@ fn with_its_component_an_ami_beyond_the_streams_replaces_only_another() {
     );
 }
 
-/// The installer's spec-2 stub Ignition (4.5-era, its CA shortened).
-const SPEC2: &str = r#"{"ignition":{"config":{"append":[{"source":"https://api-int.c1.example.com:22623/config/worker","verification":{}}]},"security":{"tls":{"certificateAuthorities":[{"source":"data:text/plain;charset=utf-8;base64,LS0tLS1CRUdJTg==","verification":{}}]}},"timeouts":{},"version":"2.2.0"},"networkd":{},"passwd":{},"storage":{},"systemd":{}}"#;
-
-fn b64(bytes: &[u8]) -> String {
-    use base64::Engine;
-    base64::engine::general_purpose::STANDARD.encode(bytes)
-}
-
 /// The API server's answer to an update (PUT) of `object`, as the upgrader writes: `Ok`
 /// when stored, else its message.
 fn update(s: &Stolen, object: &Value) -> Result<(), String> {
@@ -658,4 +581,155 @@ fn with_its_component_a_stolen_token_writes_only_a_faithful_stub_upgrade() {
     let stored = c.api.get_json(["secret", "worker-user-data", "-n", NS]);
     assert_eq!(stored["data"]["userData"], b64(&faithful));
     assert_eq!(stored["data"]["userData-spec2-backup"], b64(old));
+}
+
+/// The shipped `--touch-resync`: a policy that stops holding is found within it.
+const SHIPPED_RESYNC: Duration = Duration::from_secs(600);
+
+/// The wall checks itself: with the shipped manifests the Lease holder's probe (a dry-run
+/// change of spec.replicas, as itself) is denied by the policy and touching goes on; with
+/// the binding deleted, within one resync at the shipped defaults the probe is admitted
+/// and the Lease holder stops touching, says why in its log, an Event, its gauge and
+/// `status`; with the binding back, touching resumes.
+#[test]
+fn without_its_admission_policy_the_webhook_stops_touching_and_says_why() {
+    let c = Cluster::start(true).with_shipped_touch();
+    c.create(&machineset("ms-a", OLD));
+    let ms = stolen(&c, &apis::MACHINESET);
+    eventually(
+        "the policy to deny the ServiceAccount's dry-run scaling",
+        Duration::from_secs(60),
+        String::new,
+        || dry_run_scale(&ms, "ms-a").filter(|e| e.contains(POLICY)),
+    );
+    let a = c.holder(&[]);
+    the_wall_holds_and_touching_goes_on(&c, &a);
+
+    let binding = c
+        .rendered
+        .iter()
+        .find(|d| d["kind"] == "ValidatingAdmissionPolicyBinding")
+        .expect("the render has the binding")
+        .clone();
+    c.kubectl(&[
+        "delete",
+        "validatingadmissionpolicybinding",
+        apis::ADMISSION_POLICY,
+    ]);
+    eventually(
+        "the Lease holder to find the policy not enforced",
+        SHIPPED_RESYNC + Duration::from_secs(30),
+        || a.served.log_text(),
+        || (policy_gauge(&a) == Some(0)).then_some(()),
+    );
+    the_hole_is_told_and_nothing_is_touched(&c, &a);
+
+    c.create_all(&[&binding]);
+    eventually(
+        "touching to resume: ms-a moves to the new stream",
+        Duration::from_secs(120),
+        || a.served.log_text(),
+        || (image(&c.get("ms-a")) == NEWER).then_some(()),
+    );
+    assert_eq!(policy_gauge(&a), Some(1));
+    a.wait_line(wall::ENFORCED);
+    let resumed = events_of(&c, wall::ENFORCED, "ms-a");
+    assert_eq!(resumed.first().map(|e| &e["type"]), Some(&json!("Normal")));
+    assert!(!status(&c, "table").contains("NOT in force"));
+    c.assert_nothing_refused(&[&a]);
+}
+
+/// A server-side dry run of a change of `name`'s replicas: `None` if it would be stored,
+/// else the API server's refusal.
+fn dry_run_scale(s: &Stolen, name: &str) -> Option<String> {
+    let params = PatchParams {
+        dry_run: true,
+        ..PatchParams::default()
+    };
+    let patch = json!({"spec": {"replicas": 7}});
+    s.rt.block_on(s.api.patch(name, &params, &Patch::Merge(&patch)))
+        .err()
+        .map(|e| e.to_string())
+}
+
+fn policy_gauge(a: &Replica) -> Option<i64> {
+    metric(a, "bootimage_webhook_admission_policy_enforced")
+}
+
+/// The first pass probes, is denied, and touches ms-a as before; the probe stored nothing.
+fn the_wall_holds_and_touching_goes_on(c: &Cluster, a: &Replica) {
+    eventually(
+        "ms-a to move",
+        Duration::from_secs(60),
+        || a.served.log_text(),
+        || (image(&c.get("ms-a")) == CURRENT_X86).then_some(()),
+    );
+    assert_eq!(policy_gauge(a), Some(1));
+    let events = c.audit();
+    let probes: Vec<&Value> = events
+        .iter()
+        .filter(|e| is_ours(e) && is_dry_run(e) && e["stage"] == "ResponseComplete")
+        .collect();
+    assert!(!probes.is_empty(), "no dry-run probe audited");
+    for p in &probes {
+        assert_eq!(p["verb"], "patch", "{p}");
+        assert_eq!(p["responseStatus"]["code"], 422, "{p}");
+    }
+    // More than one if the first came before the apiserver called the new webhook.
+    let touched = touches(&events, Some(&a.jti));
+    assert!(
+        !touched.is_empty() && touched.iter().all(|n| n == "ms-a"),
+        "{touched:?}"
+    );
+    assert_eq!(c.get("ms-a")["spec"]["replicas"], 1);
+    assert!(
+        a.lines(wall::NOT_ENFORCED).is_empty(),
+        "{}",
+        a.served.log_text()
+    );
+    assert!(status(c, "table").contains("Admission policy: in force"));
+}
+
+/// The hole is told in the log, an Event, `status`; a new stream then moves nothing.
+fn the_hole_is_told_and_nothing_is_touched(c: &Cluster, a: &Replica) {
+    let said = a.lines(wall::NOT_ENFORCED);
+    assert!(
+        said.iter().any(|l| l.contains("re-apply the manifests")),
+        "{said:?}"
+    );
+    let events = eventually(
+        "the Warning Event",
+        Duration::from_secs(30),
+        || a.served.log_text(),
+        || {
+            let e = events_of(c, wall::NOT_ENFORCED, "ms-a");
+            (!e.is_empty()).then_some(e)
+        },
+    );
+    assert_eq!(events[0]["type"], "Warning");
+    let table = status(c, "table");
+    assert!(
+        table.contains("Admission policy: NOT in force (ValidatingAdmissionPolicyBinding bootimage-webhook-boot-images-only not found): touching is stopped"),
+        "{table}"
+    );
+    let report = status_json(c);
+    assert_eq!(report["admissionPolicy"]["present"], false, "{report}");
+    assert_eq!(report["admissionPolicy"]["toucherFoundEnforced"], false);
+
+    let mark = c.audit().len();
+    c.set_stream(&stream_with_gcp_image(NEWER_NAME));
+    // The pass the new stream brings (after the shipped settle) and the retries probe,
+    // are admitted, and stop there.
+    std::thread::sleep(Duration::from_secs(20));
+    assert_eq!(image(&c.get("ms-a")), CURRENT_X86);
+    let events = c.audit();
+    assert_eq!(touches(&events[mark..], None), Vec::<String>::new());
+    assert!(
+        events[mark..].iter().any(|e| is_ours(e)
+            && is_dry_run(e)
+            && e["stage"] == "ResponseComplete"
+            && e["responseStatus"]["code"] == 200),
+        "no admitted probe after the new stream"
+    );
+    assert_eq!(policy_gauge(a), Some(0));
 }

@@ -41,6 +41,10 @@ pub const MCO_NAMESPACE: &str = "openshift-machine-config-operator";
 pub const MACHINE_API_NAMESPACE: &str = "openshift-machine-api";
 pub const BOOTIMAGES_CONFIGMAP: &str = "coreos-bootimages";
 pub const LEASE_NAME: &str = "bootimage-webhook";
+/// The ValidatingAdmissionPolicy that limits this ServiceAccount's MachineSet writes to boot
+/// images, and its binding (`manifests/base/validatingadmissionpolicy.yaml`); the toucher
+/// probes that it holds.
+pub const ADMISSION_POLICY: &str = "bootimage-webhook-boot-images-only";
 
 const LIST_WATCH: &[&str] = &["list", "watch"];
 const LIST_WATCH_GET: &[&str] = &["get", "list", "watch"];
@@ -144,7 +148,7 @@ pub const MACHINESET: Call = Call {
     scope: Scope::Namespace(MACHINE_API_NAMESPACE),
     names: &[],
     verbs: &["list", "watch", "patch"],
-    why: "touch::Toucher::pass: list, then merge-patch the touch annotation; watch::start_stubs: watched, to wake the toucher; vsphere::Background::list: which templates are waited for and named",
+    why: "touch::Toucher::pass: list, then merge-patch the touch annotation; touch::wall: a server-side dry-run merge patch of spec.replicas, which the admission policy must deny; watch::start_stubs: watched, to wake the toucher; vsphere::Background::list: which templates are waited for and named",
 };
 pub const CONTROLPLANEMACHINESET: Call = Call {
     group: "machine.openshift.io",
@@ -154,7 +158,7 @@ pub const CONTROLPLANEMACHINESET: Call = Call {
     scope: Scope::Namespace(MACHINE_API_NAMESPACE),
     names: &[],
     verbs: &["list", "watch", "patch"],
-    why: "touch::Toucher::pass, status: with --control-plane-machine-sets, list, then merge-patch the touch annotation; watch::start_stubs: watched, to wake the toucher",
+    why: "touch::Toucher::pass, status: with --control-plane-machine-sets, list, then merge-patch the touch annotation; touch::wall: with no MachineSet, a server-side dry-run merge patch of a label, which the admission policy must deny; watch::start_stubs: watched, to wake the toucher",
 };
 pub const EVENT: Call = Call {
     group: "events.k8s.io",
@@ -164,7 +168,7 @@ pub const EVENT: Call = Call {
     scope: Scope::Namespace(MACHINE_API_NAMESPACE),
     names: &[],
     verbs: &["create", "patch"],
-    why: "touch::Toucher::give_up, vsphere::Background::warn: kube-runtime Recorder (create, then patch a repeat)",
+    why: "touch::Toucher::give_up, touch::wall, vsphere::Background::warn: kube-runtime Recorder (create, then patch a repeat)",
 };
 pub const LEASE: Call = Call {
     group: "coordination.k8s.io",

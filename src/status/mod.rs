@@ -29,7 +29,9 @@ use crate::core::snapshot::{self, Gate, Snapshot};
 use crate::health::Health;
 use crate::metrics::Metrics;
 
+mod policy;
 mod render;
+pub use policy::PolicyState;
 pub use render::render;
 
 /// One MachineSet as `status` shows it.
@@ -77,6 +79,9 @@ pub struct Report {
     /// imports that carry no marker of it: never deleted or used.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub vsphere_unmarked: Vec<String>,
+    /// The ValidatingAdmissionPolicy that limits the webhook's writes: while it does not
+    /// hold, nothing is touched.
+    pub admission_policy: PolicyState,
     pub machine_sets: Vec<Row>,
 }
 
@@ -372,6 +377,7 @@ pub async fn report(args: &StatusArgs) -> anyhow::Result<Report> {
     // The toucher's give-ups, as its Events tell them (none readable: none shown).
     let events = events(client.clone(), &args.read.machine_api_namespace).await;
     let machine_configuration = machine_configuration(client.clone()).await;
+    let admission_policy = policy::policy(&client, &events).await;
     let (snap, ec2) = ask_ec2(&client, args, &objects, &snapshot).await;
     let snap = ask_vcenter(&client, args, snap).await;
     let machine_sets = rows(&objects, &events, &snap);
@@ -400,6 +406,7 @@ pub async fn report(args: &StatusArgs) -> anyhow::Result<Report> {
             .as_ref()
             .map(|l| l.unmarked.iter().cloned().collect())
             .unwrap_or_default(),
+        admission_policy,
         machine_sets,
     })
 }

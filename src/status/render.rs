@@ -103,6 +103,7 @@ pub fn render(report: &Report, output: StatusOutput) -> String {
             None => out.push_str(&format!("EC2: {asked}\n")),
         }
     }
+    out.push_str(&super::policy::line(&report.admission_policy));
     if !report.vsphere_unmarked.is_empty() {
         out.push_str(&format!(
             "vSphere: named like our templates but not marked as ours (never deleted or used): {}\n",

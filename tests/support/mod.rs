@@ -45,6 +45,7 @@ pub mod render;
 pub mod report;
 pub mod servers;
 pub mod stream;
+pub mod thief;
 pub mod vcsim;
 pub mod volume;
 pub mod vsphere;

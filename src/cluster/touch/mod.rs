@@ -3,11 +3,13 @@
 //! passes the webhook, which injects the image. The returned object is checked; three
 //! touches that do not move the image for the same target end in an Event, a metric and
 //! silence (the hot-loop guard). A pass stopped by a fault of the moment is tried again
-//! with backoff ([`retry`]). At steady state nothing is written.
+//! with backoff ([`retry`]). At steady state nothing is written. Nothing is written either
+//! while the admission policy that limits these writes is not proven in force ([`wall`]).
 
 mod plan;
 mod report;
 mod retry;
+pub mod wall;
 
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
@@ -23,6 +25,7 @@ use tokio::sync::watch;
 
 pub use plan::{Census, Looping, Planned, census, plan, revert_loops};
 use retry::{Backoff, Fault, within};
+use wall::Wall;
 
 use crate::cluster::apis;
 use crate::cluster::lease::LeaseCheck;
@@ -54,6 +57,8 @@ pub struct TouchSettings {
     pub control_plane_machine_sets: bool,
     /// `--upgrade-stub-ignition`: spec-2 stubs in the way are upgraded first.
     pub upgrade_stub_ignition: bool,
+    /// Prove the admission policy holds before writing (off: `--no-admission-policy-check`).
+    pub admission_policy_check: bool,
 }
 
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -96,6 +101,8 @@ pub struct Toucher {
     grants_reported: HashSet<(String, String)>,
     /// With `--upgrade-stub-ignition`.
     stubs: Option<Upgrader>,
+    /// Whether the admission policy holds, as this Lease term's probes proved it.
+    wall: Wall,
 }
 
 /// How one MachineSet's touches ended.
@@ -128,6 +135,16 @@ pub enum PassError {
         #[source]
         source: Fault,
     },
+    #[error(
+        "the ValidatingAdmissionPolicy {} does not hold this ServiceAccount's writes: not touching",
+        apis::ADMISSION_POLICY
+    )]
+    PolicyNotEnforced,
+    #[error(
+        "whether the ValidatingAdmissionPolicy {} holds is not known yet: not touching",
+        apis::ADMISSION_POLICY
+    )]
+    PolicyUnproven,
 }
 
 impl Toucher {
@@ -178,6 +195,7 @@ impl Toucher {
             moves_reported: HashSet::new(),
             grants_reported: HashSet::new(),
             stubs,
+            wall: Wall::default(),
         }
     }
 
@@ -203,6 +221,7 @@ impl Toucher {
                 "holding the touch Lease: touching MachineSets that need the new boot image"
             );
             changes.mark_changed();
+            self.wall = Wall::new_term();
             let mut resync = tokio::time::interval(self.settings.resync);
             resync.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             resync.tick().await;
@@ -214,7 +233,7 @@ impl Toucher {
                     // A new MachineSet, a revert, a write the webhook missed: now, not at
                     // the resync.
                     _ = machinesets_changed.notified() => MACHINESET_SETTLE,
-                    _ = resync.tick() => Duration::ZERO,
+                    _ = resync.tick() => { self.wall.due = true; Duration::ZERO }
                     _ = sleep_until(retry) => Duration::ZERO,
                     _ = until(&mut leader, false) => break,
                     _ = until(&mut stop, true) => return,
@@ -237,11 +256,17 @@ impl Toucher {
                     Err(e) => {
                         let wait = backoff.next_delay();
                         retry = Some(tokio::time::Instant::now() + wait);
-                        tracing::warn!(error = %e, retry_in = ?wait, "touch pass stopped; trying again after a backoff");
+                        if matches!(e, PassError::PolicyNotEnforced | PassError::PolicyUnproven) {
+                            // The wall's probe said why, once, with its condition.
+                            tracing::debug!(error = %e, retry_in = ?wait, "touch pass stopped; probing again after a backoff");
+                        } else {
+                            tracing::warn!(error = %e, retry_in = ?wait, "touch pass stopped; trying again after a backoff");
+                        }
                     }
                 }
             }
             self.metrics.touch.census(None, 0, None);
+            self.metrics.touch.admission_policy_enforced.set(-1);
             tracing::warn!("lost the touch Lease: touching stopped");
         }
     }
@@ -278,10 +303,6 @@ impl Toucher {
         }
         let objects = self.list().await.map_err(PassError::List)?;
         let snap = self.snapshot.load_full();
-        if let Some(mut upgrader) = self.stubs.take() {
-            self.upgrade_stubs(&mut upgrader, &objects, &snap).await;
-            self.stubs = Some(upgrader);
-        }
         let planned = plan(&objects, &snap);
         // Forget give-ups for targets that no longer apply, so A -> B -> A tries A again.
         let wanted: HashSet<(String, String)> = planned
@@ -289,9 +310,21 @@ impl Toucher {
             .map(|p| (p.uid.clone(), p.target.clone()))
             .collect();
         self.given_up.retain(|k| wanted.contains(k));
+        let work = planned
+            .iter()
+            .any(|p| !self.given_up.contains(&(p.uid.clone(), p.target.clone())))
+            || (self.stubs.is_some()
+                && !crate::cluster::stub_upgrade::candidates(&objects, &snap).is_empty());
+        let wall = self.wall_holds(&objects, work).await;
+        // What the pass tells, it tells whether it may write or not.
         self.report_revert_loops(&objects, &snap).await;
         self.report_not_granted(&objects, &snap).await;
         self.count(&objects, &snap).await;
+        wall?;
+        if let Some(mut upgrader) = self.stubs.take() {
+            self.upgrade_stubs(&mut upgrader, &objects, &snap).await;
+            self.stubs = Some(upgrader);
+        }
         let mut stats = PassStats {
             listed: objects.len(),
             planned: planned.len(),

@@ -16,8 +16,16 @@ pub fn with_token(e: &Value, jti: &str) -> bool {
         .is_some_and(|ids| ids.iter().any(|i| i == &json!(format!("JTI={jti}"))))
 }
 
+/// Whether the audit event is of a server-side dry run (nothing stored).
+pub fn is_dry_run(e: &Value) -> bool {
+    e["requestURI"]
+        .as_str()
+        .is_some_and(|u| u.contains("dryRun="))
+}
+
 /// The touches in `events`: MachineSet patches by our ServiceAccount (of one token, if
-/// `jti` is given), by MachineSet name, in order.
+/// `jti` is given), by MachineSet name, in order; not the dry runs that probe the
+/// admission policy.
 pub fn touches(events: &[Value], jti: Option<&str>) -> Vec<String> {
     events
         .iter()
@@ -27,6 +35,7 @@ pub fn touches(events: &[Value], jti: Option<&str>) -> Vec<String> {
                 && e["stage"] == "ResponseComplete"
                 && e["objectRef"]["resource"] == "machinesets"
                 && e["objectRef"].get("subresource").is_none()
+                && !is_dry_run(e)
                 && jti.is_none_or(|j| with_token(e, j))
         })
         .map(|e| e["objectRef"]["name"].as_str().unwrap_or("").to_owned())
