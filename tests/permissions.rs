@@ -608,7 +608,10 @@ fn without_its_admission_policy_the_webhook_stops_touching_and_says_why() {
     let binding = c
         .rendered
         .iter()
-        .find(|d| d["kind"] == "ValidatingAdmissionPolicyBinding")
+        .find(|d| {
+            d["kind"] == "ValidatingAdmissionPolicyBinding"
+                && d["metadata"]["name"] == apis::ADMISSION_POLICY
+        })
         .expect("the render has the binding")
         .clone();
     c.kubectl(&[
