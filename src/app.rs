@@ -38,6 +38,8 @@ pub struct Settings {
     pub cert_reload_interval: Duration,
     pub limits: ConnLimits,
     pub body_timeout: Duration,
+    /// `--min-body-rate`, bytes a second.
+    pub min_body_rate: u64,
     /// `--max-body-bytes-in-flight`.
     pub max_body_bytes_in_flight: usize,
     pub drain_timeout: Duration,
@@ -113,6 +115,7 @@ pub async fn start(
         wanted: wanted.clone(),
         wanted_template: wanted_template.clone(),
         body_timeout: settings.body_timeout,
+        min_body_rate: settings.min_body_rate,
         refusals: refusals.clone(),
         budget: Budget::new(
             settings.max_body_bytes_in_flight,
@@ -213,6 +216,7 @@ fn resolve(args: &ServeArgs) -> anyhow::Result<Settings> {
             idle_timeout: args.idle_timeout,
         },
         body_timeout: args.body_timeout,
+        min_body_rate: args.min_body_rate,
         max_body_bytes_in_flight: args.max_body_bytes_in_flight,
         drain_timeout: args.drain_timeout,
     })

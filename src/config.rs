@@ -137,6 +137,10 @@ fn period(s: &str) -> Result<Duration, String> {
 /// connections' buffers and what a review costs beside its body.
 pub const DEFAULT_MAX_BODY_BYTES_IN_FLIGHT: usize = 32 * 1024 * 1024;
 
+/// Far below the network's speed, at which an apiserver sends a review, and fast enough for
+/// the largest body to arrive within the default body timeout.
+pub const DEFAULT_MIN_BODY_RATE: u64 = 1024 * 1024;
+
 /// Room for the largest body beside the reserve for small ones, and no more than a
 /// machine may have.
 fn body_budget(s: &str) -> Result<usize, String> {
@@ -205,6 +209,10 @@ pub struct ServeArgs {
     /// Time a client has to send a request body, and to finish the TLS handshake.
     #[arg(long, env = "BOOTIMAGE_WEBHOOK_BODY_TIMEOUT", value_parser = duration, default_value = "10s")]
     pub body_timeout: Duration,
+    /// Bytes a second a request body must keep up on average, after a grace of a second
+    /// for its first bytes: a slower one is refused with 408 and its charge given back.
+    #[arg(long, env = "BOOTIMAGE_WEBHOOK_MIN_BODY_RATE", value_parser = clap::value_parser!(u64).range(1..), default_value_t = DEFAULT_MIN_BODY_RATE)]
+    pub min_body_rate: u64,
     /// Bytes of request bodies held at once, across all connections: a body whose
     /// length (the largest allowed, 8 MiB, when it is not declared) does not fit in what
     /// is left is refused at once with 503 and `Retry-After: 1`. A quarter is kept for
@@ -568,6 +576,7 @@ mod tests {
         };
         assert_eq!(s.cert_reload_interval, Duration::from_secs(10));
         assert_eq!(s.max_body_bytes_in_flight, 32 * 1024 * 1024);
+        assert_eq!(s.min_body_rate, 1024 * 1024);
         assert_eq!(s.tls_min_version, None, "the cluster's profile decides");
         assert_eq!(s.tls_cipher_suites, None);
         for (given, want) in [

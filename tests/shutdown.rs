@@ -82,10 +82,12 @@ async fn sigterm_during_a_stream_of_requests_fails_none() {
 }
 
 /// The binary with a one-second shutdown delay and a ten-second drain, serving the
-/// certificate in `dir`.
+/// certificate in `dir`, bodies held to no real minimum rate.
 fn serve_with_delays(dir: &std::path::Path) -> Served {
     let mut cmd = serve_command();
     cmd.args(["--shutdown-delay", "1s", "--drain-timeout", "10s"])
+        // The slow upload is far slower than a body must be by default.
+        .args(["--min-body-rate", "1"])
         .arg("--tls-cert-file")
         .arg(dir.join("tls.crt"))
         .arg("--tls-private-key-file")

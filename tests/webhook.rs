@@ -7,7 +7,6 @@ mod support;
 use std::time::Duration;
 
 use bootimage_webhook::core::decision::BOOT_IMAGE_ANNOTATION;
-use bootimage_webhook::serve::server::MAX_BODY;
 use bootimage_webhook::serve::tls::MinVersion;
 use serde_json::{Value, json};
 use support::{
@@ -407,32 +406,27 @@ async fn bad_input_table() {
 }
 
 #[tokio::test]
-async fn chunked_oversize_body_is_413() {
+async fn a_body_without_a_length_is_411_before_a_byte_of_it_is_read() {
     let server = start_server().await;
-    let mut tls = server.client.connect(server.addr()).await.unwrap();
+    // Chunked, and not one chunk sent: the answer comes all the same.
     let head = "POST /mutate-machinesets HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n";
+    let mut tls = server.client.connect(server.addr()).await.unwrap();
     tls.write_all(head.as_bytes()).await.unwrap();
-    let chunk = vec![b' '; 1024 * 1024];
-    let (mut rd, mut wr) = tokio::io::split(tls);
-    let writer = tokio::spawn(async move {
-        for _ in 0..(MAX_BODY / chunk.len() + 2) {
-            let frame = [
-                format!("{:x}\r\n", chunk.len()).into_bytes(),
-                chunk.clone(),
-                b"\r\n".to_vec(),
-            ]
-            .concat();
-            if wr.write_all(&frame).await.is_err() {
-                return;
-            }
-        }
-    });
-    let mut buf = Vec::new();
-    let _ = tokio::time::timeout(Duration::from_secs(10), rd.read_to_end(&mut buf)).await;
-    let text = String::from_utf8_lossy(&buf);
-    assert!(text.starts_with("HTTP/1.1 413"), "{text}");
-    assert!(text.contains("larger than the"), "{text}");
-    writer.abort();
+    let mut buf = vec![0u8; 4096];
+    let n = tokio::time::timeout(Duration::from_secs(1), tls.read(&mut buf))
+        .await
+        .expect("answered at once")
+        .unwrap();
+    let text = String::from_utf8_lossy(&buf[..n]);
+    assert!(text.starts_with("HTTP/1.1 411"), "{text}");
+    assert!(text.contains("Content-Length"), "{text}");
+    let (_, metrics) = server.admin_get("/metrics").await;
+    assert!(
+        metrics
+            .contains(r#"bootimage_webhook_requests_total{reason="LengthRequired",code="411"} 1"#),
+        "{metrics}"
+    );
+    assert_still_serving(&server).await;
 }
 
 #[tokio::test]
@@ -450,18 +444,26 @@ async fn truncated_and_stalled_bodies() {
     assert!(text.starts_with("HTTP/1.1 400"), "{text}");
     assert!(text.contains("truncated"), "{text}");
 
-    // The client sends the head and then nothing: 408 after the body timeout (2s here).
+    // The client sends the head and then nothing: 408 once the grace for a body's first
+    // bytes is over, well before the body timeout (2 s here).
     let mut tls = server.client.connect(server.addr()).await.unwrap();
     tls.write_all(b"POST /mutate-machinesets HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n")
         .await
         .unwrap();
+    let started = std::time::Instant::now();
     let mut buf = vec![0u8; 4096];
     let n = tokio::time::timeout(Duration::from_secs(6), tls.read(&mut buf))
         .await
         .unwrap()
         .unwrap();
+    let waited = started.elapsed();
     let text = String::from_utf8_lossy(&buf[..n]);
     assert!(text.starts_with("HTTP/1.1 408"), "{text}");
+    assert!(text.contains("too slow: 0 of 100 bytes"), "{text}");
+    assert!(
+        waited >= Duration::from_millis(900) && waited < Duration::from_millis(1800),
+        "408 after {waited:?}"
+    );
 }
 
 // Paused time, as the idle test below says why: the cut-offs are the server's timers.

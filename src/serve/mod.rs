@@ -2,6 +2,7 @@
 //! HTTPS ([`server`], [`tls`]). It reads the snapshot and never calls anything.
 
 pub mod admission;
+pub mod body;
 pub mod budget;
 mod deadline;
 pub mod profile;

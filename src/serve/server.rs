@@ -12,7 +12,6 @@ use axum::extract::{Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use http_body_util::BodyExt;
 use hyper_util::rt::TokioIo;
 use hyper_util::server::graceful::{GracefulShutdown, Watcher};
 use hyper_util::service::TowerToHyperService;
@@ -21,7 +20,8 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, oneshot, watch};
 
 use super::admission;
-use super::budget::{Budget, Charge};
+use super::body;
+use super::budget::Budget;
 use super::deadline::{Deadline, Phase, Timeouts};
 use super::tls::Serving;
 use crate::core::reason::Reason;
@@ -48,6 +48,8 @@ pub struct AppState {
     pub wanted_template: Arc<Notify>,
     /// Time allowed for the body to arrive once the headers are in.
     pub body_timeout: Duration,
+    /// Bytes a second a body must keep up, on average, once its grace is over.
+    pub min_body_rate: u64,
     pub refusals: Arc<RefusalLog>,
     /// Bytes of request bodies held at once (`--max-body-bytes-in-flight`).
     pub budget: Budget,
@@ -150,7 +152,7 @@ fn respond(
     res
 }
 
-fn fail(
+pub(super) fn fail(
     st: &AppState,
     peer: Option<SocketAddr>,
     start: Instant,
@@ -224,101 +226,11 @@ impl Drop for InFlight<'_> {
     }
 }
 
-fn is_json(content_type: Option<&HeaderValue>) -> bool {
-    content_type
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.split(';').next())
-        .is_some_and(|essence| essence.trim().eq_ignore_ascii_case("application/json"))
-}
-
-/// The review's bytes, or the answer that refuses them: not JSON, too large, over the
-/// budget of bodies in flight, truncated, or too slow to arrive. The charge is held until
-/// the request is answered.
-async fn body(
-    st: &AppState,
-    req: Request,
-    peer: Option<SocketAddr>,
-    start: Instant,
-) -> Result<(Vec<u8>, Charge), Response> {
-    let refuse = |code, reason, msg: &str| fail(st, peer, start, code, reason, msg);
-    if !is_json(req.headers().get(header::CONTENT_TYPE)) {
-        let got = req
-            .headers()
-            .get(header::CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or("none");
-        let msg = format!("Content-Type must be application/json, got {got}");
-        return Err(refuse(
-            StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            "UnsupportedMediaType",
-            &msg,
-        ));
-    }
-    let too_large = || {
-        let msg = format!("request body is larger than the {MAX_BODY}-byte limit");
-        refuse(StatusCode::PAYLOAD_TOO_LARGE, "PayloadTooLarge", &msg)
-    };
-    let declared = req
-        .headers()
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok());
-    let limit = match declared {
-        Some(n) if n > MAX_BODY as u64 => return Err(too_large()),
-        Some(n) => n as usize,
-        // Not declared: charged as the largest body may be.
-        None => MAX_BODY,
-    };
-    let Some(charge) = st.budget.charge(limit) else {
-        let msg = format!(
-            "too many request bodies in flight: {limit} more bytes do not fit in the {}-byte budget; try again",
-            st.budget.total()
-        );
-        let mut res = refuse(StatusCode::SERVICE_UNAVAILABLE, "Overloaded", &msg);
-        res.headers_mut()
-            .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
-        return Err(res);
-    };
-    match tokio::time::timeout(st.body_timeout, read_body(req.into_body(), limit)).await {
-        Ok(Ok(bytes)) => Ok((bytes, charge)),
-        Ok(Err(ReadError::TooLarge)) => Err(too_large()),
-        Ok(Err(ReadError::Unreadable(e))) => {
-            let msg = format!("request body truncated or unreadable: {e}");
-            Err(refuse(StatusCode::BAD_REQUEST, "BadBody", &msg))
-        }
-        Err(_) => {
-            let msg = format!("request body did not arrive within {:?}", st.body_timeout);
-            Err(refuse(StatusCode::REQUEST_TIMEOUT, "BodyTimeout", &msg))
-        }
-    }
-}
-
-enum ReadError {
-    TooLarge,
-    Unreadable(axum::Error),
-}
-
-/// The body into one buffer of `limit` bytes at most, allocated once (no copy at the end,
-/// so a body costs its length, not twice that).
-async fn read_body(mut body: axum::body::Body, limit: usize) -> Result<Vec<u8>, ReadError> {
-    let mut bytes = Vec::with_capacity(limit);
-    while let Some(frame) = body.frame().await {
-        let frame = frame.map_err(ReadError::Unreadable)?;
-        if let Ok(data) = frame.into_data() {
-            if data.len() > limit - bytes.len() {
-                return Err(ReadError::TooLarge);
-            }
-            bytes.extend_from_slice(&data);
-        }
-    }
-    Ok(bytes)
-}
-
 async fn mutate(State(st): St, req: Request) -> Response {
     let start = Instant::now();
     let _in_flight = InFlight::new(&st.metrics.requests.in_flight);
     let peer = peer(&req);
-    let (bytes, _charge) = match body(&st, req, peer, start).await {
+    let (bytes, _charge) = match body::read(&st, req, peer, start).await {
         Ok(read) => read,
         Err(refused) => return refused,
     };

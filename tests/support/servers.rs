@@ -36,6 +36,7 @@ pub fn settings(volume: &SecretVolume) -> Settings {
             idle_timeout: Duration::from_secs(3),
         },
         body_timeout: Duration::from_secs(2),
+        min_body_rate: bootimage_webhook::config::DEFAULT_MIN_BODY_RATE,
         max_body_bytes_in_flight: bootimage_webhook::config::DEFAULT_MAX_BODY_BYTES_IN_FLIGHT,
         drain_timeout: Duration::from_secs(5),
     }
