@@ -134,7 +134,10 @@ fn period(s: &str) -> Result<Duration, String> {
 }
 
 /// A quarter of the Deployment's memory limit: the rest is the process itself, its
-/// connections' buffers and what a review costs beside its body.
+/// connections' buffers (each one's request head bounded by
+/// [`MAX_HEAD`](crate::serve::server::MAX_HEAD), its TLS records by TLS, their number by
+/// the connection cap, so that together they have a fixed ceiling) and what a review
+/// costs beside its body.
 pub const DEFAULT_MAX_BODY_BYTES_IN_FLIGHT: usize = 32 * 1024 * 1024;
 
 /// Far below the network's speed, at which an apiserver sends a review, and fast enough for

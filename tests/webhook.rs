@@ -7,6 +7,7 @@ mod support;
 use std::time::Duration;
 
 use bootimage_webhook::core::decision::BOOT_IMAGE_ANNOTATION;
+use bootimage_webhook::serve::server::{MAX_HEAD, MAX_HEADERS};
 use bootimage_webhook::serve::tls::MinVersion;
 use serde_json::{Value, json};
 use support::{
@@ -405,6 +406,15 @@ async fn bad_input_table() {
     assert_still_serving(&server).await;
 }
 
+/// The raw answer to `head` sent by hand on a new TLS connection, within 5 s.
+async fn raw_answer(server: &TestServer, head: &[u8]) -> String {
+    let mut tls = server.client.connect(server.addr()).await.unwrap();
+    tls.write_all(head).await.unwrap();
+    let mut buf = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(5), tls.read_to_end(&mut buf)).await;
+    String::from_utf8_lossy(&buf).into_owned()
+}
+
 #[tokio::test]
 async fn a_body_without_a_length_is_411_before_a_byte_of_it_is_read() {
     let server = start_server().await;
@@ -426,6 +436,34 @@ async fn a_body_without_a_length_is_411_before_a_byte_of_it_is_read() {
             .contains(r#"bootimage_webhook_requests_total{reason="LengthRequired",code="411"} 1"#),
         "{metrics}"
     );
+    assert_still_serving(&server).await;
+}
+
+#[tokio::test]
+async fn heads_beyond_their_bounds_are_431() {
+    let server = start_server().await;
+    // As many bytes as a head may take, and it is not over yet.
+    let mut long = b"POST /mutate-machinesets HTTP/1.1\r\nHost: localhost\r\nX-Pad: ".to_vec();
+    long.resize(MAX_HEAD, b'a');
+    let text = raw_answer(&server, &long).await;
+    assert!(text.starts_with("HTTP/1.1 431"), "{text}");
+    // A short head with one field too many.
+    let mut many = b"POST /mutate-machinesets HTTP/1.1\r\nHost: localhost\r\n".to_vec();
+    for i in 0..MAX_HEADERS {
+        many.extend(format!("X-{i}: {i}\r\n").as_bytes());
+    }
+    many.extend(b"\r\n");
+    let text = raw_answer(&server, &many).await;
+    assert!(text.starts_with("HTTP/1.1 431"), "{text}");
+    // One field fewer is a request like any other (no body, so no review: 400).
+    let mut fewer =
+        b"POST /mutate-machinesets HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n".to_vec();
+    for i in 0..MAX_HEADERS - 3 {
+        fewer.extend(format!("X-{i}: {i}\r\n").as_bytes());
+    }
+    fewer.extend(b"Content-Type: application/json\r\n\r\n");
+    let text = raw_answer(&server, &fewer).await;
+    assert!(text.starts_with("HTTP/1.1 400"), "{text}");
     assert_still_serving(&server).await;
 }
 

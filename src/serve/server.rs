@@ -331,6 +331,15 @@ const PLAIN_HTTP_REPLY: &[u8] = b"HTTP/1.1 400 Bad Request\r\nContent-Type: text
 /// Connections served at once per port; more wait in the kernel's backlog.
 pub const MAX_CONNECTIONS: usize = 1024;
 
+/// The most a request head may take, request line included (431 beyond): one TLS record.
+/// It bounds each connection's read buffer while a head comes in, so that the heads of
+/// every slot together stay a small, fixed part of the memory limit. An apiserver's head
+/// is a few hundred bytes.
+pub const MAX_HEAD: usize = 16 * 1024;
+
+/// Header fields in a request head (431 beyond); an apiserver sends a handful.
+pub const MAX_HEADERS: usize = 32;
+
 /// How a port turns an accepted TCP connection into a byte stream: TLS, or nothing.
 #[derive(Clone)]
 pub enum Transport {
@@ -516,7 +525,10 @@ async fn connection(
         };
         let mut http = hyper::server::conn::http1::Builder::new();
         // Heads and idle connections are timed by `Deadline`, not by hyper.
-        http.header_read_timeout(None).keep_alive(true);
+        http.header_read_timeout(None)
+            .keep_alive(true)
+            .max_buf_size(MAX_HEAD)
+            .max_headers(MAX_HEADERS);
         let io = Deadline::new(io, phase.clone(), port.timeouts);
         let served = watcher.watch(http.serve_connection(TokioIo::new(io), service));
         if let Err(e) = served.await {
