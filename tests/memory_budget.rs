@@ -1,5 +1,6 @@
 //! Hostile load cannot exhaust the pod: 300 clients send maximum-size (8 MiB) reviews back
-//! to back, each on a connection of its own, to the real binary over real TLS, at the
+//! to back, each on a connection of its own, from two addresses (each within the cap of
+//! connections per address), to the real binary over real TLS, at the
 //! shipped defaults (the body budget `--max-body-bytes-in-flight` included). The process's
 //! peak RSS (`VmHWM` in /proc/<pid>/status) stays under the Deployment's 128 MiB memory
 //! limit, the bodies over the budget are refused at once (503, `Retry-After`), those within
@@ -11,7 +12,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use bootimage_webhook::serve::server::MAX_BODY;
+use bootimage_webhook::serve::server::{MAX_BODY, MAX_CONNECTIONS_PER_PEER};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Bytes;
 use serde_json::json;
@@ -21,6 +22,9 @@ use support::{Https, ReviewStream, fixture};
 /// The Deployment's memory limit (manifests/base/deployment.yaml).
 const MEMORY_LIMIT: u64 = 128 * 1024 * 1024;
 const CLIENTS: usize = 300;
+/// The clients' addresses, 127.0.0.2 on: each within the cap per address.
+const PEERS: usize = 2;
+const _: () = assert!(CLIENTS.div_ceil(PEERS) <= MAX_CONNECTIONS_PER_PEER);
 const LOAD: Duration = Duration::from_secs(20);
 
 /// A field of /proc/<pid>/status, in bytes (the kernel writes kB).
@@ -225,9 +229,10 @@ impl Flood {
             .enable_all()
             .build()
             .unwrap();
-        for _ in 0..CLIENTS {
+        for i in 0..CLIENTS {
             let (stop, outcomes) = (stop.clone(), outcomes.clone());
-            runtime.spawn(flood(https.clone(), addr, body.clone(), stop, outcomes));
+            let https = https.from(support::peer(1 + (i % PEERS) as u8));
+            runtime.spawn(flood(https, addr, body.clone(), stop, outcomes));
         }
         Flood {
             runtime,

@@ -1,12 +1,12 @@
 //! Slow clients beyond the connection cap must not keep a well-behaved client out:
 //! 2,000 connections (the cap is 1,024) that send one byte a second — 1,500 still in the
 //! TLS handshake, 500 sending their request head — reconnecting a second after they are
-//! closed,
-//! while one client sends reviews, each on a new connection, as the apiserver does after a
-//! connection drops. The design (`serve::server`): when every slot is taken, the oldest
-//! connection that has not sent a whole request head yet gives way; the handshake and
-//! head timeouts bound the rest. The server runs with the default timeouts (10 s
-//! handshake, 5 s head).
+//! closed, from [`PEERS`] addresses (each within the cap per address, so that together
+//! they take every slot), while one client sends reviews from another, each on a new
+//! connection, as the apiserver does after a connection drops. The design
+//! (`serve::slots`): when every slot is taken, the connection that has waited longest for
+//! a request gives way; the handshake and head timeouts bound the rest. The server runs
+//! with the default timeouts (10 s handshake, 5 s head).
 
 mod support;
 
@@ -14,13 +14,15 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use bootimage_webhook::serve::server::{ConnLimits, MAX_CONNECTIONS};
-use support::{Https, ReviewStream, Tally, TestServer, fixture};
+use bootimage_webhook::serve::server::{ConnLimits, MAX_CONNECTIONS, MAX_CONNECTIONS_PER_PEER};
+use support::{Https, ReviewStream, Tally, TestServer, fixture, peer, tcp_from};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
 
 const PRE_TLS: usize = 1500;
 const IN_HEAD: usize = 500;
+/// The attackers' addresses, 127.0.0.2 on.
+const PEERS: usize = 8;
+const _: () = assert!((PRE_TLS + IN_HEAD).div_ceil(PEERS) <= MAX_CONNECTIONS_PER_PEER);
 
 /// Sends `bytes` one a second on connections made by `connect`, reconnecting when closed.
 async fn drip<S, F, Fut>(
@@ -60,6 +62,7 @@ async fn drip<S, F, Fut>(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn slow_clients_beyond_the_cap_do_not_keep_a_good_client_out() {
+    support::binary::raise_open_files(8192);
     let server = start_server_with_the_default_timeouts().await;
     let attackers = Attackers::start(&server);
     // Let them fill every slot.
@@ -121,17 +124,19 @@ impl Attackers {
             0x16, 0x03, 0x01, 0x02, 0x00, 0x01, 0x00, 0x01, 0xfc, 0x03, 0x03,
         ];
         static HEAD: &[u8] = b"POST /mutate-machinesets HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n";
-        for _ in 0..PRE_TLS {
-            let (stop, opened) = (stop.clone(), opened.clone());
+        let from = |i: usize| peer(1 + (i % PEERS) as u8);
+        for i in 0..PRE_TLS {
+            let (stop, opened, ip) = (stop.clone(), opened.clone(), from(i));
             tasks.push(tokio::spawn(drip(
-                move || TcpStream::connect(addr),
+                move || tcp_from(Some(ip), addr),
                 HELLO,
                 stop,
                 opened,
             )));
         }
-        for _ in 0..IN_HEAD {
-            let (stop, opened, client) = (stop.clone(), opened.clone(), server.client.clone());
+        for i in 0..IN_HEAD {
+            let (stop, opened) = (stop.clone(), opened.clone());
+            let client = server.client.from(from(PRE_TLS + i));
             tasks.push(tokio::spawn(drip(
                 move || {
                     let client = client.clone();

@@ -11,8 +11,9 @@ mod support;
 
 use std::time::{Duration, Instant};
 
+use bootimage_webhook::serve::server::{MAX_CONNECTIONS, MAX_CONNECTIONS_PER_PEER};
 use bootimage_webhook::serve::tls::DevCerts;
-use support::binary::{Served, serve_command};
+use support::binary::{Served, raise_open_files, serve_command};
 use support::stream::Stream;
 use support::{Https, ReviewStream, SecretVolume, fixture};
 
@@ -45,7 +46,7 @@ async fn soak() {
     let idle = knob("SOAK_IDLE", 1000) as usize;
     let rotate = Duration::from_secs(knob("SOAK_ROTATE_SECONDS", 60));
     assert!(
-        idle + KEEP_ALIVE + FRESH <= bootimage_webhook::serve::server::MAX_CONNECTIONS,
+        idle + KEEP_ALIVE + FRESH <= MAX_CONNECTIONS,
         "SOAK_IDLE is above the connection cap"
     );
 
@@ -64,6 +65,7 @@ async fn soak() {
     config.resumption = rustls::client::Resumption::disabled();
     let client = Https::with_config(config);
 
+    raise_open_files(8192);
     let served = serve_from(&volume);
     let addr = served.webhook;
     let pid = served.pid();
@@ -76,12 +78,21 @@ async fn soak() {
     // one a minute (below the server's 120 s idle timeout), idle in between. Each is opened
     // again if the server closes it, and every open is counted: held throughout, that is
     // SOAK_IDLE opens in all.
+    // From addresses of their own, at most the cap per address from each, as the load
+    // comes from 127.0.0.1.
     let spread = Duration::from_secs(60).min(Duration::from_secs(seconds) / 4);
-    let idle_stream = ReviewStream::new(client.clone(), addr, body.clone())
-        .keep_alive(idle)
-        .every(Duration::from_secs(60))
-        .spread_starts_over(spread)
-        .start();
+    let idle_streams: Vec<Stream> = (0..idle)
+        .step_by(MAX_CONNECTIONS_PER_PEER)
+        .enumerate()
+        .map(|(i, first)| {
+            let n = (idle - first).min(MAX_CONNECTIONS_PER_PEER);
+            ReviewStream::new(client.from(support::peer(1 + i as u8)), addr, body.clone())
+                .keep_alive(n)
+                .every(Duration::from_secs(60))
+                .spread_starts_over(spread)
+                .start()
+        })
+        .collect();
     tokio::time::sleep(Duration::from_secs(2)).await;
     let rss_start = rss_kb(pid);
 
@@ -99,8 +110,12 @@ async fn soak() {
     let elapsed = start.elapsed();
     let rss_end = rss_kb(pid);
 
-    let idle_tally = idle_stream.stop().await;
-    let (idle_opened, idle_failed) = (idle_tally.opened, idle_tally.failed);
+    let (mut idle_opened, mut idle_failed) = (0, 0);
+    for stream in idle_streams {
+        let idle_tally = stream.stop().await;
+        idle_opened += idle_tally.opened;
+        idle_failed += idle_tally.failed;
+    }
     let reloads = reloads_logged(&served, rotated).await;
 
     let (sent, failed) = (tally.sent, tally.failed);

@@ -52,9 +52,14 @@ impl Phase {
         self.0.store(was & !PHASE | IDLE, Ordering::Relaxed);
     }
 
-    /// Whether a request head ever came in.
-    pub fn had_requests(&self) -> bool {
-        self.get() & PHASE != FRESH
+    /// Whether the connection waits for a request, and which: its first (nothing whole
+    /// yet), or its next (idle); `None` while a request is under way, its head begun.
+    pub fn waiting(&self) -> Option<Waiting> {
+        match self.get() & PHASE {
+            FRESH => Some(Waiting::Fresh),
+            IDLE => Some(Waiting::Idle),
+            _ => None,
+        }
     }
 
     fn get(&self) -> u32 {
@@ -62,7 +67,7 @@ impl Phase {
     }
 
     /// Idle to head, on the first byte; nothing else (a fresh head is already timed).
-    fn head_begins(&self) -> Option<u32> {
+    pub(crate) fn head_begins(&self) -> Option<u32> {
         let was = self.get();
         (was & PHASE == IDLE).then(|| {
             let now = was & !PHASE | HEAD;
@@ -70,6 +75,15 @@ impl Phase {
             now
         })
     }
+}
+
+/// What a waiting connection waits for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Waiting {
+    /// Its first request: no whole head yet (the TLS handshake, or a head dripping in).
+    Fresh,
+    /// Its next request, idle after a response.
+    Idle,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -216,8 +230,9 @@ mod tests {
 
         let (a, mut client2) = tokio::io::duplex(64);
         let mut io = Deadline::new(a, phase.clone(), T);
+        assert_eq!(phase.waiting(), Some(Waiting::Fresh));
         assert!(phase.request(), "the first request");
-        assert!(phase.had_requests());
+        assert_eq!(phase.waiting(), None);
         // Busy: no clock (the handler has its own); data flows.
         client2.write_all(b"body").await.unwrap();
         let mut buf = [0u8; 4];
@@ -241,6 +256,7 @@ mod tests {
         client.write_all(b"POST /").await.unwrap();
         let mut buf = [0u8; 6];
         io.read_exact(&mut buf).await.unwrap();
+        assert_eq!(phase.waiting(), None, "a head begun is a request under way");
         assert!(!phase.request(), "not the first");
         phase.answered();
         client.write_all(b"POST /mut").await.unwrap();

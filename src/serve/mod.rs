@@ -7,4 +7,5 @@ pub mod budget;
 mod deadline;
 pub mod profile;
 pub mod server;
+pub mod slots;
 pub mod tls;

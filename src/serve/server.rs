@@ -1,10 +1,9 @@
 //! The HTTPS webhook (axum on hyper over rustls, HTTP/1.1 keep-alive) and the plain-HTTP
 //! admin port. The request path reads the snapshot and nothing else.
 
-use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use axum::Router;
@@ -13,16 +12,16 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use hyper_util::rt::TokioIo;
-use hyper_util::server::graceful::{GracefulShutdown, Watcher};
 use hyper_util::service::TowerToHyperService;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, oneshot, watch};
+use tokio::sync::{Notify, watch};
 
 use super::admission;
 use super::body;
 use super::budget::Budget;
-use super::deadline::{Deadline, Phase, Timeouts};
+use super::deadline::{Deadline, Timeouts, Waiting};
+use super::slots::{Admitted, Conn, Slots};
 use super::tls::Serving;
 use crate::core::reason::Reason;
 use crate::core::snapshot::SharedSnapshot;
@@ -328,8 +327,7 @@ pub struct ConnLimits {
 
 const PLAIN_HTTP_REPLY: &[u8] = b"HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain\r\nConnection: close\r\nContent-Length: 48\r\n\r\nClient sent an HTTP request to an HTTPS server.\n";
 
-/// Connections served at once per port; more wait in the kernel's backlog.
-pub const MAX_CONNECTIONS: usize = 1024;
+pub use super::slots::{MAX_CONNECTIONS, MAX_CONNECTIONS_PER_PEER};
 
 /// The most a request head may take, request line included (431 beyond): one TLS record.
 /// It bounds each connection's read buffer while a head comes in, so that the heads of
@@ -355,29 +353,7 @@ struct Port {
     router: Router,
     limits: ConnLimits,
     timeouts: Timeouts,
-    permits: Arc<Semaphore>,
-    /// Connections that have not sent a request head yet, oldest first.
-    unproven: Arc<Unproven>,
-}
-
-/// A connection's place among the [`MAX_CONNECTIONS`]: a permit now, or one to wait for
-/// while the connection told to give way closes.
-enum Slot {
-    Now(OwnedSemaphorePermit),
-    AfterGiveWay(Arc<Semaphore>),
-}
-
-impl Slot {
-    /// The permit, once the connection told to give way has gone (`None`: it stayed).
-    async fn taken(self) -> Option<OwnedSemaphorePermit> {
-        match self {
-            Slot::Now(p) => Some(p),
-            Slot::AfterGiveWay(permits) => tokio::time::timeout(GIVE_WAY, permits.acquire_owned())
-                .await
-                .ok()?
-                .ok(),
-        }
-    }
+    slots: Arc<Slots>,
 }
 
 /// A connection's byte stream, TLS or plain.
@@ -402,11 +378,9 @@ pub async fn serve(
             header: limits.header_read_timeout,
             idle: limits.idle_timeout,
         },
-        permits: Arc::new(Semaphore::new(MAX_CONNECTIONS)),
-        unproven: Arc::new(Unproven::default()),
+        slots: Arc::new(Slots::default()),
     });
-    let graceful = GracefulShutdown::new();
-    // "Too many connections" is logged like refusals: a burst, then a count.
+    // Connections closed as they come are logged like refusals: a burst, then a count.
     let full = RefusalLog::default();
     let mut conns = tokio::task::JoinSet::new();
     loop {
@@ -423,45 +397,33 @@ pub async fn serve(
                 continue;
             }
         };
-        let Some(slot) = port.slot(peer, &full) else {
-            continue;
+        let admitted = match port.slots.admit(peer.ip()) {
+            Ok(a) => a,
+            Err(why) => {
+                if let Some(suppressed) = full.admit() {
+                    tracing::warn!(%peer, limit = MAX_CONNECTIONS, per_peer = MAX_CONNECTIONS_PER_PEER, suppressed, "{why}; closing this one");
+                }
+                continue;
+            }
         };
         // Reap finished connection tasks so the set does not grow.
         while conns.try_join_next().is_some() {}
-        // Unproven from now on: a later connection may ask this one to give way.
-        let entered = port.unproven.enter();
-        let watcher = graceful.watcher();
-        conns.spawn(connection(port.clone(), watcher, tcp, peer, slot, entered));
+        let stop = stop.clone();
+        conns.spawn(connection(port.clone(), stop, tcp, peer, admitted));
     }
     drop(listener);
-    tokio::select! {
-        _ = graceful.shutdown() => {}
-        _ = tokio::time::sleep(drain_timeout) => {
-            tracing::warn!(?drain_timeout, left = conns.len(), "connections still open after the drain timeout; closing them");
-        }
+    let drained = async { while conns.join_next().await.is_some() {} };
+    if tokio::time::timeout(drain_timeout, drained).await.is_err() {
+        tracing::warn!(
+            ?drain_timeout,
+            left = conns.len(),
+            "connections still open after the drain timeout; closing them"
+        );
     }
     conns.abort_all();
 }
 
 impl Port {
-    /// Full: the oldest connection that has not sent a request head yet gives way, and
-    /// this one takes its slot once it is free (waiting in its own task, so that the
-    /// accept loop goes on); none to give way: this one is closed.
-    fn slot(&self, peer: SocketAddr, full: &RefusalLog) -> Option<Slot> {
-        match self.permits.clone().try_acquire_owned() {
-            Ok(p) => Some(Slot::Now(p)),
-            Err(_) if self.unproven.evict_oldest() => {
-                Some(Slot::AfterGiveWay(self.permits.clone()))
-            }
-            Err(_) => {
-                if let Some(suppressed) = full.admit() {
-                    tracing::warn!(%peer, limit = MAX_CONNECTIONS, suppressed, "too many connections, all with requests under way; closing this one");
-                }
-                None
-            }
-        }
-    }
-
     /// The connection's byte stream: the TCP stream, or TLS after a handshake with the
     /// configuration of the moment it starts (`None`: plain HTTP refused, or no handshake).
     async fn open(&self, tcp: TcpStream, peer: SocketAddr) -> Option<Box<dyn Io>> {
@@ -485,114 +447,109 @@ impl Port {
     }
 }
 
-/// One connection, from its slot to its end, or until it is told to give way before its
-/// first request head.
+/// One connection, from its slot to its end, or until it is told to give way while it
+/// waits for a request.
 async fn connection(
     port: Arc<Port>,
-    watcher: Watcher,
+    mut stop: watch::Receiver<bool>,
     tcp: TcpStream,
     peer: SocketAddr,
-    slot: Slot,
-    (id, mut give_way): (u64, oneshot::Receiver<()>),
+    admitted: Admitted,
 ) {
+    let Admitted {
+        slot,
+        conn,
+        peer: _counted,
+    } = admitted;
+    let _leave = Leave(&port.slots, &conn);
     let Some(_permit) = slot.taken().await else {
         return;
     };
-    let _leave = Leave(&port.unproven, id);
-    let phase = Arc::new(Phase::default());
+    let io = tokio::select! {
+        io = port.open(tcp, peer) => io,
+        _ = conn.told() => None,
+        _ = stopped(&mut stop) => None,
+    };
+    let Some(io) = io else {
+        return;
+    };
+    serve_http(&port, io, &conn, peer, stop).await;
+}
+
+/// HTTP/1.1 on the connection's byte stream until it ends: closed by the client or a
+/// timeout, drained on `stop`, or closed to make room while it waits for a request.
+async fn serve_http(
+    port: &Arc<Port>,
+    io: Box<dyn Io>,
+    conn: &Arc<Conn>,
+    peer: SocketAddr,
+    mut stop: watch::Receiver<bool>,
+) {
     let service = tower::ServiceExt::map_request(port.router.clone(), {
-        let (unproven, phase) = (port.unproven.clone(), phase.clone());
+        let (port, conn) = (port.clone(), conn.clone());
         move |mut req: Request<hyper::body::Incoming>| {
-            // A whole request head: this connection no longer gives way. (The set's
-            // lock only on the first.)
-            if phase.request() {
-                unproven.leave(id);
-            }
+            // A whole head: a request in flight, which never gives way.
+            conn.phase.request();
+            port.slots.busy(&conn);
             req.extensions_mut().insert(Peer(peer));
             req
         }
     });
     let service = TowerToHyperService::new(tower::ServiceExt::map_response(service, {
-        let phase = phase.clone();
+        let (port, conn) = (port.clone(), conn.clone());
         move |res| {
-            phase.answered();
+            conn.phase.answered();
+            port.slots.waits(&conn);
             res
         }
     }));
-    let serving = async {
-        let Some(io) = port.open(tcp, peer).await else {
-            return;
-        };
-        let mut http = hyper::server::conn::http1::Builder::new();
-        // Heads and idle connections are timed by `Deadline`, not by hyper.
-        http.header_read_timeout(None)
-            .keep_alive(true)
-            .max_buf_size(MAX_HEAD)
-            .max_headers(MAX_HEADERS);
-        let io = Deadline::new(io, phase.clone(), port.timeouts);
-        let served = watcher.watch(http.serve_connection(TokioIo::new(io), service));
-        if let Err(e) = served.await {
-            tracing::debug!(%peer, error = %e, "connection ended with an error");
-        }
-    };
-    tokio::pin!(serving);
-    tokio::select! {
-        _ = &mut serving => {}
-        Ok(()) = &mut give_way => {
-            // Its first request head may have come in as it was told: then it stays
-            // (and the new connection waits for another slot, or closes).
-            if phase.had_requests() {
-                serving.await;
-            } else {
-                tracing::debug!(%peer, "no request head yet; closed to make room for a new connection");
+    let mut http = hyper::server::conn::http1::Builder::new();
+    // Heads and idle connections are timed by `Deadline`, not by hyper.
+    http.header_read_timeout(None)
+        .keep_alive(true)
+        .max_buf_size(MAX_HEAD)
+        .max_headers(MAX_HEADERS);
+    let io = Deadline::new(io, conn.phase.clone(), port.timeouts);
+    let served = http.serve_connection(TokioIo::new(io), service);
+    tokio::pin!(served);
+    let mut closing = false;
+    loop {
+        tokio::select! {
+            result = served.as_mut() => {
+                if let Err(e) = result {
+                    tracing::debug!(%peer, error = %e, "connection ended with an error");
+                }
+                return;
             }
+            _ = stopped(&mut stop), if !closing => {
+                served.as_mut().graceful_shutdown();
+                closing = true;
+            }
+            _ = conn.told(), if !closing => match conn.phase.waiting() {
+                // Never a whole head: nothing to finish.
+                Some(Waiting::Fresh) => {
+                    tracing::debug!(%peer, "no request head yet; closed to make room for a new connection");
+                    return;
+                }
+                // Idle: closed once its last response is out.
+                Some(Waiting::Idle) => {
+                    tracing::debug!(%peer, "idle the longest; closed to make room for a new connection");
+                    served.as_mut().graceful_shutdown();
+                    closing = true;
+                }
+                // A request came in as it was told: it stays.
+                None => {}
+            },
         }
     }
 }
 
-/// How long a new connection waits for the slot of one that was told to give way.
-const GIVE_WAY: Duration = Duration::from_secs(1);
-
-/// Connections that have not sent a whole request head yet (in the TLS handshake, or
-/// before their first request), oldest first. When every slot is taken, the oldest of
-/// them is closed to make room: a client that sends a byte a second (or nothing) never
-/// gets past this stage and is the oldest, while a well-behaved client is past it within
-/// milliseconds. Connections with requests (idle keep-alive ones included) never give way.
-#[derive(Default)]
-struct Unproven {
-    next: AtomicU64,
-    waiting: std::sync::Mutex<BTreeMap<u64, oneshot::Sender<()>>>,
-}
-
-impl Unproven {
-    fn enter(&self) -> (u64, oneshot::Receiver<()>) {
-        let id = self.next.fetch_add(1, Ordering::Relaxed);
-        let (tx, rx) = oneshot::channel();
-        self.lock().insert(id, tx);
-        (id, rx)
-    }
-
-    fn leave(&self, id: u64) {
-        self.lock().remove(&id);
-    }
-
-    /// Tell the oldest to give way; false when there is none.
-    fn evict_oldest(&self) -> bool {
-        let oldest = self.lock().pop_first();
-        oldest.map(|(_, tx)| tx.send(())).is_some()
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<u64, oneshot::Sender<()>>> {
-        self.waiting.lock().unwrap_or_else(|p| p.into_inner())
-    }
-}
-
-/// Leaves the set when the connection ends, however it ends.
-struct Leave<'a>(&'a Unproven, u64);
+/// Leaves the queue when the connection ends, however it ends.
+struct Leave<'a>(&'a Slots, &'a Conn);
 
 impl Drop for Leave<'_> {
     fn drop(&mut self) {
-        self.0.leave(self.1);
+        self.0.busy(self.1);
     }
 }
 

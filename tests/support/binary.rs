@@ -12,6 +12,19 @@ use std::time::{Duration, Instant};
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_bootimage-webhook");
 
+/// Raise this process's open-file limit to `want` (at most the hard limit), for a test
+/// that holds thousands of sockets; the servers it spawns inherit it. The limit reached.
+pub fn raise_open_files(want: u64) -> u64 {
+    use rustix::process::{Resource, getrlimit, setrlimit};
+    let mut limit = getrlimit(Resource::Nofile);
+    // `None` is no limit.
+    if limit.current.is_some_and(|now| now < want) {
+        limit.current = Some(limit.maximum.map_or(want, |hard| want.min(hard)));
+        setrlimit(Resource::Nofile, limit).expect("raising RLIMIT_NOFILE");
+    }
+    limit.current.unwrap_or(u64::MAX)
+}
+
 /// A running `bootimage-webhook serve`, killed on drop.
 pub struct Served {
     child: Child,

@@ -1,7 +1,7 @@
 //! Clients: a real HTTPS client that verifies the webhook against a test CA, the dev
 //! certificates that CA comes from, and a plain-HTTP GET for the admin port.
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Once};
 
 use base64::Engine;
@@ -13,7 +13,7 @@ use hyper_util::rt::TokioIo;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, ServerName};
 use serde_json::Value;
-use tokio::net::TcpStream;
+use tokio::net::{TcpSocket, TcpStream};
 use tokio_rustls::TlsConnector;
 use tokio_rustls::client::TlsStream;
 
@@ -81,6 +81,28 @@ impl Reply {
 #[derive(Clone)]
 pub struct Https {
     connector: TlsConnector,
+    /// The address its connections come from (the kernel's choice when `None`).
+    from: Option<IpAddr>,
+}
+
+/// A TCP connection to `addr` from `from` (any port): on loopback every 127.0.0.0/8
+/// address is this machine, so that one test can be several peers.
+pub async fn tcp_from(from: Option<IpAddr>, addr: SocketAddr) -> std::io::Result<TcpStream> {
+    let Some(ip) = from else {
+        return TcpStream::connect(addr).await;
+    };
+    let socket = match ip {
+        IpAddr::V4(_) => TcpSocket::new_v4()?,
+        IpAddr::V6(_) => TcpSocket::new_v6()?,
+    };
+    socket.bind(SocketAddr::new(ip, 0))?;
+    socket.connect(addr).await
+}
+
+/// The `n`th loopback address after 127.0.0.1 (`peer(1)` is 127.0.0.2): another client
+/// machine, as the server sees it.
+pub fn peer(n: u8) -> IpAddr {
+    IpAddr::from([127, 0, 0, 1 + n])
 }
 
 impl Https {
@@ -94,11 +116,20 @@ impl Https {
     pub fn with_config(config: rustls::ClientConfig) -> Self {
         Https {
             connector: TlsConnector::from(Arc::new(config)),
+            from: None,
+        }
+    }
+
+    /// The same client, its connections coming from `ip`.
+    pub fn from(&self, ip: IpAddr) -> Self {
+        Https {
+            connector: self.connector.clone(),
+            from: Some(ip),
         }
     }
 
     pub async fn connect(&self, addr: SocketAddr) -> std::io::Result<TlsStream<TcpStream>> {
-        let tcp = TcpStream::connect(addr).await?;
+        let tcp = tcp_from(self.from, addr).await?;
         let name = ServerName::try_from("localhost").unwrap();
         self.connector.connect(name, tcp).await
     }
