@@ -119,14 +119,13 @@ fn status_tells_why_each_stayed_or_that_it_moved(c: &Cluster, flags: &[&str]) {
 /// holder upgrades a spec-2 stub in place after backing it up byte for byte, and the
 /// MachineSet then moves; a second pass writes nothing; a stub that cannot be translated,
 /// or one that a MachineSet which would keep its old image also names, stays as it is with
-/// a Warning Event.
+/// a Warning Event. The stub upgraded is the workers' (the one the component may update); the
+/// two left alone are granted for reading only.
 #[test]
 fn a_spec_2_stub_is_upgraded_with_a_backup_when_asked() {
     let c = Cluster::start(true).with_shipped_touch();
-    // The workers' stub (the one the component may update), and two granted for reading.
     let grant = ["files-user-data", "shared-user-data"];
-    let mut flags = support::rbac::enable(&c.api, &["upgrade-stub-ignition"], &grant);
-    flags.push("--upgrade-stub-ignition".into());
+    let flags = stub_upgrade_flags(&c, &grant);
     let with_files = r#"{"ignition":{"version":"2.2.0"},"storage":{"files":[{"filesystem":"root","path":"/etc/x","contents":{"source":"data:,x"}}]}}"#;
     let secret = |name: &str, user_data: &str| {
         json!({"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
@@ -202,6 +201,14 @@ fn a_spec_2_stub_is_upgraded_with_a_backup_when_asked() {
     let secret_writes = our_secret_writes(&c);
     assert_eq!(secret_writes, ["update worker-user-data"]);
     c.assert_nothing_refused(&[&a]);
+}
+
+/// The build with components/upgrade-stub-ignition, and `grant` read too: its RBAC
+/// applied, and the flags a replica of it gets.
+fn stub_upgrade_flags(c: &Cluster, grant: &[&str]) -> Vec<String> {
+    let mut flags = support::rbac::enable(&c.api, &["upgrade-stub-ignition"], grant);
+    flags.push("--upgrade-stub-ignition".into());
+    flags
 }
 
 /// A 4.5-era installer stub (its CA shortened), as stored: the exact bytes matter.

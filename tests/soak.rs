@@ -74,25 +74,7 @@ async fn soak() {
         "admissionreview-v1-machineset-gcp-update.assembled.json",
     ))
     .unwrap();
-    // The idle connections, as the apiserver's pool keeps them: a review when opened, then
-    // one a minute (below the server's 120 s idle timeout), idle in between. Each is opened
-    // again if the server closes it, and every open is counted: held throughout, that is
-    // SOAK_IDLE opens in all.
-    // From addresses of their own, at most the cap per address from each, as the load
-    // comes from 127.0.0.1.
-    let spread = Duration::from_secs(60).min(Duration::from_secs(seconds) / 4);
-    let idle_streams: Vec<Stream> = (0..idle)
-        .step_by(MAX_CONNECTIONS_PER_PEER)
-        .enumerate()
-        .map(|(i, first)| {
-            let n = (idle - first).min(MAX_CONNECTIONS_PER_PEER);
-            ReviewStream::new(client.from(support::peer(1 + i as u8)), addr, body.clone())
-                .keep_alive(n)
-                .every(Duration::from_secs(60))
-                .spread_starts_over(spread)
-                .start()
-        })
-        .collect();
+    let idle_streams = idle_connections(&client, addr, &body, idle, seconds);
     tokio::time::sleep(Duration::from_secs(2)).await;
     let rss_start = rss_kb(pid);
 
@@ -132,6 +114,33 @@ async fn soak() {
     assert_eq!(failed, 0, "failures: {:?}", tally.failures);
     assert_eq!(idle_failed, 0, "reviews on the idle connections failed");
     assert_eq!(reloads, rotated, "every rotation loaded");
+}
+
+/// The idle connections, as the apiserver's pool keeps them: a review when opened, then
+/// one a minute (below the server's 120 s idle timeout), idle in between. Each is opened
+/// again if the server closes it, and every open is counted: held throughout, that is
+/// `idle` opens in all. From addresses of their own, at most the cap per address from each,
+/// as the load comes from 127.0.0.1.
+fn idle_connections(
+    client: &Https,
+    addr: std::net::SocketAddr,
+    body: &[u8],
+    idle: usize,
+    seconds: u64,
+) -> Vec<Stream> {
+    let spread = Duration::from_secs(60).min(Duration::from_secs(seconds) / 4);
+    (0..idle)
+        .step_by(MAX_CONNECTIONS_PER_PEER)
+        .enumerate()
+        .map(|(i, first)| {
+            let n = (idle - first).min(MAX_CONNECTIONS_PER_PEER);
+            ReviewStream::new(client.from(support::peer(1 + i as u8)), addr, body.to_vec())
+                .keep_alive(n)
+                .every(Duration::from_secs(60))
+                .spread_starts_over(spread)
+                .start()
+        })
+        .collect()
 }
 
 /// The binary, offline on the fixture ConfigMap, serving the certificate of `volume`.
