@@ -681,7 +681,10 @@ fn the_wall_holds_and_touching_goes_on(c: &Cluster, a: &Replica) {
     let events = c.audit();
     let probes: Vec<&Value> = events
         .iter()
-        .filter(|e| is_ours(e) && is_dry_run(e) && e["stage"] == "ResponseComplete")
+        .filter(|e| {
+            // The replica's own (the test's probes above came before the policy held).
+            is_ours(e) && with_token(e, &a.jti) && is_dry_run(e) && e["stage"] == "ResponseComplete"
+        })
         .collect();
     assert!(!probes.is_empty(), "no dry-run probe audited");
     // Denied: 422 by the policy's rules, or 403 while the API server has not read the
