@@ -16,6 +16,7 @@ use bootimage_webhook::serve::server::{MAX_BODY, MAX_CONNECTIONS_PER_PEER};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Bytes;
 use serde_json::json;
+use support::binary::proc_status;
 use support::binary::{Served, serve_command};
 use support::{Https, ReviewStream, fixture};
 
@@ -26,17 +27,6 @@ const CLIENTS: usize = 300;
 const PEERS: usize = 2;
 const _: () = assert!(CLIENTS.div_ceil(PEERS) <= MAX_CONNECTIONS_PER_PEER);
 const LOAD: Duration = Duration::from_secs(20);
-
-/// A field of /proc/<pid>/status, in bytes (the kernel writes kB).
-fn proc_status(pid: u32, field: &str) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
-        .and_then(|v| v.trim().strip_suffix(" kB")?.parse::<u64>().ok())
-        .unwrap_or_else(|| panic!("no {field} in /proc/{pid}/status"))
-        * 1024
-}
 
 /// An UPDATE review of a stale MachineSet, padded with a field no rule reads to exactly
 /// the largest body the webhook takes.

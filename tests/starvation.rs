@@ -20,6 +20,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use bootimage_webhook::serve::server::MAX_CONNECTIONS_PER_PEER;
+use support::binary::proc_status;
 use support::binary::{Served, raise_open_files, serve_command};
 use support::{Https, ReviewStream, fixture, peer};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
@@ -204,17 +205,6 @@ impl Flood {
         self.runtime.shutdown_background();
         self.seen
     }
-}
-
-/// A field of /proc/<pid>/status, in bytes (the kernel writes kB).
-fn proc_status(pid: u32, field: &str) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
-        .and_then(|v| v.trim().strip_suffix(" kB")?.parse::<u64>().ok())
-        .unwrap_or_else(|| panic!("no {field} in /proc/{pid}/status"))
-        * 1024
 }
 
 /// The most file descriptors `pid` held at once, sampled over `how_long`.

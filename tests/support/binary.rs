@@ -191,3 +191,14 @@ impl Drop for Served {
         let _ = self.child.wait();
     }
 }
+
+/// A field of /proc/<pid>/status, in bytes (the kernel writes kB).
+pub fn proc_status(pid: u32, field: &str) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+        .and_then(|v| v.trim().strip_suffix(" kB")?.parse::<u64>().ok())
+        .unwrap_or_else(|| panic!("no {field} in /proc/{pid}/status"))
+        * 1024
+}
