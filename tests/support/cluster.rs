@@ -268,6 +268,24 @@ impl Cluster {
         if !self.shipped_touch {
             return r.passes(n);
         }
+        for _ in 0..n {
+            r.served.drain();
+            self.nudge();
+            r.served
+                .wait_for_line(Duration::from_secs(30), |l| l.contains("touch pass"))
+                .unwrap_or_else(|| {
+                    panic!(
+                        "{}: no touch pass after a nudge:\n{}",
+                        r.pod,
+                        r.served.log_text()
+                    )
+                });
+        }
+    }
+
+    /// A write to `ms-nudge` (made here the first time), which brings a touch pass once
+    /// the replica watches.
+    pub fn nudge(&self) {
         if self
             .api
             .kubectl(["get", "machineset", "ms-nudge", "-n", NS])
@@ -279,28 +297,16 @@ impl Cluster {
             nudge["spec"]["template"]["spec"]["providerSpec"] = json!({});
             self.create(&nudge);
         }
-        for i in 0..n {
-            r.served.drain();
-            let stamp = format!("nudge={}-{i}", Timestamp::now().as_nanosecond());
-            self.kubectl(&[
-                "annotate",
-                "--overwrite",
-                "machineset",
-                "ms-nudge",
-                "-n",
-                NS,
-                &stamp,
-            ]);
-            r.served
-                .wait_for_line(Duration::from_secs(30), |l| l.contains("touch pass"))
-                .unwrap_or_else(|| {
-                    panic!(
-                        "{}: no touch pass after a nudge:\n{}",
-                        r.pod,
-                        r.served.log_text()
-                    )
-                });
-        }
+        let stamp = format!("nudge={}", Timestamp::now().as_nanosecond());
+        self.kubectl(&[
+            "annotate",
+            "--overwrite",
+            "machineset",
+            "ms-nudge",
+            "-n",
+            NS,
+            &stamp,
+        ]);
     }
 
     pub fn stop_apiserver(&mut self) {

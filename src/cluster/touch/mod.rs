@@ -425,6 +425,10 @@ impl Toucher {
                 tracing::info!(machineset = %p.name, "gone before its touch");
                 (TouchOutcome::Changed, Ok(true))
             }
+            Err(e) if wall::refused_for_value(&e) => {
+                self.report_stale_parameter(p).await;
+                (TouchOutcome::Error, Ok(true))
+            }
             Err(e) if e.is_transient() => {
                 let name = p.name.clone();
                 (

@@ -203,7 +203,11 @@ impl Toucher {
     }
 
     /// `event` as a new Event object (see [`Toucher::client`]).
-    async fn own_event(&self, event: &Event, on: &ObjectReference) -> Result<(), kube::Error> {
+    pub(super) async fn own_event(
+        &self,
+        event: &Event,
+        on: &ObjectReference,
+    ) -> Result<(), kube::Error> {
         Recorder::new(self.client.clone(), self.reporter.clone())
             .publish(event, on)
             .await

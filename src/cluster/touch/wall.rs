@@ -7,6 +7,8 @@
 //! the probe again. Any other answer cannot tell and changes nothing: the last verdict
 //! stands, and with none yet (a new Lease term) nothing is touched.
 
+use std::collections::HashSet;
+
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::api::{Patch, PatchParams};
 use kube::runtime::events::{Event, EventType};
@@ -26,6 +28,12 @@ pub const NOT_ENFORCED: &str = "AdmissionPolicyNotEnforced";
 pub const ENFORCED: &str = "AdmissionPolicyEnforced";
 /// The log condition: the probe's answer proves nothing either way.
 pub const UNVERIFIED: &str = "AdmissionPolicyUnverified";
+/// The log condition and Warning Event reason: the policy refused a boot image the
+/// ConfigMap names, so the API server judged it against an older copy of the ConfigMap.
+pub const PARAMETER_STALE: &str = "AdmissionPolicyParameterStale";
+
+/// Words every message of the policy's rules on values holds (and no other rule's).
+pub const VALUE_RULE_MARK: &str = "(stream or streams)";
 
 /// What one probe's answer says of the policy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -42,16 +50,31 @@ pub enum Verdict {
 /// The verdict of a dry run's answer: only the policy's own denial (Invalid, or Forbidden if
 /// its validation says so, naming the policy) is proof; only success is a hole. Pure.
 pub fn classify(answer: Result<(), &Fault>) -> Verdict {
-    let needle = format!("ValidatingAdmissionPolicy '{}'", apis::ADMISSION_POLICY);
     match answer {
         Ok(()) => Verdict::Hole,
-        Err(Fault::Kube(kube::Error::Api(s)))
-            if (s.code == 422 || s.code == 403) && s.message.contains(&needle) =>
-        {
-            Verdict::Holds
-        }
+        Err(f) if policy_denial(f).is_some() => Verdict::Holds,
         Err(_) => Verdict::Unknown,
     }
+}
+
+/// The policy's own denial's message (Invalid, or Forbidden if its validation says so).
+fn policy_denial(f: &Fault) -> Option<&str> {
+    let needle = format!("ValidatingAdmissionPolicy '{}'", apis::ADMISSION_POLICY);
+    match f {
+        Fault::Kube(kube::Error::Api(s))
+            if (s.code == 422 || s.code == 403) && s.message.contains(&needle) =>
+        {
+            Some(&s.message)
+        }
+        _ => None,
+    }
+}
+
+/// Whether a touch was refused by the policy's rules on values: the API server found the
+/// target outside its copy of the ConfigMap. The toucher's targets come from that
+/// ConfigMap, so the copy the API server judged with is not the one it serves. Pure.
+pub fn refused_for_value(f: &Fault) -> bool {
+    policy_denial(f).is_some_and(|m| m.contains(VALUE_RULE_MARK))
 }
 
 /// The toucher's knowledge of the wall in one Lease term.
@@ -61,6 +84,8 @@ pub(super) struct Wall {
     pub holds: Option<bool>,
     /// A probe is due whatever else: the term's first pass, and each resync.
     pub due: bool,
+    /// (MachineSet uid, target) refusals on values already told this term.
+    pub stale_told: HashSet<(String, String)>,
 }
 
 impl Wall {
@@ -69,6 +94,7 @@ impl Wall {
         Wall {
             holds: None,
             due: true,
+            stale_told: HashSet::new(),
         }
     }
 }
@@ -191,6 +217,31 @@ impl Toucher {
         }
     }
 
+    /// A touch refused on its value although the ConfigMap names it: told once per
+    /// MachineSet and target in a Lease term (each pass tries again).
+    pub(super) async fn report_stale_parameter(&mut self, p: &Planned) {
+        if !self
+            .wall
+            .stale_told
+            .insert((p.uid.clone(), p.target.clone()))
+        {
+            tracing::debug!(machineset = %p.name, target = %p.target, "the admission policy still refuses the target");
+            return;
+        }
+        let note = stale_note(&p.name, &p.target);
+        tracing::error!(condition = PARAMETER_STALE, machineset = %p.name, target = %p.target, "{note}");
+        let event = Event {
+            type_: EventType::Warning,
+            reason: PARAMETER_STALE.into(),
+            note: Some(note),
+            action: "Update".into(),
+            secondary: None,
+        };
+        if let Err(e) = self.own_event(&event, &self.reference(p)).await {
+            tracing::warn!(machineset = %p.name, error = %e, "could not record the Event");
+        }
+    }
+
     /// A Warning or Normal Event on the probed object: Events are granted in its namespace
     /// only, where an administrator looks for the toucher's Events anyway.
     async fn tell(&self, ms: &Value, type_: EventType, reason: &str, note: String) {
@@ -229,6 +280,15 @@ fn not_enforced_note(probed: &Value) -> String {
     format!(
         "the ValidatingAdmissionPolicy {policy} did not deny a dry-run change of {what} by this ServiceAccount: the policy or its binding is missing or not enforced, so the ServiceAccount's writes are not limited to boot images. Not touching MachineSets until it holds again; re-apply the manifests (policy and binding {policy}).",
         policy = apis::ADMISSION_POLICY
+    )
+}
+
+fn stale_note(name: &str, target: &str) -> String {
+    format!(
+        "the ValidatingAdmissionPolicy {policy} refused to let MachineSet {name} move to {target}, which the ConfigMap {ns}/{cm} names: the API server judged the write against an older copy of that ConfigMap. Kubernetes keeps such a copy from the moment the policy's binding was deleted until the kube-apiserver restarts (kubernetes/kubernetes#130887); if the binding was deleted and re-created, restart the kube-apiserver pods. Trying again at each pass.",
+        policy = apis::ADMISSION_POLICY,
+        ns = apis::MCO_NAMESPACE,
+        cm = apis::BOOTIMAGES_CONFIGMAP,
     )
 }
 
@@ -290,6 +350,56 @@ mod tests {
         for fault in &unknown {
             assert_eq!(classify(Err(fault)), Verdict::Unknown, "{fault}");
         }
+    }
+
+    #[test]
+    fn a_refusal_on_values_is_told_apart_from_the_other_rules() {
+        let gcp = "machinesets.machine.openshift.io \"ms-a\" is invalid: : ValidatingAdmissionPolicy 'bootimage-webhook-boot-images-only' with binding 'bootimage-webhook-boot-images-only' denied request: the bootimage-webhook ServiceAccount may set a GCP boot disk image only to an image of the ConfigMap openshift-machine-config-operator/coreos-bootimages (stream or streams), and no other disk image";
+        assert!(refused_for_value(&refused(422, "Invalid", gcp)));
+        assert!(!refused_for_value(&refused(422, "Invalid", DENIED)));
+        let other = gcp.replace("bootimage-webhook-boot-images-only", "someone-elses");
+        assert!(!refused_for_value(&refused(422, "Invalid", &other)));
+        assert!(!refused_for_value(&refused(500, "InternalError", gcp)));
+    }
+
+    #[test]
+    fn every_rule_on_values_and_no_other_carries_the_mark() {
+        let policy = include_str!("../../../manifests/base/validatingadmissionpolicy.yaml");
+        let docs: Vec<Value> = serde_saphyr::from_multiple(policy).expect("the policy parses");
+        let rules = docs
+            .iter()
+            .filter(|d| d["metadata"]["name"] == apis::ADMISSION_POLICY)
+            .flat_map(|d| {
+                d["spec"]["validations"]
+                    .as_array()
+                    .cloned()
+                    .unwrap_or_default()
+            });
+        let mut marked = Vec::new();
+        for r in rules {
+            let text = r["message"].as_str().or(r["messageExpression"].as_str());
+            let text = text.expect("every rule says why");
+            if text.contains(VALUE_RULE_MARK) {
+                marked.push(r["expression"].as_str().unwrap_or_default().to_owned());
+            }
+        }
+        // One rule on values per platform, each naming the ConfigMap it judges by.
+        assert_eq!(marked.len(), 4, "{marked:#?}");
+        assert!(marked.iter().all(|e| e.contains("variables.update")));
+    }
+
+    #[test]
+    fn the_stale_warning_names_the_configmap_and_the_fix() {
+        let note = stale_note("ms-a", "projects/p/global/images/x");
+        assert!(
+            note.contains("MachineSet ms-a move to projects/p/global/images/x"),
+            "{note}"
+        );
+        assert!(
+            note.contains("openshift-machine-config-operator/coreos-bootimages"),
+            "{note}"
+        );
+        assert!(note.contains("restart the kube-apiserver"), "{note}");
     }
 
     #[test]
