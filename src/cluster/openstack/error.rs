@@ -62,6 +62,13 @@ pub enum OpenStackError {
         status: u16,
         said: String,
     },
+    #[error(
+        "Glance {what}: cut short ({sent}): the image is deleted once Glance says that upload stopped, and imported again"
+    )]
+    Interrupted {
+        what: String,
+        sent: Box<OpenStackError>,
+    },
     #[error("Glance {what} ({url}): the answer is not what Glance answers: {why}")]
     Answer {
         what: String,

@@ -48,12 +48,14 @@ impl Image {
         Marker::read(&self.props)
     }
 
-    /// What the rules of [`marker`](super::marker) decide on.
-    pub fn seen(&self, now: Option<Timestamp>) -> Seen {
+    /// What the rules of [`marker`](super::marker) decide on. An image another project
+    /// owns (a public or shared one) carries no marker of ours, whatever its properties.
+    pub fn seen(&self, now: Option<Timestamp>, project: Option<&str>) -> Seen {
+        let owned = project.is_some_and(|p| self.prop("owner") == Some(p));
         Seen {
             name: self.name.clone(),
             status: self.status.clone(),
-            marker: self.marker(),
+            marker: self.marker().filter(|_| owned),
             now,
         }
     }
@@ -157,17 +159,24 @@ impl Glance {
         Ok((image, date(&answer)))
     }
 
-    /// A private qcow2 image `name` with `props` set from its creation.
+    /// The project the token is scoped to (the owner of what is created with it).
+    pub async fn project(&mut self) -> Result<Option<String>, OpenStackError> {
+        Ok(self.keystone.token().await?.project_id)
+    }
+
+    /// A private qcow2 image `name` with `props` and `tags` set from its creation.
     pub async fn create(
         &mut self,
         name: &str,
         props: &[(&'static str, String)],
+        tags: &[String],
     ) -> Result<Image, OpenStackError> {
         let mut body = json!({
             "name": name,
             "disk_format": "qcow2",
             "container_format": "bare",
             "visibility": "private",
+            "tags": tags,
         });
         for (k, v) in props {
             body[*k] = json!(v);
@@ -195,12 +204,21 @@ impl Glance {
             .header(header::CONTENT_LENGTH, size)
             .body(body)
             .map_err(|e| answer_error(&Method::PUT, &url, &e.to_string()))?;
-        let answer = self.keystone.http.send(req).await?;
         let what = format!(
             "upload image {} ({})",
             image.name.as_deref().unwrap_or(""),
             image.id
         );
+        let answer = match self.keystone.http.send(req).await {
+            Ok(answer) => answer,
+            Err(OpenStackError::Send { url, proxy, cause }) => {
+                return Err(OpenStackError::Interrupted {
+                    what,
+                    sent: Box::new(OpenStackError::Send { url, proxy, cause }),
+                });
+            }
+            Err(e) => return Err(e),
+        };
         expect(
             &answer,
             &url,
@@ -320,6 +338,26 @@ mod tests {
         assert_eq!(image.marker(), None);
         assert_eq!(Image::from_json(&json!({"name": "no id"})), None);
         assert_eq!(Image::from_json(&json!([1])), None);
+    }
+
+    #[test]
+    fn an_image_of_another_project_is_never_ours_whatever_it_says() {
+        let mut v = json!({"id": "1b0d", "name": "n", "status": "active", "owner": "p1"});
+        let marker = Marker {
+            infra_id: "ci-os-abc12".into(),
+            stream: "rhel-9".into(),
+            release: "9.8.1".into(),
+            qcow2_sha256: "ab".repeat(32),
+            import_deadline: None,
+        };
+        for (k, val) in marker.pairs() {
+            v[k] = json!(val);
+        }
+        let image = Image::from_json(&v).unwrap();
+        assert_eq!(image.seen(None, Some("p1")).marker, Some(marker));
+        // A public image of another project with our properties: not ours.
+        assert_eq!(image.seen(None, Some("p2")).marker, None);
+        assert_eq!(image.seen(None, None).marker, None);
     }
 
     #[test]

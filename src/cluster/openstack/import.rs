@@ -90,6 +90,7 @@ impl Importer {
     pub async fn look(&mut self, want: &Want<'_>) -> Result<Look, OpenStackError> {
         let name = want.name();
         let (images, now) = self.glance.list(&[("name", &name)]).await?;
+        let project = self.glance.project().await?;
         let mut look = Look {
             now,
             ..Look::default()
@@ -99,7 +100,7 @@ impl Importer {
             .into_iter()
             .filter(|i| i.name.as_deref() == Some(&name))
         {
-            let seen = image.seen(now);
+            let seen = image.seen(now, project.as_deref());
             match seen.usable(&name, want.infra_id, &t.release, &t.uncompressed_sha256) {
                 Ok(()) if look.ready.is_none() => look.ready = Some(image),
                 Ok(()) => look.stale.push(image),
@@ -162,7 +163,8 @@ impl Importer {
             return Ok(());
         };
         let failed_here = self.failed_here.contains(&image.id);
-        let seen = seen_image.seen(now);
+        let project = self.glance.project().await?;
+        let seen = seen_image.seen(now, project.as_deref());
         if let Err(why) = seen.clearable(
             &want.name(),
             want.infra_id,
@@ -202,7 +204,15 @@ impl Importer {
         };
         let name = want.name();
         tracing::info!(image = %name, url = %t.location, bytes = size, "importing the RHCOS qcow2 into Glance");
-        let image = self.glance.create(&name, &marker.pairs()).await?;
+        let mut props = marker.pairs();
+        // As Red Hat's manual procedure describes the image.
+        props.extend([
+            ("os_type", "linux".to_owned()),
+            ("os_distro", "rhcos".to_owned()),
+        ]);
+        // The installer's tag: openshift-install destroy deletes the images that carry it.
+        let tags = [format!("openshiftClusterID={}", want.infra_id)];
+        let image = self.glance.create(&name, &props, &tags).await?;
         let uploaded = async {
             self.glance.upload(&image, body, size).await?;
             let active = self.wait_active(&image, settings.active_timeout).await?;
@@ -315,10 +325,11 @@ impl Importer {
     /// the next pass may delete it without waiting for its deadline.
     async fn discard(&mut self, want: &Want<'_>, image: &Image) {
         let name = want.name();
+        let project = self.glance.project().await.ok().flatten();
         let allowed = match self.glance.get(&image.id).await {
             Ok((None, _)) => return,
             Ok((Some(now), clock)) => {
-                let seen = now.seen(clock);
+                let seen = now.seen(clock, project.as_deref());
                 let named = want.names(&now);
                 match seen.status.as_str() {
                     "active" => seen.retirable(&name, want.infra_id, named),
@@ -374,8 +385,9 @@ impl Importer {
         };
         let name = image.name.clone().unwrap_or_default();
         let is_named = named.contains(id) || named.contains(&name);
+        let project = self.glance.project().await?;
         image
-            .seen(None)
+            .seen(None, project.as_deref())
             .retirable(&name, infra_id, is_named)
             .map_err(|why| busy(&image, why))?;
         tracing::info!(image = %name, id, "deleting an image of ours that nothing has named for the retention");

@@ -23,6 +23,8 @@ pub struct Token {
     pub value: String,
     /// The image endpoint, without its version (`https://glance.example:9292`).
     pub glance: String,
+    /// The project the token is scoped to: the owner of the images made with it.
+    pub project_id: Option<String>,
     renew_at: Instant,
 }
 
@@ -100,9 +102,11 @@ impl Keystone {
             self.cloud.region.as_deref(),
             self.cloud.interface.as_str(),
         )?;
+        let project_id = token.pointer("/project/id").and_then(Value::as_str);
         Ok(Token {
             value,
             glance: unversioned(&glance),
+            project_id: project_id.map(str::to_owned),
             renew_at: arrived + renew_after(token),
         })
     }

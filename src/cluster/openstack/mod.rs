@@ -25,6 +25,6 @@ pub use access::{Credentials, connect, connect_cloud, read};
 pub use artifact::{ArtifactError, Qcow2Target};
 pub use clouds::{CLOUD_NAME, Cloud, parse as parse_clouds};
 pub use error::OpenStackError;
-pub use glance::Image;
+pub use glance::{Glance, Image};
 pub use import::{Importer, Look, Settings, Want};
 pub use marker::{INFRASTRUCTURE, Keep, Marker, QCOW2_SHA256, RELEASE, STREAM, image_name};
