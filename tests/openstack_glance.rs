@@ -113,7 +113,7 @@ async fn the_first_import_makes_an_active_marked_image_and_the_second_uploads_no
     let started = Instant::now();
     let mut second = importer(&tenant, "openstack-appcred");
     let look = second.look(&wanted).await.unwrap();
-    assert_eq!(look.ready.as_ref().map(|i| &i.id), Some(&image.id));
+    assert_eq!(look.usable().map(|i| &i.id), Some(&image.id));
     let again = second.ensure(&stream.settings(), &wanted).await.unwrap();
     eprintln!("second run: {:?}", started.elapsed());
     assert_eq!(again.id, image.id);
@@ -123,6 +123,36 @@ async fn the_first_import_makes_an_active_marked_image_and_the_second_uploads_no
     assert_eq!(stream.files.hits.load(Ordering::SeqCst), 1);
     let ours = second.ours(infra).await.unwrap();
     assert_eq!(ours.iter().map(|i| &i.id).collect::<Vec<_>>(), [&image.id]);
+
+    // A twin of ours that an import long gone left (queued, its deadline past by
+    // Glance's clock): the name is no longer the image's alone, so MachineSets may not move
+    // to it; the Lease holder deletes the twin and keeps the image.
+    let mut twin = json!({"name": name, "disk_format": "qcow2", "container_format": "bare", "visibility": "private"});
+    for key in [
+        "bootimage_webhook_infrastructure_name",
+        "bootimage_webhook_stream",
+        "bootimage_webhook_release",
+        "bootimage_webhook_qcow2_sha256",
+    ] {
+        twin[key] = held[key].clone();
+    }
+    twin["bootimage_webhook_import_deadline"] = json!("2026-01-01T00:00:00Z");
+    let twin = tenant.glance("POST", "/v2/images", Some(twin));
+    let look = second.look(&wanted).await.unwrap();
+    assert!(look.usable().is_none());
+    assert_eq!(look.unfinished.len(), 1);
+    let kept = second.ensure(&stream.settings(), &wanted).await.unwrap();
+    assert_eq!(kept.id, image.id);
+    let after = tenant.images_named(&name);
+    assert_eq!(
+        after.iter().map(|i| &i["id"]).collect::<Vec<_>>(),
+        [&json!(image.id)]
+    );
+    assert_ne!(twin["id"], json!(image.id));
+    assert_eq!(
+        second.look(&wanted).await.unwrap().usable().map(|i| &i.id),
+        Some(&image.id)
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -151,8 +181,19 @@ async fn a_look_alike_image_is_never_touched_and_nothing_is_imported_beside_it()
     let mut imp = importer(&tenant, "openstack");
     let wanted = want(infra, &stream.target, &named);
     let look = imp.look(&wanted).await.unwrap();
-    assert!(look.ready.is_none() && look.unfinished.is_empty());
+    assert!(look.usable().is_none() && look.unfinished.is_empty());
     assert_eq!(look.taken.len(), 2);
+    // Listed one to a page, both are found (Glance's next links followed).
+    let (paged, _) = imp
+        .glance
+        .list(&[("name", &name), ("limit", "1")])
+        .await
+        .unwrap();
+    let mut paged: Vec<_> = paged.iter().map(|i| i.id.as_str()).collect();
+    paged.sort();
+    let mut both = ids;
+    both.sort();
+    assert_eq!(paged, both);
     let e = imp.ensure(&stream.settings(), &wanted).await.unwrap_err();
     let text = e.to_string();
     assert!(matches!(e, OpenStackError::NameTaken { .. }), "{text}");

@@ -68,6 +68,15 @@ pub struct Look {
     pub now: Option<Timestamp>,
 }
 
+impl Look {
+    /// The image MachineSets may move to: ready, and the only image under its name (the
+    /// machine API resolves the name and refuses one that names several).
+    pub fn usable(&self) -> Option<&Image> {
+        let alone = self.unfinished.is_empty() && self.stale.is_empty() && self.taken.is_empty();
+        self.ready.as_ref().filter(|_| alone)
+    }
+}
+
 pub struct Importer {
     pub glance: Glance,
     /// Images of this replica's imports that failed and could not be deleted then.
@@ -112,8 +121,9 @@ impl Importer {
         Ok(look)
     }
 
-    /// The wanted image, imported when missing (the Lease holder). An image under the
-    /// name that is not ours stops it; so does one of ours that may still be written.
+    /// The wanted image, imported when missing (the Lease holder), and alone under its
+    /// name. An image under the name that is not ours stops it; so does one of ours that
+    /// may still be written.
     pub async fn ensure(
         &mut self,
         settings: &Settings,
@@ -125,9 +135,6 @@ impl Importer {
                 name: want.name(),
                 ids: look.taken.iter().map(|i| i.id.clone()).collect(),
             });
-        }
-        if let Some(image) = look.ready {
-            return Ok(image);
         }
         if let Some(stale) = look.stale.first() {
             return Err(busy(
@@ -145,10 +152,14 @@ impl Importer {
                 },
             ));
         }
+        // Beside the image MachineSets move to too: the name must be its alone.
         for leftover in &look.unfinished {
             self.clear_leftover(want, leftover).await?;
         }
-        self.import(settings, want, look.now).await
+        match look.ready {
+            Some(image) => Ok(image),
+            None => self.import(settings, want, look.now).await,
+        }
     }
 
     /// Deletes what an import of ours left when Glance says, right now, that it may go.
