@@ -72,7 +72,7 @@ fn want<'a>(infra: &'a str, target: &'a Qcow2Target, named: &'a BTreeSet<String>
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_first_import_makes_an_active_marked_image_and_the_second_uploads_nothing() {
-    let servers = Servers::shared();
+    let (servers, _turn) = Servers::shared().await;
     let tenant = servers.tenant("first");
     let stream = Stream::new(4, 1);
     let (infra, named) = ("ci-os-first1", BTreeSet::new());
@@ -107,6 +107,8 @@ async fn the_first_import_makes_an_active_marked_image_and_the_second_uploads_no
     assert_eq!(held["os_hash_value"], json!(stream.qcow2.sha512));
     assert_eq!(held["size"], json!(stream.qcow2.qcow2.len()));
     assert_eq!(stream.files.hits.load(Ordering::SeqCst), 1);
+    // One token for every call of the import.
+    assert_eq!(first.glance.keystone.issued(), 1);
 
     // Another replica, with the application credential: it finds the image, and uploads
     // and downloads nothing.
@@ -157,7 +159,7 @@ async fn the_first_import_makes_an_active_marked_image_and_the_second_uploads_no
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_look_alike_image_is_never_touched_and_nothing_is_imported_beside_it() {
-    let servers = Servers::shared();
+    let (servers, _turn) = Servers::shared().await;
     let tenant = servers.tenant("lookalike");
     let stream = Stream::new(0, 2);
     let (infra, named) = ("ci-os-alike1", BTreeSet::new());
@@ -226,7 +228,7 @@ async fn a_look_alike_image_is_never_touched_and_nothing_is_imported_beside_it()
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_wrong_checksum_imports_nothing_and_names_the_url_and_both_digests() {
-    let servers = Servers::shared();
+    let (servers, _turn) = Servers::shared().await;
     let tenant = servers.tenant("checksum");
     let stream = Stream::new(0, 3);
     let (infra, named) = ("ci-os-sum1", BTreeSet::new());
@@ -321,6 +323,11 @@ async fn glance_killed_mid_upload_is_named_and_a_retry_clears_what_it_left() {
         e.contains(&format!("upload image {name}")) && e.contains("cut short"),
         "{e}"
     );
+    // Keystone revokes the failed replica's token while Glance is down (so Glance has no
+    // cached validation of it): its next call is refused, and the token renewed once.
+    let revoked = imp.glance.keystone.token().await.unwrap().value;
+    revoke(&servers, &revoked);
+    let issued = imp.glance.keystone.issued();
     servers.restart();
     let left = tenant.images_named(&name);
     assert_eq!(left.len(), 1, "{left:?}");
@@ -340,6 +347,7 @@ async fn glance_killed_mid_upload_is_named_and_a_retry_clears_what_it_left() {
         .await
         .unwrap();
     eprintln!("the retry: {:?}", started.elapsed());
+    assert_eq!(imp.glance.keystone.issued(), issued + 1);
     let held = tenant.images_named(&name);
     assert_eq!(held.len(), 1, "{held:?}");
     assert_eq!(
@@ -352,7 +360,7 @@ async fn glance_killed_mid_upload_is_named_and_a_retry_clears_what_it_left() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_clouds_ca_bundle_is_honoured() {
-    let servers = Servers::shared();
+    let (servers, _turn) = Servers::shared().await;
     let tenant = servers.tenant("tls");
     let certs = bootimage_webhook::serve::tls::DevCerts::generate(&["127.0.0.1".into()]).unwrap();
     let keystone_port: u16 = servers.env["KEYSTONE_PORT"].parse().unwrap();
@@ -425,4 +433,24 @@ async fn the_clouds_ca_bundle_is_honoured() {
         e.contains("/nowhere/ca.pem") && e.contains("cloud-provider-config"),
         "{e}"
     );
+}
+
+/// Keystone revokes `token` (its admin API).
+fn revoke(servers: &Servers, token: &str) {
+    let out = std::process::Command::new("curl")
+        .args([
+            "-sS",
+            "-o",
+            "/dev/null",
+            "-w",
+            "%{http_code}",
+            "-X",
+            "DELETE",
+        ])
+        .args(["-H", &format!("X-Auth-Token: {}", servers.admin_token())])
+        .args(["-H", &format!("X-Subject-Token: {token}")])
+        .arg(format!("{}/auth/tokens", servers.env["OS_AUTH_URL"]))
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "204");
 }

@@ -46,17 +46,21 @@ pub struct Servers {
 
 impl Servers {
     pub fn start() -> Servers {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = own_dir();
         let path = dir.path().join("s");
         let pid = std::process::id().to_string();
         let env = run(&["start", path.to_str().unwrap(), "--owner-pid", &pid]);
         Servers { dir, env }
     }
 
-    /// One pair for the whole test binary (each test then has a project of its own).
-    pub fn shared() -> &'static Servers {
+    /// One pair for the whole test binary, and the turn to use it: one test at a time, as
+    /// Keystone on sqlite answers concurrent writers (a project made while a token is
+    /// issued) with HTTP 500 "database is locked". Each test has a project of its own.
+    pub async fn shared() -> (&'static Servers, tokio::sync::MutexGuard<'static, ()>) {
         static SHARED: OnceLock<Servers> = OnceLock::new();
-        SHARED.get_or_init(Servers::start)
+        static TURN: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+        let turn = TURN.lock().await;
+        (SHARED.get_or_init(Servers::start), turn)
     }
 
     fn path(&self) -> String {
@@ -151,6 +155,25 @@ impl Tenant {
         let found = self.glance("GET", &format!("/v2/images?name={name}"), None);
         found["images"].as_array().cloned().unwrap_or_default()
     }
+}
+
+/// A directory for a test process's servers. The shared ones outlive the test (a static
+/// is never dropped; the script's watchdog stops them), so the directories of processes
+/// that are gone are removed first.
+fn own_dir() -> tempfile::TempDir {
+    let base = std::env::temp_dir().join("bootimage-webhook-openstack");
+    std::fs::create_dir_all(&base).unwrap();
+    for entry in std::fs::read_dir(&base).unwrap().flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let pid = name.split('-').next().unwrap_or_default();
+        if !pid.is_empty() && !Path::new("/proc").join(pid).exists() {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
+    tempfile::Builder::new()
+        .prefix(&format!("{}-", std::process::id()))
+        .tempdir_in(&base)
+        .unwrap()
 }
 
 /// A project-scoped token for a user of the Default domain (curl).

@@ -40,6 +40,8 @@ pub struct Keystone {
     pub http: Https,
     pub cloud: Cloud,
     token: Option<Token>,
+    /// Tokens issued so far (for the log and the tests).
+    issued: u64,
 }
 
 impl Keystone {
@@ -48,7 +50,13 @@ impl Keystone {
             http,
             cloud,
             token: None,
+            issued: 0,
         }
+    }
+
+    /// How many tokens Keystone has issued to this client.
+    pub fn issued(&self) -> u64 {
+        self.issued
     }
 
     /// The token, a new one when there is none or it is due for renewal.
@@ -59,6 +67,7 @@ impl Keystone {
             return Ok(token.clone());
         }
         let token = self.issue().await?;
+        self.issued += 1;
         self.token = Some(token.clone());
         Ok(token)
     }
