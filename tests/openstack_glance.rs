@@ -126,6 +126,20 @@ async fn the_first_import_makes_an_active_marked_image_and_the_second_uploads_no
     let ours = second.ours(infra).await.unwrap();
     assert_eq!(ours.iter().map(|i| &i.id).collect::<Vec<_>>(), [&image.id]);
 
+    twin_and_retention(&tenant, &mut second, &stream, held).await;
+}
+
+/// After the first test's imports: a twin of ours past its deadline, then retention.
+async fn twin_and_retention(
+    tenant: &Tenant,
+    second: &mut Importer,
+    stream: &Stream,
+    held: &serde_json::Value,
+) {
+    let (infra, named) = ("ci-os-first1", BTreeSet::new());
+    let wanted = want(infra, &stream.target, &named);
+    let name = image_name(infra, RELEASE);
+    let image = second.look(&wanted).await.unwrap().ready.unwrap();
     // A twin of ours that an import long gone left (queued, its deadline past by
     // Glance's clock): the name is no longer the image's alone, so MachineSets may not move
     // to it; the Lease holder deletes the twin and keeps the image.
@@ -155,6 +169,19 @@ async fn the_first_import_makes_an_active_marked_image_and_the_second_uploads_no
         second.look(&wanted).await.unwrap().usable().map(|i| &i.id),
         Some(&image.id)
     );
+
+    // Retention: kept while a MachineSet or Machine names it (by name or id), else deleted.
+    for by in [&name, &image.id] {
+        let named = BTreeSet::from([by.clone()]);
+        let e = second.retire(&image.id, infra, &named).await.unwrap_err();
+        assert!(e.to_string().contains("named by a MachineSet"), "{e}");
+    }
+    second
+        .retire(&image.id, infra, &BTreeSet::new())
+        .await
+        .unwrap();
+    assert!(tenant.images_named(&name).is_empty());
+    assert!(second.ours(infra).await.unwrap().is_empty());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -278,16 +305,7 @@ async fn glance_killed_mid_upload_is_named_and_a_retry_clears_what_it_left() {
     // Servers of its own: Glance is killed.
     let servers = Servers::start();
     let tenant = servers.tenant("killed");
-    // The upload goes through a forwarder that sends 64 KiB every 20 ms (about 3 MiB/s),
-    // registered as the image endpoint of a region of its own.
-    let glance_port: u16 = servers.env["GLANCE_PORT"].parse().unwrap();
-    let slow = Forwarder::start(glance_port, None, Some(Duration::from_millis(20)));
-    servers.image_endpoint_in("Slow", &format!("http://127.0.0.1:{}", slow.port));
-    let yaml = tenant.clouds_yaml.replace("RegionOne", "Slow");
-    let slow_tenant = Tenant {
-        env: tenant.env.clone(),
-        clouds_yaml: yaml,
-    };
+    let (slow, slow_tenant) = slowed(&servers, &tenant);
     let stream = Stream::new(24, 4);
     let (infra, named) = ("ci-os-kill1", BTreeSet::new());
     let name = image_name(infra, RELEASE);
@@ -453,4 +471,18 @@ fn revoke(servers: &Servers, token: &str) {
         .output()
         .unwrap();
     assert_eq!(String::from_utf8_lossy(&out.stdout), "204");
+}
+
+/// The tenant's cloud with its image endpoint behind a forwarder that paces what is sent
+/// (slow enough to kill Glance mid-upload), registered as a region of its own.
+fn slowed(servers: &Servers, tenant: &Tenant) -> (Forwarder, Tenant) {
+    let glance_port: u16 = servers.env["GLANCE_PORT"].parse().unwrap();
+    let slow = Forwarder::start(glance_port, None, Some(Duration::from_millis(20)));
+    servers.image_endpoint_in("Slow", &format!("http://127.0.0.1:{}", slow.port));
+    let yaml = tenant.clouds_yaml.replace("RegionOne", "Slow");
+    let slow_tenant = Tenant {
+        env: tenant.env.clone(),
+        clouds_yaml: yaml,
+    };
+    (slow, slow_tenant)
 }

@@ -55,7 +55,7 @@ impl Servers {
 
     /// One pair for the whole test binary, and the turn to use it: one test at a time, as
     /// Keystone on sqlite answers concurrent writers (a project made while a token is
-    /// issued) with HTTP 500 "database is locked". Each test has a project of its own.
+    /// issued) with an error ("database is locked"). Each test has a project of its own.
     pub async fn shared() -> (&'static Servers, tokio::sync::MutexGuard<'static, ()>) {
         static SHARED: OnceLock<Servers> = OnceLock::new();
         static TURN: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
@@ -331,7 +331,7 @@ fn background_runtime() -> (tokio::runtime::Runtime, std::net::TcpListener) {
 }
 
 /// A TCP forwarder on loopback to `port`: with `tls` (chain and key, PEM) it ends TLS
-/// first; with `pace`, what the client sends goes on 64 KiB at a time, `pace` apart.
+/// first; with `pace`, what the client sends goes on a chunk at a time, `pace` apart.
 pub struct Forwarder {
     pub port: u16,
     runtime: Option<tokio::runtime::Runtime>,

@@ -13,8 +13,7 @@ use super::https::{self, Answer, Body};
 use super::keystone::Keystone;
 use super::marker::{Marker, Seen};
 
-/// No list has more pages than this (a thousand images at Glance's default page size of
-/// twenty-five would be forty).
+/// No list has more pages than this: a bound on a list whose next links never end.
 const MAX_PAGES: usize = 1000;
 
 /// An image, as Glance describes it.

@@ -19,7 +19,7 @@ use crate::cluster::egress::{self, ProxyConnector};
 
 pub type Body = UnsyncBoxBody<Bytes, std::io::Error>;
 
-/// The largest JSON answer read (an image list page of a thousand images is a megabyte).
+/// The largest JSON answer read (a page of Glance's largest page size fits well within it).
 const MAX_ANSWER: usize = 16 << 20;
 
 /// A whole answer: status, headers, text.

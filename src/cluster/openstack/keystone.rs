@@ -355,12 +355,12 @@ mod tests {
         let t = |issued: &str, expires: &str| {
             renew_after(&json!({"issued_at": issued, "expires_at": expires}))
         };
-        // Keystone's default hour: renewed five minutes before it ends.
+        // Keystone's default lifetime: renewed the margin before it ends.
         assert_eq!(
             t("2026-12-06T22:57:37.000000Z", "2026-12-06T23:57:37.000000Z"),
             Duration::from_secs(3300)
         );
-        // A short token keeps three quarters of its life.
+        // A short token keeps most of its life.
         assert_eq!(
             t("2026-12-06T22:57:37Z", "2026-12-06T22:59:37Z"),
             Duration::from_secs(90)
