@@ -10,6 +10,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
+use bootimage_webhook::cluster::egress::Proxy;
 use bootimage_webhook::cluster::openstack::{
     self, Credentials, Importer, OpenStackError, Qcow2Target, Settings, Want, image_name,
 };
@@ -58,8 +59,12 @@ impl Stream {
 }
 
 fn importer(tenant: &Tenant, cloud: &str) -> Importer {
+    importer_via(tenant, cloud, Proxy::new("", "", ""))
+}
+
+fn importer_via(tenant: &Tenant, cloud: &str, proxy: Proxy) -> Importer {
     let parsed = openstack::parse_clouds(&tenant.clouds_yaml, cloud).unwrap();
-    openstack::connect_cloud(parsed, &Credentials::default(), |_| None).unwrap()
+    openstack::connect_cloud(parsed, &Credentials::default(), |_| None, proxy).unwrap()
 }
 
 fn want<'a>(infra: &'a str, target: &'a Qcow2Target, named: &'a BTreeSet<String>) -> Want<'a> {
@@ -485,4 +490,34 @@ fn slowed(servers: &Servers, tenant: &Tenant) -> (Forwarder, Tenant) {
         clouds_yaml: yaml,
     };
     (slow, slow_tenant)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keystone_glance_and_the_download_go_through_the_proxy() {
+    let (servers, _turn) = Servers::shared().await;
+    let tenant = servers.tenant("proxied");
+    let stream = Stream::new(0, 6);
+    let dir = tempfile::tempdir().unwrap();
+    let proxy = support::proxy::Tinyproxy::start(dir.path());
+    let (infra, named) = ("ci-os-proxy1", BTreeSet::new());
+    let rules = Proxy::new("", &proxy.url(), "");
+    let mut imp = importer_via(&tenant, "openstack", rules);
+    let image = imp
+        .ensure(&stream.settings(), &want(infra, &stream.target, &named))
+        .await
+        .unwrap();
+    assert_eq!(tenant.images_named(&image_name(infra, RELEASE)).len(), 1);
+    for (what, port) in [
+        ("Keystone", servers.env["KEYSTONE_PORT"].clone()),
+        ("Glance", servers.env["GLANCE_PORT"].clone()),
+        ("the mirror", stream.files.addr.port().to_string()),
+    ] {
+        let through = proxy.requests_to(&format!("127.0.0.1:{port}"));
+        assert!(
+            through > 0,
+            "{what}: nothing through the proxy: {}",
+            proxy.log()
+        );
+    }
+    assert_eq!(image.status, "active");
 }

@@ -10,6 +10,7 @@ use super::glance::Glance;
 use super::https::{self, Https};
 use super::import::Importer;
 use super::keystone::Keystone;
+use crate::cluster::egress::Proxy;
 
 /// What the Secret and the ConfigMap hold, as read.
 #[derive(Default)]
@@ -71,14 +72,17 @@ pub fn connect(creds: &Credentials) -> Result<Importer, OpenStackError> {
             why: e.to_string(),
         }
     })?;
-    connect_cloud(cloud, creds, |path| std::fs::read(path).ok())
+    let read = |path: &str| std::fs::read(path).ok();
+    connect_cloud(cloud, creds, read, Proxy::from_env())
 }
 
-/// As [`connect`], for a cloud already read; `read` reads the file `cacert` names.
+/// As [`connect`], for a cloud already read; `read` reads the file `cacert` names, and
+/// everything goes through `proxy` where its rules say so.
 pub fn connect_cloud(
     cloud: Cloud,
     creds: &Credentials,
     read: impl Fn(&str) -> Option<Vec<u8>>,
+    proxy: Proxy,
 ) -> Result<Importer, OpenStackError> {
     let sources = clouds::ca_sources(
         &cloud,
@@ -91,6 +95,6 @@ pub fn connect_cloud(
         why,
     })?;
     let roots = https::roots(&sources.bundles)?;
-    let http = Https::new(roots, cloud.verify_off)?;
+    let http = Https::new(roots, cloud.verify_off, proxy)?;
     Ok(Importer::new(Glance::new(Keystone::new(http, cloud))))
 }

@@ -15,7 +15,7 @@ use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject;
 
 use super::error::{OpenStackError, cause};
-use crate::cluster::egress::{self, ProxyConnector};
+use crate::cluster::egress::{self, Proxy, ProxyConnector};
 
 pub type Body = UnsyncBoxBody<Bytes, std::io::Error>;
 
@@ -65,7 +65,12 @@ pub fn roots(bundles: &[(String, Vec<u8>)]) -> Result<rustls::RootCertStore, Ope
 }
 
 impl Https {
-    pub fn new(roots: rustls::RootCertStore, verify_off: bool) -> Result<Https, OpenStackError> {
+    /// Through `proxy` ([`Proxy::from_env`] but in tests).
+    pub fn new(
+        roots: rustls::RootCertStore,
+        verify_off: bool,
+        proxy: Proxy,
+    ) -> Result<Https, OpenStackError> {
         let tls = rustls::ClientConfig::builder_with_provider(Arc::new(
             rustls::crypto::ring::default_provider(),
         ))
@@ -76,7 +81,7 @@ impl Https {
         })?
         .with_root_certificates(roots)
         .with_no_client_auth();
-        let connector = ProxyConnector::new(tls);
+        let connector = ProxyConnector::with_proxy(tls, proxy);
         Ok(Https {
             client: Client::builder(TokioExecutor::new()).build(connector.clone()),
             connector,
