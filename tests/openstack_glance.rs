@@ -72,6 +72,7 @@ fn want<'a>(infra: &'a str, target: &'a Qcow2Target, named: &'a BTreeSet<String>
         infra_id: infra,
         target,
         named: Some(named),
+        carried: BTreeMap::new(),
     }
 }
 
@@ -81,10 +82,15 @@ async fn the_first_import_makes_an_active_marked_image_and_the_second_uploads_no
     let tenant = servers.tenant("first");
     let stream = Stream::new(4, 1);
     let (infra, named) = ("ci-os-first1", BTreeSet::new());
-    let wanted = want(infra, &stream.target, &named);
+    installer_image(&tenant, infra);
 
     let started = Instant::now();
     let mut first = importer(&tenant, "openstack");
+    let carried = first.carried_from(&format!("{infra}-rhcos")).await.unwrap();
+    let wanted = Want {
+        carried,
+        ..want(infra, &stream.target, &named)
+    };
     assert!(first.look(&wanted).await.unwrap().ready.is_none());
     let image = first.ensure(&stream.settings(), &wanted).await.unwrap();
     eprintln!("first import: {:?}", started.elapsed());
@@ -108,6 +114,19 @@ async fn the_first_import_makes_an_active_marked_image_and_the_second_uploads_no
     );
     assert!(held["bootimage_webhook_import_deadline"].as_str().is_some());
     assert_eq!(held["tags"], json!([format!("openshiftClusterID={infra}")]));
+    // How the cloud boots RHCOS, carried over; nothing that described the old data.
+    assert_eq!(
+        (&held["hw_disk_bus"], &held["hw_scsi_model"]),
+        (&json!("scsi"), &json!("virtio-scsi"))
+    );
+    assert_eq!(
+        (&held["os_type"], &held["os_distro"]),
+        (&json!("linux"), &json!("rhcos"))
+    );
+    assert!(
+        held.get("owner_specified.openstack.sha256").is_none(),
+        "{held}"
+    );
     // Glance holds exactly the stream's uncompressed qcow2.
     assert_eq!(held["os_hash_value"], json!(stream.qcow2.sha512));
     assert_eq!(held["size"], json!(stream.qcow2.qcow2.len()));
@@ -520,4 +539,15 @@ async fn keystone_glance_and_the_download_go_through_the_proxy() {
         );
     }
     assert_eq!(image.status, "active");
+}
+
+/// The installer's image, made with clusterOSImageProperties, and an upload client's digest
+/// of its data.
+fn installer_image(tenant: &Tenant, infra: &str) {
+    let installer = json!({
+        "name": format!("{infra}-rhcos"), "disk_format": "qcow2", "container_format": "bare",
+        "visibility": "private", "hw_disk_bus": "scsi", "hw_scsi_model": "virtio-scsi",
+        "owner_specified.openstack.sha256": "0123",
+    });
+    tenant.glance("POST", "/v2/images", Some(installer));
 }

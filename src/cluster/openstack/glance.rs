@@ -74,13 +74,17 @@ impl Glance {
     }
 
     /// A call with the token (renewed once when Glance refuses it); the answer and the URL.
+    /// A read or a delete whose connection broke is sent once more: a kept-alive connection
+    /// that the server or a proxy closed just as it was reused breaks so, before anything was
+    /// done. A create is never sent twice (it could make a twin).
     async fn call(
         &mut self,
         method: Method,
         path: &str,
         body: Option<&Value>,
     ) -> Result<(Answer, String), OpenStackError> {
-        let mut renewed = false;
+        let (mut renewed, mut resent) = (false, false);
+        let idempotent = method == Method::GET || method == Method::DELETE;
         loop {
             let token = self.keystone.token().await?;
             let url = format!("{}{path}", token.glance);
@@ -95,7 +99,13 @@ impl Glance {
             let req = req
                 .body(body.map_or_else(https::empty, https::json))
                 .map_err(|e| answer_error(&method, &url, &e.to_string()))?;
-            let answer = self.keystone.http.send(req).await?;
+            let answer = match self.keystone.http.send(req).await {
+                Err(OpenStackError::Send { .. }) if idempotent && !resent => {
+                    resent = true;
+                    continue;
+                }
+                sent => sent?,
+            };
             if answer.status == StatusCode::UNAUTHORIZED && !renewed {
                 self.keystone.forget();
                 renewed = true;
@@ -167,7 +177,7 @@ impl Glance {
     pub async fn create(
         &mut self,
         name: &str,
-        props: &[(&'static str, String)],
+        props: &BTreeMap<String, String>,
         tags: &[String],
     ) -> Result<Image, OpenStackError> {
         let mut body = json!({
@@ -178,7 +188,7 @@ impl Glance {
             "tags": tags,
         });
         for (k, v) in props {
-            body[*k] = json!(v);
+            body[k.as_str()] = json!(v);
         }
         let (answer, url) = self.call(Method::POST, "/v2/images", Some(&body)).await?;
         let what = format!("create image {name}");

@@ -8,7 +8,7 @@
 //! until `active` and checked against what was sent (size, SHA-256, and Glance's own
 //! SHA-512). What a failed import created is deleted, after reading it again.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -39,6 +39,9 @@ pub struct Want<'a> {
     /// The images MachineSets, ControlPlaneMachineSets and Machines name (by name or id),
     /// as listed right now; `None` when they could not be listed (nothing is deleted).
     pub named: Option<&'a BTreeSet<String>>,
+    /// The properties a new image carries over from the one the waiting MachineSets use
+    /// now ([`Importer::carried_from`]): how the cloud boots RHCOS (`hw_*` and the like).
+    pub carried: BTreeMap<String, String>,
 }
 
 impl Want<'_> {
@@ -215,12 +218,14 @@ impl Importer {
         };
         let name = want.name();
         tracing::info!(image = %name, url = %t.location, bytes = size, "importing the RHCOS qcow2 into Glance");
-        let mut props = marker.pairs();
-        // As Red Hat's manual procedure describes the image.
-        props.extend([
-            ("os_type", "linux".to_owned()),
-            ("os_distro", "rhcos".to_owned()),
-        ]);
+        // As Red Hat's manual procedure describes the image, unless the image in use says
+        // otherwise; the marker over all.
+        let mut props: BTreeMap<String, String> = [("os_type", "linux"), ("os_distro", "rhcos")]
+            .into_iter()
+            .map(|(k, v)| (k.to_owned(), v.to_owned()))
+            .collect();
+        props.extend(want.carried.clone());
+        props.extend(marker.pairs().into_iter().map(|(k, v)| (k.to_owned(), v)));
         // The installer's tag: openshift-install destroy deletes the images that carry it.
         let tags = [format!("openshiftClusterID={}", want.infra_id)];
         let image = self.glance.create(&name, &props, &tags).await?;
@@ -366,6 +371,20 @@ impl Importer {
                 tracing::warn!(image = %name, id = %image.id, error = %why, "cannot delete the image of a failed import; the next import tries again");
                 self.failed_here.insert(image.id.clone());
             }
+        }
+    }
+
+    /// The properties to carry over from the image `name` the waiting MachineSets use now
+    /// ([`marker::carried`]); none when that name is not exactly one image.
+    pub async fn carried_from(
+        &mut self,
+        name: &str,
+    ) -> Result<BTreeMap<String, String>, OpenStackError> {
+        let (images, _) = self.glance.list(&[("name", name)]).await?;
+        let mut named = images.iter().filter(|i| i.name.as_deref() == Some(name));
+        match (named.next(), named.next()) {
+            (Some(image), None) => Ok(marker::carried(&image.props)),
+            _ => Ok(BTreeMap::new()),
         }
     }
 

@@ -206,6 +206,30 @@ impl Seen {
     }
 }
 
+/// The properties of an image in use that a new image of RHCOS carries over: those that
+/// tell Nova how to boot it (`hw_*`, `img_*`, `os_*`, `trait:*`, `architecture`,
+/// `hypervisor_type`, `vm_mode`), as the install-config's `clusterOSImageProperties` set
+/// them. Never what describes the old data (`img_signature*`, a client's
+/// `owner_specified.*` digests, Glance's `os_hash_*`), Glance's own (`os_glance*`,
+/// `os_hidden`), a snapshot's, nor a marker of ours.
+pub fn carried(props: &BTreeMap<String, String>) -> BTreeMap<String, String> {
+    const KEYS: &[&str] = &["architecture", "hypervisor_type", "vm_mode"];
+    const PREFIXES: &[&str] = &["hw_", "img_", "os_", "trait:"];
+    const NEVER: &[&str] = &[
+        "img_signature",
+        "os_glance",
+        "os_hash",
+        "os_hidden",
+        "bootimage_webhook_",
+    ];
+    props
+        .iter()
+        .filter(|(k, _)| KEYS.contains(&k.as_str()) || PREFIXES.iter().any(|p| k.starts_with(p)))
+        .filter(|(k, _)| !NEVER.iter().any(|p| k.starts_with(p)))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect()
+}
+
 /// How long an import of `bytes` may take end to end (the image made, its upload at a
 /// mebibyte a second, Glance storing it), after which it gives up.
 pub fn import_budget(bytes: u64) -> Duration {
@@ -346,6 +370,47 @@ mod tests {
         assert_eq!(
             renamed.clearable(&name(), INFRA, false, true),
             Err(Keep::Gone)
+        );
+    }
+
+    #[test]
+    fn only_how_to_boot_is_carried_over_from_the_image_in_use() {
+        let props: BTreeMap<String, String> = [
+            ("hw_disk_bus", "scsi"),
+            ("hw_scsi_model", "virtio-scsi"),
+            ("hw_qemu_guest_agent", "yes"),
+            ("img_config_drive", "mandatory"),
+            ("os_require_quiesce", "yes"),
+            ("trait:CUSTOM_RHCOS", "required"),
+            ("architecture", "x86_64"),
+            ("img_signature", "sig"),
+            ("img_signature_hash_method", "SHA-256"),
+            ("owner_specified.openstack.sha256", "old"),
+            ("os_hash_value", "old"),
+            ("os_glance_importing_to_stores", ""),
+            ("os_hidden", "False"),
+            ("bootimage_webhook_release", "9.8.1"),
+            ("image_location", "snapshot"),
+            ("instance_uuid", "1234"),
+            ("name", "ci-os-abc12-rhcos"),
+            ("owner", "p1"),
+            ("status", "active"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect();
+        let kept: Vec<String> = carried(&props).into_keys().collect();
+        assert_eq!(
+            kept,
+            [
+                "architecture",
+                "hw_disk_bus",
+                "hw_qemu_guest_agent",
+                "hw_scsi_model",
+                "img_config_drive",
+                "os_require_quiesce",
+                "trait:CUSTOM_RHCOS",
+            ]
         );
     }
 
