@@ -161,7 +161,7 @@ impl Importer {
         }
         match look.ready {
             Some(image) => Ok(image),
-            None => self.import(settings, want, look.now).await,
+            None => self.import(settings, want).await,
         }
     }
 
@@ -198,11 +198,13 @@ impl Importer {
         &mut self,
         settings: &Settings,
         want: &Want<'_>,
-        now: Option<Timestamp>,
     ) -> Result<Image, OpenStackError> {
         let started = Instant::now();
         let t = want.target;
         let path = self.fetch(settings, t).await?;
+        // The download may have taken long: the name is looked at again, and Glance's clock
+        // read, right before the image is made.
+        let now = self.still_free(want).await?;
         let (body, size, sent) = artifact::body(&path)
             .await
             .map_err(|e| cache_error(settings, e))?;
@@ -212,6 +214,7 @@ impl Importer {
             stream: t.stream.clone(),
             release: t.release.clone(),
             qcow2_sha256: t.uncompressed_sha256.clone(),
+            // Glance sent no Date: the pod's clock.
             import_deadline: now
                 .or_else(|| Some(Timestamp::now()))
                 .and_then(|n| n.checked_add(SignedDuration::try_from(budget).ok()?).ok()),
@@ -264,6 +267,23 @@ impl Importer {
                 self.discard(want, &image).await;
                 Err(e)
             }
+        }
+    }
+
+    /// Glance's clock, once the wanted name is still free: nothing under it, neither
+    /// anyone's nor ours (another import, or one finished meanwhile).
+    async fn still_free(&mut self, want: &Want<'_>) -> Result<Option<Timestamp>, OpenStackError> {
+        let look = self.look(want).await?;
+        if !look.taken.is_empty() {
+            return Err(OpenStackError::NameTaken {
+                name: want.name(),
+                ids: look.taken.iter().map(|i| i.id.clone()).collect(),
+            });
+        }
+        let mut ours = look.ready.iter().chain(&look.unfinished).chain(&look.stale);
+        match ours.next() {
+            Some(image) => Err(busy(image, Keep::Appeared)),
+            None => Ok(look.now),
         }
     }
 

@@ -102,6 +102,10 @@ pub enum Keep {
     #[error("named by a MachineSet, ControlPlaneMachineSet or Machine")]
     Named,
     #[error(
+        "made while the qcow2 was downloaded here (another replica's import?): looked at again on the next pass"
+    )]
+    Appeared,
+    #[error(
         "still being imported, maybe by another replica (Glance's clock says {now}, it may run until {until})"
     )]
     MayRun { now: String, until: String },
