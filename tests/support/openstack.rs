@@ -167,6 +167,10 @@ fn own_dir() -> tempfile::TempDir {
         let name = entry.file_name().to_string_lossy().into_owned();
         let pid = name.split('-').next().unwrap_or_default();
         if !pid.is_empty() && !Path::new("/proc").join(pid).exists() {
+            // Its watchdog may not have stopped them yet, and gives up once the directory
+            // is gone: stopped here first.
+            let servers = entry.path().join("s");
+            let _ = Command::new(script()).arg("stop").arg(&servers).output();
             let _ = std::fs::remove_dir_all(entry.path());
         }
     }
