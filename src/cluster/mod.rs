@@ -10,6 +10,7 @@ pub mod aws_credentials;
 pub mod ec2;
 pub mod egress;
 pub mod lease;
+pub mod openstack;
 pub mod stub_upgrade;
 pub mod stubs;
 pub mod tls_profile;

@@ -22,6 +22,8 @@
 //! - `rbac`: that RBAC applied over the shipped one on a test apiserver;
 //! - `proxy`: a real forward proxy (tinyproxy) and what it forwarded;
 //! - `vsphere`, `vcsim`: the vSphere tests' world (a vSphere cluster, vcsim, the OVA).
+//! - `openstack`: the OpenStack tests' world (a real Keystone and Glance, a project per
+//!   test, the qcow2.gz served over HTTP, forwarders for TLS and a slow upload).
 //!
 //! The most used items are re-exported here (`support::fixture`, `support::Https`, ...).
 
@@ -38,6 +40,7 @@ pub mod https;
 pub mod image;
 pub mod machinesets;
 pub mod moto;
+pub mod openstack;
 pub mod oracle;
 pub mod proxy;
 pub mod rbac;

@@ -1,0 +1,177 @@
+//! The OpenStack client's HTTPS: hyper through rustls on ring, as everywhere here. It
+//! trusts the system's roots, the trusted CA bundle ([`egress`]) and the cloud's own CA
+//! bundles ([`clouds::ca_sources`](super::clouds::ca_sources)); it goes through the
+//! cluster-wide proxy where the environment says so.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Empty, Full, combinators::UnsyncBoxBody};
+use hyper::body::Incoming;
+use hyper::{HeaderMap, Request, Response, StatusCode, header};
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::TokioExecutor;
+use rustls::pki_types::CertificateDer;
+use rustls::pki_types::pem::PemObject;
+
+use super::error::{OpenStackError, cause};
+use crate::cluster::egress::{self, Proxy, ProxyConnector};
+
+pub type Body = UnsyncBoxBody<Bytes, std::io::Error>;
+
+/// The largest JSON answer read (a page of Glance's largest page size fits well within it).
+const MAX_ANSWER: usize = 16 << 20;
+
+/// A whole answer: status, headers, text.
+pub struct Answer {
+    pub status: StatusCode,
+    pub headers: HeaderMap,
+    pub text: String,
+}
+
+#[derive(Clone)]
+pub struct Https {
+    client: Client<ProxyConnector, Body>,
+    connector: ProxyConnector,
+    /// `clouds.yaml` said `verify: false`: named when verification fails.
+    verify_off: bool,
+}
+
+/// The root store: the system's, the trusted CA bundle's, and each of `bundles` (where it
+/// came from, PEM); a bundle without a usable certificate is an error naming it.
+pub fn roots(bundles: &[(String, Vec<u8>)]) -> Result<rustls::RootCertStore, OpenStackError> {
+    let mut roots = rustls::RootCertStore::empty();
+    // Unreadable system certificates are skipped: the cloud's bundle may be all there is.
+    roots.add_parsable_certificates(rustls_native_certs::load_native_certs().certs);
+    let trusted = egress::extra_roots().map_err(|e| OpenStackError::CaBundle {
+        from: "--trusted-ca-bundle".into(),
+        why: e.to_string(),
+    })?;
+    roots.add_parsable_certificates(trusted);
+    for (from, pem) in bundles {
+        let bad = |why: String| OpenStackError::CaBundle {
+            from: from.clone(),
+            why,
+        };
+        let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(pem)
+            .collect::<Result<_, _>>()
+            .map_err(|e| bad(e.to_string()))?;
+        let (added, _) = roots.add_parsable_certificates(certs);
+        if added == 0 {
+            return Err(bad("no usable CA certificate in it".into()));
+        }
+    }
+    Ok(roots)
+}
+
+impl Https {
+    /// Through `proxy` ([`Proxy::from_env`] but in tests).
+    pub fn new(
+        roots: rustls::RootCertStore,
+        verify_off: bool,
+        proxy: Proxy,
+    ) -> Result<Https, OpenStackError> {
+        let tls = rustls::ClientConfig::builder_with_provider(Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .map_err(|e| OpenStackError::CaBundle {
+            from: "rustls".into(),
+            why: e.to_string(),
+        })?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+        let connector = ProxyConnector::with_proxy(tls, proxy);
+        Ok(Https {
+            client: Client::builder(TokioExecutor::new()).build(connector.clone()),
+            connector,
+            verify_off,
+        })
+    }
+
+    /// Sends `req` and hands back the answer with its body unread.
+    pub async fn start(
+        &self,
+        mut req: Request<Body>,
+    ) -> Result<Response<Incoming>, OpenStackError> {
+        let url = req.uri().to_string();
+        let proxy = self.connector.intercept(req.uri());
+        if let Some(auth) = proxy.as_ref().and_then(|p| p.basic_auth()) {
+            // Plain HTTP goes to the proxy as is; HTTPS carries this in its CONNECT.
+            if req.uri().scheme() != Some(&hyper::http::uri::Scheme::HTTPS) {
+                req.headers_mut()
+                    .insert(header::PROXY_AUTHORIZATION, auth.clone());
+            }
+        }
+        let verify_off = self.verify_off;
+        self.client.request(req).await.map_err(|e| {
+            let mut c = cause(e);
+            if verify_off && egress_tls_failed(&*c) {
+                c = cause(format!(
+                    "{}: clouds.yaml says verify: false, but certificates are always verified here (as the machine API does): put the cloud's CA in the Secret's cacert key or in ConfigMap openshift-config/cloud-provider-config key ca-bundle.pem",
+                    super::error::chain(&*c)
+                ));
+            }
+            OpenStackError::Send {
+                proxy: proxy.as_ref().map(egress::name),
+                url,
+                cause: c,
+            }
+        })
+    }
+
+    /// Sends `req` and reads the whole answer (bounded).
+    pub async fn send(&self, req: Request<Body>) -> Result<Answer, OpenStackError> {
+        let url = req.uri().to_string();
+        let resp = self.start(req).await?;
+        let (parts, body) = resp.into_parts();
+        let limited = http_body_util::Limited::new(body, MAX_ANSWER);
+        let bytes = limited
+            .collect()
+            .await
+            .map_err(|e| OpenStackError::Send {
+                url,
+                proxy: None,
+                cause: cause(format!("reading the answer: {e}")),
+            })?
+            .to_bytes();
+        Ok(Answer {
+            status: parts.status,
+            headers: parts.headers,
+            text: String::from_utf8_lossy(&bytes).into_owned(),
+        })
+    }
+}
+
+/// Whether a failed request failed on the server's certificate.
+fn egress_tls_failed(e: &(dyn std::error::Error + 'static)) -> bool {
+    let text = super::error::chain(e).to_ascii_lowercase();
+    text.contains("certificate") || text.contains("invalidcertificate")
+}
+
+pub fn empty() -> Body {
+    Empty::new().map_err(|never| match never {}).boxed_unsync()
+}
+
+pub fn json(value: &serde_json::Value) -> Body {
+    Full::new(Bytes::from(value.to_string()))
+        .map_err(|never| match never {})
+        .boxed_unsync()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_ca_bundle_is_trusted_or_named_when_it_holds_none() {
+        let dev = crate::serve::tls::DevCerts::generate(&["127.0.0.1".into()]).unwrap();
+        let system = roots(&[]).unwrap().len();
+        let from = "Secret openshift-machine-api/openstack-cloud-credentials key cacert";
+        let with = roots(&[(from.into(), dev.ca_pem.clone().into_bytes())]).unwrap();
+        assert_eq!(with.len(), system + 1);
+        let e = roots(&[(from.into(), b"not a certificate".to_vec())]).unwrap_err();
+        assert!(e.to_string().contains(from), "{e}");
+        assert!(e.to_string().contains("no usable CA certificate"), "{e}");
+    }
+}
