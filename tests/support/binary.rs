@@ -16,6 +16,12 @@ pub const BIN: &str = env!("CARGO_BIN_EXE_bootimage-webhook");
 /// that holds thousands of sockets; the servers it spawns inherit it. The limit reached.
 pub fn raise_open_files(want: u64) -> u64 {
     use rustix::process::{Resource, getrlimit, setrlimit};
+    // The limit is the process's, and the tests run in threads of one process: one at a
+    // time reads and raises it, so that none lowers what another has just raised.
+    static RAISING: Mutex<()> = Mutex::new(());
+    let _raising = RAISING
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     let mut limit = getrlimit(Resource::Nofile);
     // `None` is no limit.
     if limit.current.is_some_and(|now| now < want) {

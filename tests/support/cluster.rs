@@ -1,5 +1,5 @@
 //! The whole system against a real kube-apiserver, for the tests that meet it whole
-//! (`tests/real_apiserver_*.rs`): a [`Cluster`] is an apiserver holding the project's own
+//! (`tests/e2e/real_apiserver_*.rs`): a [`Cluster`] is an apiserver holding the project's own
 //! manifests (rendered with kustomize) and an OpenShift-like world; a [`Replica`] is one
 //! `bootimage-webhook serve` running as the manifests' ServiceAccount with its own token.
 //! The helpers read what the apiserver stored and its audit log.

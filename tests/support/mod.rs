@@ -1,5 +1,6 @@
 //! Shared test helpers, one module per concern:
 //!
+//! - `alone`: the tests that need the machine to themselves, and the rest;
 //! - `fixtures`: the repository's test data and what is derived from it;
 //! - `https`: the HTTPS client (test CA), dev certificates, the admin-port GET;
 //! - `servers`: the webhook served in-process on 127.0.0.1:0;
@@ -27,6 +28,7 @@
 
 #![allow(dead_code, unused_imports)]
 
+pub mod alone;
 pub mod apiserver;
 pub mod binary;
 pub mod clouds;
@@ -50,6 +52,7 @@ pub mod vcsim;
 pub mod volume;
 pub mod vsphere;
 
+pub use alone::{alone, parallel};
 pub use fixtures::*;
 pub use https::*;
 pub use machinesets::*;
