@@ -2,6 +2,15 @@
 //! (a real kube-apiserver, vcsim, moto, kubectl, podman, root), built with the cargo feature
 //! `e2e` as one test binary with a module per concern.
 
+// tests/support/mod.rs wraps the modules that one tier alone uses in these: this binary
+// includes the end-to-end tier's and leaves out the fast tier's.
+macro_rules! fast_only {
+    ($($item:item)*) => {};
+}
+macro_rules! e2e_only {
+    ($($item:item)*) => {$($item)*};
+}
+
 #[path = "../support/mod.rs"]
 mod support;
 

@@ -1,6 +1,15 @@
 //! The fast tier (docs/testing.md): what plain `cargo test` runs with the Rust toolchain
 //! alone, one test binary with a module per concern.
 
+// tests/support/mod.rs wraps the modules that one tier alone uses in these: this binary
+// includes the fast tier's and leaves out the end-to-end tier's.
+macro_rules! fast_only {
+    ($($item:item)*) => {$($item)*};
+}
+macro_rules! e2e_only {
+    ($($item:item)*) => {};
+}
+
 #[path = "../support/mod.rs"]
 mod support;
 

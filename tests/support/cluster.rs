@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 
 use super::apiserver::ApiServer;
 use super::binary::{Served, serve_command_on};
-use super::{CURRENT_X86, Https, admin_get, dev_certs, fixture, update_review_of};
+use super::{admin_get, dev_certs};
 
 mod audit;
 mod world;
