@@ -1,4 +1,4 @@
-//! The bodies of the fuzz targets, shared with `tests/fuzz_cases.rs`, which runs the seed
+//! The bodies of the fuzz targets, shared with `tests/fast/fuzz_cases.rs`, which runs the seed
 //! corpus and every regression case (`fuzz/regressions/<target>/`) under `cargo test`.
 //! Each asserts what must hold for any input, beyond "no panic".
 

@@ -6,7 +6,7 @@
 //!
 //! The Kubernetes is today's (1.37) unless `KUBE_VERSION` names another that
 //! `scripts/test-apiserver versions` lists: `KUBE_VERSION=1.30 cargo test --features e2e
-//! --test 'real_apiserver_*' --test apiserver` runs those suites on OpenShift 4.17's
+//! --test e2e -- real_apiserver_ apiserver::` runs those suites on OpenShift 4.17's
 //! Kubernetes with OpenShift 4.17's CRDs (the script reads the variable;
 //! `env("KUBE_RELEASE")` says which release runs).
 //!

@@ -14,8 +14,15 @@ pub const BIN: &str = env!("CARGO_BIN_EXE_bootimage-webhook");
 
 /// Raise this process's open-file limit to `want` (at most the hard limit), for a test
 /// that holds thousands of sockets; the servers it spawns inherit it. The limit reached.
+#[allow(dead_code, reason = "only the fast tier uses it")]
 pub fn raise_open_files(want: u64) -> u64 {
     use rustix::process::{Resource, getrlimit, setrlimit};
+    // The limit is the process's, and the tests run in threads of one process: one at a
+    // time reads and raises it, so that none lowers what another has just raised.
+    static RAISING: Mutex<()> = Mutex::new(());
+    let _raising = RAISING
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     let mut limit = getrlimit(Resource::Nofile);
     // `None` is no limit.
     if limit.current.is_some_and(|now| now < want) {
@@ -118,6 +125,7 @@ impl Served {
 
     /// Forget the lines not read yet, so that [`wait_for_line`](Self::wait_for_line) sees
     /// only what comes after this call.
+    #[allow(dead_code, reason = "only the end-to-end tier uses it")]
     pub fn drain(&self) {
         while self.lines.try_recv().is_ok() {}
     }
@@ -158,6 +166,7 @@ impl Served {
     }
 
     /// Whether the process has exited (without waiting).
+    #[allow(dead_code, reason = "only the end-to-end tier uses it")]
     pub fn exited(&mut self) -> bool {
         self.child.try_wait().unwrap().is_some()
     }
@@ -193,6 +202,7 @@ impl Drop for Served {
 }
 
 /// A field of /proc/<pid>/status, in bytes (the kernel writes kB).
+#[allow(dead_code, reason = "only the fast tier uses it")]
 pub fn proc_status(pid: u32, field: &str) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
     status

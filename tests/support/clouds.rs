@@ -1,4 +1,4 @@
-//! The clouds' decisions shared by tests/clouds*.rs: a snapshot with what EC2 or vCenter
+//! The clouds' decisions shared by tests/fast/clouds*.rs: a snapshot with what EC2 or vCenter
 //! told us, the streams, and `decide`, which checks a patch with the JSON Patch oracle and a second pass.
 
 use std::collections::BTreeMap;

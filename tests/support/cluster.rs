@@ -1,5 +1,5 @@
 //! The whole system against a real kube-apiserver, for the tests that meet it whole
-//! (`tests/real_apiserver_*.rs`): a [`Cluster`] is an apiserver holding the project's own
+//! (`tests/e2e/real_apiserver_*.rs`): a [`Cluster`] is an apiserver holding the project's own
 //! manifests (rendered with kustomize) and an OpenShift-like world; a [`Replica`] is one
 //! `bootimage-webhook serve` running as the manifests' ServiceAccount with its own token.
 //! The helpers read what the apiserver stored and its audit log.
@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 
 use super::apiserver::ApiServer;
 use super::binary::{Served, serve_command_on};
-use super::{CURRENT_X86, Https, admin_get, dev_certs, fixture, update_review_of};
+use super::{admin_get, dev_certs};
 
 mod audit;
 mod world;

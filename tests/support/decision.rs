@@ -1,4 +1,4 @@
-//! The decision's checks shared by tests/decision*.rs: the fixtures they start from, small
+//! The decision's checks shared by tests/fast/decision*.rs: the fixtures they start from, small
 //! edits of a MachineSet, and every patch applied by the JSON Patch oracle (`oracle.rs`: the
 //! apiserver's library in the end-to-end tier), the result equal to the input but for the boot image(s) and the annotation,
 //! and a second pass giving no patch.

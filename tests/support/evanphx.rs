@@ -3,13 +3,6 @@
 //! `gopkg.in/evanphx/json-patch.v4` at the version the pinned Kubernetes
 //! release requires (`jsonpatch.DecodePatch(patch)` then `patch.Apply(doc)`).
 //!
-//! Include it from an integration test with
-//!
-//! ```ignore
-//! #[path = "support/evanphx.rs"]
-//! mod evanphx;
-//! ```
-//!
 //! The Go harness is the module `tests/go/evanphx` (`main.go`, `go.mod`,
 //! `go.sum`). It is built once per machine with the machine's Go (1.26 or
 //! newer, module mode, the Go module proxy for the first download) into
@@ -26,8 +19,6 @@
 //! Known behaviour of this library version worth remembering in tests:
 //! `replace` on a missing *object* key succeeds and adds it (the apiserver
 //! does the same); `replace` on a missing *array* index fails.
-
-#![allow(dead_code)]
 
 use std::ffi::OsString;
 use std::fs;

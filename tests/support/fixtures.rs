@@ -26,15 +26,18 @@ pub fn fixture(name: &str) -> Value {
 }
 
 /// The boot images of the real stream, as the assembled ConfigMap carries them.
+#[allow(dead_code, reason = "only the fast tier uses it")]
 pub fn boot_images() -> BootImages {
     BootImages::from_document(&fixture_text("configmap-coreos-bootimages.assembled.yaml")).unwrap()
 }
 
+#[allow(dead_code, reason = "only the fast tier uses it")]
 pub fn offline_snapshot() -> Snapshot {
     Snapshot::offline(boot_images(), false, Some(Arch::Amd64), false)
 }
 
 pub const CURRENT_X86: &str = "projects/rhcos-cloud/global/images/rhcos-9-8-20260428-0-gcp-x86-64";
+#[allow(dead_code, reason = "only the fast tier uses it")]
 pub const CURRENT_ARM: &str = "projects/rhcos-cloud/global/images/rhcos-9-8-20260428-0-gcp-aarch64";
 
 /// The UPDATE review fixture around `ms` (as object and oldObject).
@@ -47,12 +50,14 @@ pub fn update_review_of(ms: &Value) -> Value {
 }
 
 /// The MachineSet inside an AdmissionReview fixture.
+#[allow(dead_code, reason = "only the fast tier uses it")]
 pub fn review_object(review: &Value) -> Value {
     review.pointer("/request/object").unwrap().clone()
 }
 
 /// `doc` with the boot-image annotation and every boot disk image removed, for "equal
 /// except for the image(s) and the annotation" comparisons.
+#[allow(dead_code, reason = "only the fast tier uses it")]
 pub fn without_image_fields(doc: &Value) -> Value {
     let mut d = doc.clone();
     if let Some(ann) = d
@@ -90,6 +95,7 @@ pub fn without_image_fields(doc: &Value) -> Value {
 }
 
 /// `examples/<name>` as JSON (the first document of a YAML stream).
+#[allow(dead_code, reason = "only the fast tier uses it")]
 pub fn example(name: &str) -> Value {
     let p = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("examples")

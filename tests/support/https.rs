@@ -49,6 +49,7 @@ pub async fn admin_get(addr: SocketAddr, path: &str) -> (u16, String) {
 #[derive(Debug)]
 pub struct Reply {
     pub status: u16,
+    #[allow(dead_code, reason = "only the fast tier uses it")]
     pub headers: hyper::HeaderMap,
     pub body: Vec<u8>,
 }
@@ -101,6 +102,7 @@ pub async fn tcp_from(from: Option<IpAddr>, addr: SocketAddr) -> std::io::Result
 
 /// The `n`th loopback address after 127.0.0.1 (`peer(1)` is 127.0.0.2): another client
 /// machine, as the server sees it.
+#[allow(dead_code, reason = "only the fast tier uses it")]
 pub fn peer(n: u8) -> IpAddr {
     IpAddr::from([127, 0, 0, 1 + n])
 }
@@ -121,6 +123,7 @@ impl Https {
     }
 
     /// The same client, its connections coming from `ip`.
+    #[allow(dead_code, reason = "only the fast tier uses it")]
     pub fn from(&self, ip: IpAddr) -> Self {
         Https {
             connector: self.connector.clone(),
@@ -230,6 +233,7 @@ pub fn client_config(
 }
 
 /// The leaf certificate the server presented on this connection.
+#[allow(dead_code, reason = "only the fast tier uses it")]
 pub fn peer_leaf(tls: &TlsStream<TcpStream>) -> Vec<u8> {
     tls.get_ref().1.peer_certificates().unwrap()[0]
         .as_ref()
@@ -237,6 +241,7 @@ pub fn peer_leaf(tls: &TlsStream<TcpStream>) -> Vec<u8> {
 }
 
 /// DER of the first certificate in a PEM chain.
+#[allow(dead_code, reason = "only the fast tier uses it")]
 pub fn leaf_der(chain_pem: &str) -> Vec<u8> {
     CertificateDer::pem_slice_iter(chain_pem.as_bytes())
         .next()

@@ -1,5 +1,5 @@
-//! The image under test, shared by tests/image.rs, tests/real_node.rs and
-//! tests/image_multiarch.rs: `BOOTIMAGE_WEBHOOK_IMAGE` if set (`scripts/build-image` sets it),
+//! The image under test, shared by tests/e2e/image.rs, tests/e2e/real_node.rs and
+//! tests/e2e/image_multiarch.rs: `BOOTIMAGE_WEBHOOK_IMAGE` if set (`scripts/build-image` sets it),
 //! else the Dockerfile's target `runtime-prebuilt` around the static binary of
 //! `scripts/build-static`, on the runtime base of `scripts/image-bases` (or
 //! `BOOTIMAGE_WEBHOOK_RUNTIME_IMAGE`). Built with podman, removed on drop.
@@ -45,11 +45,14 @@ pub fn podman_ok(args: &[&str]) -> String {
 }
 
 pub fn unique(prefix: &str) -> String {
+    // The tests of a tier share one process: the count tells its callers apart.
+    static COUNT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = COUNT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
         .subsec_nanos();
-    format!("{prefix}-{}-{nanos}", std::process::id())
+    format!("{prefix}-{}-{n}-{nanos}", std::process::id())
 }
 
 /// The image under test; one built here is removed on drop.

@@ -10,6 +10,7 @@ use serde_json::Value;
 use super::fixtures::fixture;
 
 /// The real Azure docs sample, with its legacy uploaded image.
+#[allow(dead_code, reason = "only the fast tier uses it")]
 pub fn azure_ms() -> Value {
     fixture("machineset-azure.openshift-docs-sample.rendered.yaml")
 }
@@ -38,6 +39,7 @@ pub fn cpms_image(c: &Value) -> String {
 
 /// `decide_update` as the webhook calls it: the new object as a view, the stored one as text
 /// (what the apiserver sends as `oldObject`: compact, as Go writes it).
+#[allow(dead_code, reason = "only the fast tier uses it")]
 pub fn decide_update(new: &Value, old: &Value, snap: &Snapshot) -> Decision {
     let bytes = serde_json::to_vec(new).unwrap();
     let view = MachineSetView::parse(&bytes).unwrap();

@@ -1,5 +1,5 @@
 //! moto's EC2 server (from the test venv of scripts/install-test-deps), serving the AMIs it
-//! is given, shared by tests/ec2.rs and tests/proxy.rs.
+//! is given, shared by tests/e2e/ec2.rs and tests/e2e/proxy.rs.
 
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;

@@ -1,4 +1,4 @@
-//! What a thief with the webhook's token would like to write, for tests/permissions.rs: each
+//! What a thief with the webhook's token would like to write, for tests/e2e/permissions.rs: each
 //! platform's boot image field with the ConfigMap's target and values of the thief's
 //! choosing, and the installer's spec-2 stub.
 

@@ -43,10 +43,12 @@ impl SecretVolume {
         std::fs::rename(&tmp, self.dir.join("..data")).unwrap();
     }
 
+    #[allow(dead_code, reason = "only the fast tier uses it")]
     pub fn cert(&self) -> PathBuf {
         self.dir.join("tls.crt")
     }
 
+    #[allow(dead_code, reason = "only the fast tier uses it")]
     pub fn key(&self) -> PathBuf {
         self.dir.join("tls.key")
     }

@@ -332,8 +332,13 @@ pub fn wait_template(c: &Cluster, name: &str, wanted: &str, r: &Replica) {
     );
 }
 
-/// A free port that `vcenters[].port` accepts (at most 32767, below the ephemeral range).
+/// A free port that `vcenters[].port` accepts (at most 32767, below the ephemeral range),
+/// never one already handed to another test of this process (they run in parallel).
 pub fn free_port() -> u16 {
+    static HANDED: Mutex<Vec<u16>> = Mutex::new(Vec::new());
+    let mut handed = HANDED
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     let seed = std::process::id() as u64 * 7919
         + std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -341,7 +346,8 @@ pub fn free_port() -> u16 {
             .subsec_nanos() as u64;
     (0..2000u64)
         .map(|i| 20000 + ((seed + i * 131) % 12000) as u16)
-        .find(|p| std::net::TcpListener::bind(("127.0.0.1", *p)).is_ok())
+        .find(|p| !handed.contains(p) && std::net::TcpListener::bind(("127.0.0.1", *p)).is_ok())
+        .inspect(|p| handed.push(*p))
         .expect("a free port between 20000 and 32000")
 }
 

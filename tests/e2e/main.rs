@@ -1,0 +1,37 @@
+//! The end-to-end tier (docs/testing.md): the tests that need more than the Rust toolchain
+//! (a real kube-apiserver, vcsim, moto, kubectl, podman, root), built with the cargo feature
+//! `e2e` as one test binary with a module per concern.
+
+// tests/support/mod.rs wraps the modules that one tier alone uses in these: this binary
+// includes the end-to-end tier's and leaves out the fast tier's.
+macro_rules! fast_only {
+    ($($item:item)*) => {};
+}
+macro_rules! e2e_only {
+    ($($item:item)*) => {$($item)*};
+}
+
+#[path = "../support/mod.rs"]
+mod support;
+
+mod apiserver;
+#[cfg(feature = "ec2")]
+mod ec2;
+mod image;
+mod image_multiarch;
+mod manifests;
+mod manifests_rbac;
+mod openstack_glance;
+mod permissions;
+#[cfg(feature = "ec2")]
+mod proxy;
+mod real_apiserver_admission;
+mod real_apiserver_status;
+mod real_apiserver_touch;
+mod real_apiserver_user_data;
+mod real_node;
+mod real_streams;
+mod touch_outage;
+mod vsphere_import;
+mod vsphere_ownership;
+mod vsphere_retention;

@@ -1,0 +1,480 @@
+//! RBAC and the ValidatingAdmissionPolicy of the rendered manifests: RBAC covers every
+//! call in `src/cluster/apis.rs` and nothing more, in the default build and with each
+//! opt-in component; the webhook's `--user-data-secrets` is its Role's grant, and the one
+//! line that grants another Secret updates both; nothing reads Secrets but by name, nor
+//! MachineConfigs, nor writes Secrets or ControlPlaneMachineSets, unless a component asks;
+//! the policy binds the webhook's ServiceAccount alone and knows the annotations the code
+//! writes. tests/e2e/permissions.rs tries the same on a real apiserver.
+
+use crate::support;
+
+use std::collections::BTreeSet;
+
+use bootimage_webhook::cluster::apis::{self, Scope};
+use bootimage_webhook::core::decision::{
+    BOOT_IMAGE_ANNOTATION, REVERTS_ANNOTATION, TOUCH_ANNOTATION,
+};
+use serde_json::Value;
+use support::render::{
+    find, render, render_with, render_with_component, strings, user_data_secrets_of,
+};
+
+const OWN_NAMESPACE: &str = "bootimage-webhook";
+const SERVICE_ACCOUNT: &str = "bootimage-webhook";
+const SECRETS_ROLE: &str = "bootimage-webhook-user-data-secrets";
+
+/// One permission: (namespace or "" for cluster, group, resource, verb, name or "" for any).
+type Grant = (String, String, String, String, String);
+
+fn granted(docs: &[Value]) -> BTreeSet<Grant> {
+    let bound: BTreeSet<(String, String, String)> = docs
+        .iter()
+        .filter(|d| d["kind"] == "RoleBinding" || d["kind"] == "ClusterRoleBinding")
+        .filter(|b| {
+            b["subjects"].as_array().into_iter().flatten().any(|s| {
+                s["kind"] == "ServiceAccount"
+                    && s["name"] == SERVICE_ACCOUNT
+                    && s["namespace"] == OWN_NAMESPACE
+            })
+        })
+        .map(|b| {
+            let ns = if b["kind"] == "RoleBinding" {
+                b["metadata"]["namespace"].as_str().unwrap().to_owned()
+            } else {
+                String::new()
+            };
+            (
+                ns,
+                b["roleRef"]["kind"].as_str().unwrap().to_owned(),
+                b["roleRef"]["name"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    let mut out = BTreeSet::new();
+    for (ns, kind, name) in bound {
+        let role_ns = if kind == "Role" {
+            ns.clone()
+        } else {
+            String::new()
+        };
+        let role = docs
+            .iter()
+            .find(|d| {
+                d["kind"] == kind
+                    && d["metadata"]["name"] == name
+                    && d["metadata"]["namespace"].as_str().unwrap_or("") == role_ns
+            })
+            .unwrap_or_else(|| panic!("bound {kind} {name} in {ns:?} is missing"));
+        for rule in role["rules"].as_array().unwrap() {
+            let names = strings(&rule["resourceNames"]);
+            let names = if names.is_empty() {
+                vec![String::new()]
+            } else {
+                names
+            };
+            for g in strings(&rule["apiGroups"]) {
+                for r in strings(&rule["resources"]) {
+                    for v in strings(&rule["verbs"]) {
+                        for n in &names {
+                            out.insert((ns.clone(), g.clone(), r.clone(), v.clone(), n.clone()));
+                        }
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+fn needed<'a>(calls: impl IntoIterator<Item = &'a apis::Call>) -> BTreeSet<Grant> {
+    let mut out = BTreeSet::new();
+    for call in calls {
+        let ns = match call.scope {
+            Scope::Cluster => String::new(),
+            Scope::Namespace(n) => n.to_owned(),
+            Scope::Own => OWN_NAMESPACE.to_owned(),
+        };
+        for verb in call.verbs {
+            // create names no existing object: it cannot be narrowed by resourceNames.
+            let names: Vec<&str> = if call.names.is_empty() || *verb == "create" {
+                vec![""]
+            } else {
+                call.names.to_vec()
+            };
+            for n in names {
+                out.insert((
+                    ns.clone(),
+                    call.group.to_owned(),
+                    call.plural.to_owned(),
+                    verb.to_string(),
+                    n.to_owned(),
+                ));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn rbac_is_exactly_the_calls_the_code_makes() {
+    let _parallel = support::parallel();
+    for build in ["manifests", "manifests/overlays/cert-manager"] {
+        rbac_matches(build, &render(build), apis::ALL.iter());
+    }
+    // Each opt-in component adds exactly its own calls.
+    for (component, calls) in apis::COMPONENTS {
+        let build = format!("manifests + components/{component}");
+        let docs = render_with_component(component);
+        rbac_matches(&build, &docs, apis::ALL.iter().chain(calls.iter()));
+    }
+    // And pairs of components, their calls and those they grant together.
+    for (first, second, together) in apis::COMPONENT_PAIRS {
+        let build = format!("manifests + components/{first} + components/{second}");
+        let docs = render_with(&[first, second], &[]);
+        let own = |c: &str| {
+            apis::COMPONENTS
+                .iter()
+                .find(|(name, _)| *name == c)
+                .map_or(&[][..], |(_, calls)| *calls)
+        };
+        let calls = apis::ALL.iter().chain(own(first)).chain(own(second));
+        rbac_matches(&build, &docs, calls.chain(together.iter()));
+    }
+}
+
+fn rbac_matches<'a>(build: &str, docs: &[Value], calls: impl Iterator<Item = &'a apis::Call>) {
+    let calls: Vec<&apis::Call> = calls.collect();
+    let granted = granted(docs);
+    let needed = needed(calls.iter().copied());
+    let missing: Vec<_> = needed.difference(&granted).collect();
+    let extra: Vec<_> = granted.difference(&needed).collect();
+    let callers: Vec<&str> = calls
+        .iter()
+        .filter(|c| missing.iter().any(|m| m.2 == c.plural && m.1 == c.group))
+        .map(|c| c.why)
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "{build}: the code calls these without RBAC: {missing:#?} (from {callers:?})"
+    );
+    assert!(
+        extra.is_empty(),
+        "{build}: RBAC grants more than the code calls: {extra:#?}"
+    );
+}
+
+/// Each component turns on the flag the code reads, and adds nothing else to the
+/// Deployment: the default build never has it.
+#[test]
+fn each_component_sets_its_flag() {
+    let _parallel = support::parallel();
+    for (component, flag) in [
+        (
+            "aws-machine-api-credentials",
+            "BOOTIMAGE_WEBHOOK_AWS_MACHINE_API_CREDENTIALS",
+        ),
+        ("aws-marketplace", "BOOTIMAGE_WEBHOOK_AWS_MARKETPLACE"),
+        (
+            "control-plane-machine-sets",
+            "BOOTIMAGE_WEBHOOK_CONTROL_PLANE_MACHINE_SETS",
+        ),
+        ("master-pool-gate", "BOOTIMAGE_WEBHOOK_MASTER_POOL_GATE"),
+        (
+            "upgrade-stub-ignition",
+            "BOOTIMAGE_WEBHOOK_UPGRADE_STUB_IGNITION",
+        ),
+        ("vsphere-import", "BOOTIMAGE_WEBHOOK_VSPHERE_IMPORT"),
+    ] {
+        component_sets_its_flag(component, flag);
+    }
+}
+
+/// The vSphere importer downloads the OVA into an emptyDir, bounded, mounted where
+/// `--vsphere-ova-cache` points by default (the root file system is read-only).
+#[test]
+fn the_vsphere_component_mounts_the_ova_cache_where_the_flag_points() {
+    let _parallel = support::parallel();
+    let docs = render_with_component("vsphere-import");
+    let spec = &find(&docs, "Deployment", "bootimage-webhook")["spec"]["template"]["spec"];
+    let mount = spec["containers"][0]["volumeMounts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["name"] == "ova-cache")
+        .expect("the OVA cache is mounted");
+    let cli = <bootimage_webhook::config::Cli as clap::CommandFactory>::command();
+    let serve = cli.find_subcommand("serve").unwrap();
+    let default = serve
+        .get_arguments()
+        .find(|a| a.get_id() == "vsphere_ova_cache")
+        .and_then(|a| a.get_default_values().first().cloned())
+        .expect("--vsphere-ova-cache has a default");
+    assert_eq!(mount["mountPath"].as_str(), default.to_str());
+    let volume = spec["volumes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["name"] == "ova-cache")
+        .expect("the OVA cache volume");
+    assert!(volume["emptyDir"]["sizeLimit"].is_string(), "{volume}");
+}
+
+fn component_sets_its_flag(component: &str, flag: &str) {
+    let env_of = |docs: &[Value]| -> Vec<Value> {
+        let deploy = find(docs, "Deployment", "bootimage-webhook");
+        deploy["spec"]["template"]["spec"]["containers"][0]["env"]
+            .as_array()
+            .unwrap()
+            .clone()
+    };
+    let plain = env_of(&render("manifests"));
+    assert!(!plain.iter().any(|e| e["name"] == flag));
+    let with = env_of(&render_with_component(component));
+    let added: Vec<&Value> = with.iter().filter(|e| !plain.contains(e)).collect();
+    assert_eq!(added, [&serde_json::json!({"name": flag, "value": "true"})]);
+    // A variable no flag reads would be ignored without a word: the flag reads this one.
+    let cli = <bootimage_webhook::config::Cli as clap::CommandFactory>::command();
+    let serve = cli.find_subcommand("serve").unwrap();
+    assert!(
+        serve
+            .get_arguments()
+            .any(|a| a.get_env().is_some_and(|e| e == flag)),
+        "no serve flag reads {flag}"
+    );
+}
+
+/// The names of the user-data Secrets Role grants, in a build.
+fn secrets_role_names(docs: &[Value]) -> Vec<String> {
+    let role = find(docs, "Role", SECRETS_ROLE);
+    let rules = role["rules"].as_array().unwrap();
+    assert_eq!(rules.len(), 1, "{role}");
+    strings(&rules[0]["resourceNames"])
+}
+
+/// The default of `serve --user-data-secrets`.
+fn flag_default() -> Vec<String> {
+    let cli = <bootimage_webhook::config::Cli as clap::CommandFactory>::command();
+    let serve = cli.find_subcommand("serve").unwrap();
+    serve
+        .get_arguments()
+        .find(|a| a.get_id() == "user_data_secrets")
+        .expect("serve has --user-data-secrets")
+        .get_default_values()
+        .iter()
+        .map(|v| v.to_str().unwrap().to_owned())
+        .collect()
+}
+
+/// The code knows its grant: the shipped Role's names are the flag's default, the
+/// Deployment passes them, and apis.rs lists them, in both builds.
+#[test]
+fn the_webhook_is_told_exactly_the_secrets_its_role_grants() {
+    let _parallel = support::parallel();
+    let shipped: Vec<String> = apis::USER_DATA_SECRETS
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    assert_eq!(flag_default(), shipped);
+    for build in ["manifests", "manifests/overlays/cert-manager"] {
+        let docs = render(build);
+        assert_eq!(secrets_role_names(&docs), shipped, "{build}");
+        assert_eq!(user_data_secrets_of(&docs), shipped, "{build}");
+    }
+}
+
+/// The one line manifests/kustomization.yaml documents grants a Secret to the Role and
+/// to the flag together, for reading only: the stub upgrade updates the workers' stubs
+/// alone (and the masters' with the control plane's component).
+#[test]
+fn one_line_grants_a_secret_to_the_role_and_the_flag() {
+    let _parallel = support::parallel();
+    let extra = ["infra-user-data-managed", "custom-user-data"];
+    let mut want: Vec<String> = apis::USER_DATA_SECRETS
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    want.extend(extra.map(String::from));
+    for components in [&[][..], &["upgrade-stub-ignition"][..]] {
+        let docs = render_with(components, &extra);
+        assert_eq!(secrets_role_names(&docs), want, "{components:?}");
+        assert_eq!(user_data_secrets_of(&docs), want, "{components:?}");
+        let verbs = strings(&find(&docs, "Role", SECRETS_ROLE)["rules"][0]["verbs"]);
+        assert_eq!(verbs, ["get", "list", "watch"], "{components:?}");
+    }
+    let upgraded = |components: &[&str]| {
+        let docs = render_with(components, &extra);
+        strings(&find(&docs, "Role", "bootimage-webhook-stub-upgrade")["rules"][0]["resourceNames"])
+    };
+    assert_eq!(
+        upgraded(&["upgrade-stub-ignition"]),
+        ["worker-user-data", "worker-user-data-managed"]
+    );
+    assert_eq!(
+        upgraded(&["upgrade-stub-ignition", "control-plane-machine-sets"]),
+        [
+            "worker-user-data",
+            "worker-user-data-managed",
+            "master-user-data",
+            "master-user-data-managed"
+        ]
+    );
+}
+
+/// A stolen token of the default install reads no Secret but the granted user-data ones
+/// (never listed or watched without a name), reads no MachineConfig, writes no Secret
+/// and no ControlPlaneMachineSet, and creates or deletes no MachineSet.
+#[test]
+fn the_default_install_grants_no_secret_read_by_kind_and_no_write_beyond_the_touch() {
+    let _parallel = support::parallel();
+    for build in ["manifests", "manifests/overlays/cert-manager"] {
+        let granted = granted(&render(build));
+        for (ns, group, resource, verb, name) in &granted {
+            let what = format!("{build}: {verb} {group}/{resource} {name:?} in {ns:?}");
+            if resource == "secrets" {
+                assert!(!name.is_empty(), "{what}: Secrets by name only");
+                assert!(["get", "list", "watch"].contains(&verb.as_str()), "{what}");
+                assert!(apis::USER_DATA_SECRETS.contains(&name.as_str()), "{what}");
+            }
+            assert!(resource != "machineconfigs", "{what}");
+            assert!(resource != "controlplanemachinesets", "{what}");
+            if resource == "machinesets" {
+                assert!(
+                    ["list", "watch", "patch"].contains(&verb.as_str()),
+                    "{what}"
+                );
+            }
+            let writes = ["create", "update", "patch", "delete", "deletecollection"];
+            if writes.contains(&verb.as_str()) {
+                assert!(
+                    ["machinesets", "events", "leases"].contains(&resource.as_str()),
+                    "{what}"
+                );
+            }
+        }
+    }
+    // Each of those grants lives only in the component that needs it.
+    for (component, resource, verb) in [
+        (
+            "control-plane-machine-sets",
+            "controlplanemachinesets",
+            "patch",
+        ),
+        ("master-pool-gate", "machineconfigs", "list"),
+        ("upgrade-stub-ignition", "secrets", "update"),
+    ] {
+        let granted = granted(&render_with_component(component));
+        let hits: Vec<_> = granted
+            .iter()
+            .filter(|g| g.2 == resource && g.3 == verb)
+            .collect();
+        assert!(!hits.is_empty(), "{component} grants {verb} {resource}");
+        if resource == "secrets" {
+            assert!(hits.iter().all(|g| !g.4.is_empty()), "{hits:?}");
+        }
+    }
+}
+
+/// The ValidatingAdmissionPolicy is in every build, binds (Deny) the webhook's own
+/// ServiceAccount and nobody else, covers MachineSets and ControlPlaneMachineSets, and
+/// lets through exactly the annotations the code writes.
+#[test]
+fn the_admission_policy_holds_the_service_account_to_boot_images() {
+    let _parallel = support::parallel();
+    for build in ["manifests", "manifests/overlays/cert-manager"] {
+        let docs = render(build);
+        // The name the toucher's probe recognises the policy's denials by.
+        let policy = find(&docs, "ValidatingAdmissionPolicy", apis::ADMISSION_POLICY);
+        assert_eq!(policy["apiVersion"], "admissionregistration.k8s.io/v1");
+        let spec = &policy["spec"];
+        assert_eq!(spec["failurePolicy"], "Fail");
+        let conditions = spec["matchConditions"].as_array().unwrap();
+        assert_eq!(conditions.len(), 1);
+        assert_eq!(
+            conditions[0]["expression"],
+            format!(
+                "request.userInfo.username == 'system:serviceaccount:{OWN_NAMESPACE}:{SERVICE_ACCOUNT}'"
+            )
+        );
+        let rules = spec["matchConstraints"]["resourceRules"]
+            .as_array()
+            .unwrap();
+        let resources: BTreeSet<String> = rules
+            .iter()
+            .flat_map(|r| strings(&r["resources"]))
+            .collect();
+        for r in ["machinesets", "controlplanemachinesets"] {
+            assert!(
+                resources.contains(r) && resources.contains(&format!("{r}/*")),
+                "{resources:?}"
+            );
+        }
+        let owned = spec["variables"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|v| v["name"] == "owned")
+            .unwrap()["expression"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        // ['touch', ...].map(n, '<prefix>/' + n)
+        let quoted: Vec<&str> = owned.split('\'').skip(1).step_by(2).collect();
+        let (prefix, names) = quoted.split_last().unwrap();
+        let keys: BTreeSet<String> = names.iter().map(|n| format!("{prefix}{n}")).collect();
+        assert_eq!(
+            keys.iter().map(String::as_str).collect::<BTreeSet<_>>(),
+            BTreeSet::from([BOOT_IMAGE_ANNOTATION, REVERTS_ANNOTATION, TOUCH_ANNOTATION])
+        );
+        let binding = find(
+            &docs,
+            "ValidatingAdmissionPolicyBinding",
+            apis::ADMISSION_POLICY,
+        );
+        assert_eq!(binding["spec"]["policyName"], apis::ADMISSION_POLICY);
+        assert_eq!(
+            binding["spec"]["validationActions"],
+            serde_json::json!(["Deny"])
+        );
+        assert!(binding["spec"].get("matchResources").is_none(), "{binding}");
+        // Its parameter is the ConfigMap the webhook reads, which it cannot write.
+        assert_eq!(
+            spec["paramKind"],
+            serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap"})
+        );
+        assert_eq!(
+            binding["spec"]["paramRef"],
+            serde_json::json!({"name": apis::BOOTIMAGES_CONFIGMAP, "namespace": apis::MCO_NAMESPACE,
+                               "parameterNotFoundAction": "Deny"})
+        );
+        assert!(
+            !apis::CONFIGMAP
+                .verbs
+                .iter()
+                .any(|v| ["create", "update", "patch", "delete"].contains(v))
+        );
+        stub_policy_holds_the_service_account(&docs);
+    }
+}
+
+/// The second policy binds (Deny) the webhook's ServiceAccount's writes of Secrets.
+fn stub_policy_holds_the_service_account(docs: &[Value]) {
+    let name = "bootimage-webhook-stub-upgrades-only";
+    let policy = find(docs, "ValidatingAdmissionPolicy", name);
+    let spec = &policy["spec"];
+    assert_eq!(spec["failurePolicy"], "Fail");
+    assert_eq!(
+        spec["matchConditions"][0]["expression"],
+        format!(
+            "request.userInfo.username == 'system:serviceaccount:{OWN_NAMESPACE}:{SERVICE_ACCOUNT}'"
+        )
+    );
+    let rule = &spec["matchConstraints"]["resourceRules"][0];
+    assert_eq!(strings(&rule["resources"]), ["secrets", "secrets/*"]);
+    assert_eq!(strings(&rule["operations"]), ["CREATE", "UPDATE", "DELETE"]);
+    let binding = find(docs, "ValidatingAdmissionPolicyBinding", name);
+    assert_eq!(binding["spec"]["policyName"], name);
+    assert_eq!(
+        binding["spec"]["validationActions"],
+        serde_json::json!(["Deny"])
+    );
+}
