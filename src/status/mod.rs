@@ -31,8 +31,10 @@ use crate::health::Health;
 use crate::metrics::Metrics;
 
 mod policy;
+mod record;
 mod render;
 pub use policy::PolicyState;
+pub use record::{Outcome, RecordError, record, render_outcome};
 pub use render::render;
 
 /// One MachineSet as `status` shows it.
@@ -406,6 +408,12 @@ async fn machine_configuration(client: kube::Client) -> Result<Option<Value>, ku
 /// Reads the cluster as `serve` does and decides every MachineSet.
 pub async fn report(args: &StatusArgs) -> anyhow::Result<Report> {
     let client = client(args).await?;
+    report_on(&client, args).await
+}
+
+/// [`report`] with `client`.
+async fn report_on(client: &kube::Client, args: &StatusArgs) -> anyhow::Result<Report> {
+    let client = client.clone();
     let snapshot = synced_snapshot(&client, args).await?;
     let objects = machine_sets(&client, args).await?;
     // The toucher's give-ups, as its Events tell them (none readable: none shown).
