@@ -44,6 +44,7 @@ fn skew_record_writes_the_oldest_boot_image_the_api_accepts() {
     let out = skew_record(&c, &["--apply"]);
     assert!(!out.status.success(), "{}", text(&out));
     let said = String::from_utf8_lossy(&out.stderr).into_owned();
+    println!("--- skew record --apply, a custom image:\n{said}");
     assert!(
         said.contains("cannot tell which boot image version to record")
             && said.contains(&format!("{NS}/ms-custom")),
@@ -126,6 +127,62 @@ fn skew_record_writes_the_oldest_boot_image_the_api_accepts() {
     automatic_enforcement_is_not_switched_without_force(&c);
     the_webhook_may_not_write_it(&c);
     println!("skew e2e: {:.1}s", started.elapsed().as_secs_f64());
+}
+
+/// A release before skew enforcement (OpenShift 4.17's CRD has no
+/// `spec.bootImageSkewEnforcement`): the apiserver refuses the field instead of dropping it,
+/// and nothing is recorded.
+#[test]
+fn skew_record_refuses_where_the_crd_has_no_skew_enforcement() {
+    let c = Cluster::start(true);
+    let crd_4_17 = CRD_4_22
+        .replace("openshift-4.22", "openshift-4.17")
+        .replace("-Default.crd.yaml", ".crd.yaml");
+    c.kubectl(&[
+        "apply",
+        "--server-side",
+        "--force-conflicts",
+        "-f",
+        &crd_4_17,
+    ]);
+    c.set_status("machineconfiguration", "cluster", json!({}));
+    c.create(&machineset("ms-old", OLD));
+    // Served once a write of the field comes back without it (pruned).
+    let none = r#"{"spec":{"bootImageSkewEnforcement":{"mode":"None"}}}"#;
+    eventually(
+        "the 4.17 CRD to be served",
+        std::time::Duration::from_secs(30),
+        String::new,
+        || {
+            let out = c.api.kubectl([
+                "patch",
+                "machineconfiguration",
+                "cluster",
+                "--dry-run=server",
+                "--type=merge",
+                "-o",
+                "json",
+                "-p",
+                none,
+            ]);
+            let v: Value = serde_json::from_slice(&out.stdout).ok()?;
+            v["spec"]
+                .get("bootImageSkewEnforcement")
+                .is_none()
+                .then_some(())
+        },
+    );
+    let out = skew_record(&c, &["--apply"]);
+    println!(
+        "--- skew record --apply, OpenShift 4.17's CRD:\n{}",
+        text(&out)
+    );
+    assert!(!out.status.success(), "{}", text(&out));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "error: MachineConfiguration cluster has no spec.bootImageSkewEnforcement on this cluster (OpenShift before 4.22 does not enforce boot image skew): nothing to record\n"
+    );
+    assert_eq!(skew_spec(&c), Value::Null);
 }
 
 /// The CEL rules run: a version the CRD refuses is refused; then `skew record --apply`

@@ -26,8 +26,28 @@ pub enum RecordError {
     Read(anyhow::Error),
     #[error("MachineConfiguration cluster could not be read: {0}")]
     ReadMachineConfiguration(kube::Error),
+    #[error(
+        "MachineConfiguration cluster has no spec.bootImageSkewEnforcement on this cluster (OpenShift before 4.22 does not enforce boot image skew): nothing to record"
+    )]
+    NoSkewEnforcement,
     #[error("writing MachineConfiguration cluster: {0}")]
-    Write(kube::Error),
+    Write(String),
+}
+
+/// A refused write in the API's words; its field unknown to the CRD told apart.
+fn write_error(e: kube::Error) -> RecordError {
+    match e {
+        kube::Error::Api(s)
+            if s.message
+                .contains("unknown field \"spec.bootImageSkewEnforcement\"") =>
+        {
+            RecordError::NoSkewEnforcement
+        }
+        kube::Error::Api(s) => {
+            RecordError::Write(format!("{} ({}, {})", s.message, s.reason, s.code))
+        }
+        other => RecordError::Write(other.to_string()),
+    }
 }
 
 /// What `skew record` found, and with `--apply` what it wrote.
@@ -132,7 +152,7 @@ async fn apply(
     let written = api
         .patch("cluster", &params, &Patch::Merge(patch))
         .await
-        .map_err(RecordError::Write)?;
+        .map_err(write_error)?;
     let generation = written.metadata.generation;
     let stored = serde_json::to_value(&written)
         .ok()
