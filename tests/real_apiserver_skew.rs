@@ -39,77 +39,8 @@ fn skew_record_writes_the_oldest_boot_image_the_api_accepts() {
         c.create(&ms);
     }
 
-    // A boot image of unknown version: no version can be told, and nothing is written.
-    let mark = c.audit().len();
-    let out = skew_record(&c, &["--apply"]);
-    assert!(!out.status.success(), "{}", text(&out));
-    let said = String::from_utf8_lossy(&out.stderr).into_owned();
-    println!("--- skew record --apply, a custom image:\n{said}");
-    assert!(
-        said.contains("cannot tell which boot image version to record")
-            && said.contains(&format!("{NS}/ms-custom")),
-        "{said}"
-    );
-    assert_eq!(skew_spec(&c), Value::Null);
-    assert_eq!(machine_configuration_writes(&c, mark), Vec::<String>::new());
-    c.kubectl(&["delete", "machineset", "ms-custom", "-n", NS]);
-
-    // OpenShift 4.22 without a mode, where the MCO does not manage the boot images.
-    c.patch_configmap_data(json!({"releaseVersion": "4.22.0"}));
-    let report = status_json(&c);
-    assert_eq!(
-        report["skew"]["record"]["advice"]["state"], "ChooseMode",
-        "{report:#}"
-    );
-    assert!(record_line(&status(&c, "table")).contains("no skew enforcement mode chosen"));
-
-    // Printed: the change and where its version comes from; nothing written.
-    let mark = c.audit().len();
-    let printed = skew_record_ok(&c, &[]);
-    println!("--- skew record:\n{printed}");
-    assert!(
-        printed.contains("\nNow: no skew enforcement mode chosen\n"),
-        "{printed}"
-    );
-    assert!(
-        printed.starts_with(&format!(
-            "Oldest boot image: {OLD} ({NS}/ms-old): RHCOS 9.6.20250826-1, read from its name\n"
-        )),
-        "{printed}"
-    );
-    assert!(printed.contains(r#"Command: oc patch machineconfiguration cluster --type merge -p '{"spec":{"bootImageSkewEnforcement":{"mode":"Manual","manual":{"mode":"RHCOSVersion","rhcosVersion":"9.6.20250826-1","ocpVersion":null}}}}'"#), "{printed}");
-    assert_eq!(machine_configuration_writes(&c, mark), Vec::<String>::new());
-
-    // Applied: the API takes it, as the caller, under our field manager.
-    let applied: Value =
-        serde_json::from_str(&skew_record_ok(&c, &["--apply", "-o", "json"])).unwrap();
-    println!("--- skew record --apply -o json:\n{applied:#}");
-    let want = json!({"mode": "Manual", "manual": {"mode": "RHCOSVersion", "rhcosVersion": "9.6.20250826-1"}});
-    assert_eq!(skew_spec(&c), want);
-    assert_eq!(applied["applied"]["stored"], want);
-    assert_eq!(applied["applied"]["mco"], Value::Null, "no MCO runs here");
-    assert_eq!(applied["proposal"]["machineSet"], format!("{NS}/ms-old"));
-    assert_eq!(
-        machine_configuration_writes(&c, mark),
-        ["admin-ish patch".to_owned()]
-    );
-    let managers = c
-        .api
-        .get_json(["machineconfiguration", "cluster", "--show-managed-fields"]);
-    assert!(
-        managers["metadata"]["managedFields"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|f| f["manager"] == FIELD_MANAGER && f["operation"] == "Update"),
-        "{managers:#}"
-    );
-    let report = status_json(&c);
-    assert_eq!(
-        report["skew"]["record"]["advice"]["state"], "Current",
-        "{report:#}"
-    );
-    assert!(record_line(&status(&c, "table")).ends_with("nothing to record"));
+    a_boot_image_of_unknown_version_is_refused(&c);
+    the_record_is_printed_then_applied(&c);
 
     // A MachineSet moved back to an older image: the record overstates; status says so.
     set_image(&c, "ms-current", LEGACY);
@@ -129,6 +60,85 @@ fn skew_record_writes_the_oldest_boot_image_the_api_accepts() {
     println!("skew e2e: {:.1}s", started.elapsed().as_secs_f64());
 }
 
+/// A boot image of unknown version: no version can be told, and nothing is written.
+fn a_boot_image_of_unknown_version_is_refused(c: &Cluster) {
+    let mark = c.audit().len();
+    let out = skew_record(c, &["--apply"]);
+    assert!(!out.status.success(), "{}", text(&out));
+    let said = String::from_utf8_lossy(&out.stderr).into_owned();
+    println!("--- skew record --apply, a custom image:\n{said}");
+    assert!(
+        said.contains("cannot tell which boot image version to record")
+            && said.contains(&format!("{NS}/ms-custom")),
+        "{said}"
+    );
+    assert_eq!(skew_spec(c), Value::Null);
+    assert_eq!(machine_configuration_writes(c, mark), Vec::<String>::new());
+    c.kubectl(&["delete", "machineset", "ms-custom", "-n", NS]);
+}
+
+/// On 4.22 without a mode: `status` says to choose one; `skew record` prints the change
+/// and where its version comes from, writing nothing; `--apply` writes it, as the
+/// caller, under our field manager, and the API takes it; `status` then has nothing to
+/// record.
+fn the_record_is_printed_then_applied(c: &Cluster) {
+    // OpenShift 4.22 without a mode, where the MCO does not manage the boot images.
+    c.patch_configmap_data(json!({"releaseVersion": "4.22.0"}));
+    let report = status_json(c);
+    assert_eq!(
+        report["skew"]["record"]["advice"]["state"], "ChooseMode",
+        "{report:#}"
+    );
+    assert!(record_line(&status(c, "table")).contains("no skew enforcement mode chosen"));
+
+    // Printed: the change and where its version comes from; nothing written.
+    let mark = c.audit().len();
+    let printed = skew_record_ok(c, &[]);
+    println!("--- skew record:\n{printed}");
+    assert!(
+        printed.contains("\nNow: no skew enforcement mode chosen\n"),
+        "{printed}"
+    );
+    assert!(
+        printed.starts_with(&format!(
+            "Oldest boot image: {OLD} ({NS}/ms-old): RHCOS 9.6.20250826-1, read from its name\n"
+        )),
+        "{printed}"
+    );
+    assert!(printed.contains(r#"Command: oc patch machineconfiguration cluster --type merge -p '{"spec":{"bootImageSkewEnforcement":{"mode":"Manual","manual":{"mode":"RHCOSVersion","rhcosVersion":"9.6.20250826-1","ocpVersion":null}}}}'"#), "{printed}");
+    assert_eq!(machine_configuration_writes(c, mark), Vec::<String>::new());
+
+    // Applied: the API takes it, as the caller, under our field manager.
+    let applied: Value =
+        serde_json::from_str(&skew_record_ok(c, &["--apply", "-o", "json"])).unwrap();
+    println!("--- skew record --apply -o json:\n{applied:#}");
+    let want = json!({"mode": "Manual", "manual": {"mode": "RHCOSVersion", "rhcosVersion": "9.6.20250826-1"}});
+    assert_eq!(skew_spec(c), want);
+    assert_eq!(applied["applied"]["stored"], want);
+    assert_eq!(applied["applied"]["mco"], Value::Null, "no MCO runs here");
+    assert_eq!(applied["proposal"]["machineSet"], format!("{NS}/ms-old"));
+    assert_eq!(
+        machine_configuration_writes(c, mark),
+        ["patch by the caller".to_owned()]
+    );
+    let managers = c
+        .api
+        .get_json(["machineconfiguration", "cluster", "--show-managed-fields"]);
+    assert!(
+        managers["metadata"]["managedFields"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|f| f["manager"] == FIELD_MANAGER && f["operation"] == "Update"),
+        "{managers:#}"
+    );
+    let report = status_json(c);
+    assert_eq!(
+        report["skew"]["record"]["advice"]["state"], "Current",
+        "{report:#}"
+    );
+    assert!(record_line(&status(c, "table")).ends_with("nothing to record"));
+}
 /// A release before skew enforcement (OpenShift 4.17's CRD has no
 /// `spec.bootImageSkewEnforcement`): the apiserver refuses the field instead of dropping it,
 /// and nothing is recorded.
@@ -352,7 +362,7 @@ fn set_image(c: &Cluster, name: &str, image: &str) {
 }
 
 /// The writes of MachineConfigurations in the audit log since `mark`, not dry runs:
-/// `admin-ish patch` for a patch by someone else than the webhook's ServiceAccount under
+/// `patch by the caller` for a patch by another user than the webhook's ServiceAccount under
 /// our field manager, else verb and user.
 fn machine_configuration_writes(c: &Cluster, mark: usize) -> Vec<String> {
     c.audit()[mark..]
@@ -368,7 +378,7 @@ fn machine_configuration_writes(c: &Cluster, mark: usize) -> Vec<String> {
                 .as_str()
                 .is_some_and(|u| u.contains(&format!("fieldManager={FIELD_MANAGER}")));
             if ours && e["verb"] == "patch" && !is_ours(e) {
-                "admin-ish patch".to_owned()
+                "patch by the caller".to_owned()
             } else {
                 format!("{} by {}", e["verb"], e["user"]["username"])
             }
