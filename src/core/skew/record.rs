@@ -4,9 +4,8 @@
 //! recorded or should not be written. Pure: the callers bring the survey and the object.
 //!
 //! The field's rules are the CRD's (openshift/api `operator/v1`, `BootImageSkewEnforcement`):
-//! `rhcosVersion` matches `^[0-9]+\.[0-9]+\.([0-9]{8}|[0-9]{12})-[0-9]+$` in 14 to 21
-//! characters, `ocpVersion` matches `x.y.z` in 5 to 10, and each is required by its `mode`
-//! and forbidden otherwise.
+//! `rhcosVersion` and `ocpVersion` each have a pattern and a length (the constants below),
+//! and each is required by its `mode` and forbidden otherwise.
 
 use std::cmp::Ordering;
 use std::fmt;

@@ -63,7 +63,7 @@ fn only_an_openshift_release_is_recorded_as_its_first_release() {
 #[test]
 fn a_version_the_crd_would_refuse_is_not_proposed() {
     // An Azure marketplace version is an RHCOS release without its build number, and
-    // RHEL 9.6 is in three OpenShift releases: there is no one version to write.
+    // RHEL 9.6 is in a range of OpenShift releases: there is no one version to write.
     let image = "azureopenshift:aro4:aro_419:9.6.20250826";
     let v = from_name(image).unwrap();
     let why = choose(&v, "ns/a", image).unwrap_err();
