@@ -4,7 +4,7 @@ use std::process::ExitCode;
 use anyhow::{Context, bail};
 use clap::Parser;
 
-use bootimage_webhook::config::{Cli, Command, PreviewArgs};
+use bootimage_webhook::config::{Cli, Command, PreviewArgs, SkewCommand, SkewRecordArgs};
 use bootimage_webhook::serve::tls;
 use bootimage_webhook::{app, logging, preview, status};
 
@@ -84,7 +84,29 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
+        Command::Skew(skew) => match skew.command {
+            SkewCommand::Record(args) => skew_record(&args),
+        },
     }
+}
+
+/// `skew record`: the change, and with --apply what was written. A refusal is an error
+/// (exit status 1), after which nothing was written.
+fn skew_record(args: &SkewRecordArgs) -> anyhow::Result<ExitCode> {
+    let outcome = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the runtime")?
+        .block_on(status::record(args))?;
+    let mut stdout = std::io::stdout().lock();
+    match stdout
+        .write_all(status::render_outcome(&outcome, args.status.output).as_bytes())
+        .and_then(|()| stdout.flush())
+    {
+        Err(e) if e.kind() == ErrorKind::BrokenPipe => {}
+        other => other.context("writing the record")?,
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 /// One JSON line per MachineSet. A reader that closes the pipe early (`| head`) ends the

@@ -22,6 +22,8 @@ use super::age;
 use super::platforms::aws::{AwsLearned, Described};
 use super::snapshot::{BootImages, Learned};
 
+pub mod record;
+
 /// `major.minor`, compared as numbers.
 pub type Token = (u64, u64);
 

@@ -24,14 +24,17 @@ use crate::core::decision::{self, Reason};
 use crate::core::osstream;
 use crate::core::platforms::aws::AwsLearned;
 use crate::core::platforms::vsphere::VSphereLearned;
+use crate::core::skew::record::{Advice, Manual, Proposal};
 use crate::core::skew::{self, Enforcement, Source};
 use crate::core::snapshot::{self, Gate, Snapshot};
 use crate::health::Health;
 use crate::metrics::Metrics;
 
 mod policy;
+mod record;
 mod render;
 pub use policy::PolicyState;
+pub use record::{Outcome, RecordError, record, render_outcome};
 pub use render::render;
 
 /// One MachineSet as `status` shows it.
@@ -106,6 +109,21 @@ pub struct Skew {
     /// MachineConfiguration `cluster`'s mode and recorded version, and the MCO's verdict.
     pub enforcement: Enforcement,
     pub floor: Floor,
+    /// What `skew record` would write for Manual enforcement, and where the record stands.
+    pub record: SkewRecord,
+}
+
+/// What `skew record` would write (or why it cannot tell a version), the version the
+/// administrator recorded, and what `status` says of it.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SkewRecord {
+    pub proposal: Option<Proposal>,
+    pub refusal: Option<String>,
+    /// `spec.bootImageSkewEnforcement.manual` when its mode is Manual.
+    pub recorded: Option<Manual>,
+    /// Only in Manual mode, or when a mode must be chosen.
+    pub advice: Option<Advice>,
 }
 
 /// The MCO's floor (`OCPVersionBootImageSkewLimit`, `RHCOSVersionBootImageSkewLimit`).
@@ -145,6 +163,7 @@ pub fn skew(
         snap.boot_images.as_deref(),
         &snap.cluster.learned,
     );
+    let record = skew_record(&survey, snap, machine_configuration.ok().flatten());
     let oldest = survey.oldest.map(|(who, image, v)| {
         let (namespace, name) = who.split_once('/').unwrap_or(("", &who));
         OldestImage {
@@ -174,6 +193,23 @@ pub fn skew(
             ocp_version: skew::OCP_FLOOR,
             rhel_version: skew::RHEL_FLOOR,
         },
+        record,
+    }
+}
+
+/// The record's part of [`skew`].
+fn skew_record(survey: &skew::Survey, snap: &Snapshot, mc: Option<&Value>) -> SkewRecord {
+    let proposal = skew::record::propose(survey);
+    let release = snap
+        .boot_images
+        .as_deref()
+        .map(|b| b.release_version.as_str());
+    let oldest = survey.oldest.as_ref().map(|(_, _, v)| v);
+    SkewRecord {
+        advice: skew::record::advise(&proposal, oldest, mc, release),
+        recorded: mc.and_then(skew::record::recorded),
+        refusal: proposal.as_ref().err().map(ToString::to_string),
+        proposal: proposal.ok(),
     }
 }
 
@@ -372,6 +408,12 @@ async fn machine_configuration(client: kube::Client) -> Result<Option<Value>, ku
 /// Reads the cluster as `serve` does and decides every MachineSet.
 pub async fn report(args: &StatusArgs) -> anyhow::Result<Report> {
     let client = client(args).await?;
+    report_on(&client, args).await
+}
+
+/// [`report`] with `client`.
+async fn report_on(client: &kube::Client, args: &StatusArgs) -> anyhow::Result<Report> {
+    let client = client.clone();
     let snapshot = synced_snapshot(&client, args).await?;
     let objects = machine_sets(&client, args).await?;
     // The toucher's give-ups, as its Events tell them (none readable: none shown).
@@ -559,7 +601,7 @@ async fn ask_ec2(
 mod tests {
     use serde_json::json;
 
-    use super::render::skew_line;
+    use super::render::{record_line, skew_line};
     use super::*;
     use crate::core::skew::Upgrade;
 
@@ -612,6 +654,35 @@ mod tests {
         assert!(
             skew_line(&s, false)
                 .starts_with("Skew: oldest boot image rhcos-412-86-202301311551-0-gcp-x86-64 (")
+        );
+    }
+
+    #[test]
+    fn the_record_line_says_when_to_record_again() {
+        let snap = Snapshot::empty();
+        let old = "projects/rhcos-cloud/global/images/rhcos-9-6-20250826-1-gcp-x86-64";
+        let rows = [row("old", Some(old))];
+        let mc = json!({"spec": {"bootImageSkewEnforcement": {"mode": "Manual",
+            "manual": {"mode": "OCPVersion", "ocpVersion": "4.12.0"}}}});
+        let s = skew(&rows, &snap, Ok(Some(&mc)));
+        assert_eq!(
+            s.record.proposal.as_ref().unwrap().manual.version,
+            "9.6.20250826-1"
+        );
+        assert_eq!(
+            record_line(&s),
+            "Skew record: recorded ocpVersion 4.12.0 is older than the oldest boot image in use; run `bootimage-webhook skew record` to record rhcosVersion 9.6.20250826-1\n"
+        );
+        // Not Manual, and no release that needs a mode: nothing said.
+        let s = skew(&rows, &snap, Ok(None));
+        assert_eq!(record_line(&s), "");
+        let s = skew(&[], &snap, Ok(None));
+        assert_eq!(
+            s.record
+                .refusal
+                .as_deref()
+                .map(|r| r.starts_with("no MachineSets")),
+            Some(true)
         );
     }
 }

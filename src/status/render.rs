@@ -15,13 +15,22 @@ fn heading(report: &Report, wide: bool) -> String {
         format!("; streams {}", report.streams.join(", "))
     };
     format!(
-        "Gate: {} ({})\nRelease: {}, stream {}{streams}\n{}",
+        "Gate: {} ({})\nRelease: {}, stream {}{streams}\n{}{}",
         if report.gate.open { "open" } else { "closed" },
         report.gate.reason,
         report.release.as_deref().unwrap_or("<unknown>"),
         report.stream.as_deref().unwrap_or("<unknown>"),
         skew_line(&report.skew, wide),
+        record_line(&report.skew),
     )
+}
+
+/// What `status` says of the skew record (Manual mode, or no mode where one is needed).
+pub(super) fn record_line(s: &Skew) -> String {
+    match &s.record.advice {
+        Some(a) => format!("Skew record: {}\n", a.message),
+        None => String::new(),
+    }
 }
 
 /// The skew line of the table output.

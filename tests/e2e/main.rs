@@ -26,6 +26,7 @@ mod permissions;
 #[cfg(feature = "ec2")]
 mod proxy;
 mod real_apiserver_admission;
+mod real_apiserver_skew;
 mod real_apiserver_status;
 mod real_apiserver_touch;
 mod real_apiserver_user_data;
