@@ -9,7 +9,7 @@ use crate::cluster::{aws_credentials, ec2};
 use crate::core::decision::{self, Decision};
 use crate::core::osstream;
 use crate::core::platforms::aws::AwsLearned;
-use crate::core::snapshot::{self, Snapshot};
+use crate::core::snapshot::Snapshot;
 use crate::offline::{Offline, OfflineError};
 
 #[derive(Debug, thiserror::Error)]
@@ -133,7 +133,8 @@ pub fn read_machinesets(path: &Path) -> Result<(Vec<Value>, Vec<String>), Previe
         },
         message,
     };
-    let docs = snapshot::parse_documents(&text).map_err(|e| parse_error(e.to_string()))?;
+    let docs =
+        crate::core::document::parse_documents(&text).map_err(|e| parse_error(e.to_string()))?;
     machinesets(docs).map_err(|e| parse_error(e.to_string()))
 }
 

@@ -3,7 +3,9 @@
 
 pub mod age;
 pub mod arch;
+pub mod configmap;
 pub mod decision;
+pub mod document;
 pub mod facts;
 pub mod lenient;
 pub mod osstream;

@@ -10,10 +10,12 @@ use std::fmt;
 
 use serde_json::Value;
 
+use super::configmap::BootImages;
 use super::platforms::aws::Described;
 use super::platforms::{Learned, Platform, azure};
 use super::skew;
-use super::snapshot::{BootImages, Snapshot, StreamDoc};
+use super::snapshot::Snapshot;
+use super::stream::StreamDoc;
 use super::stream::rhel_major_of_release;
 use super::view::{MachineSetView, ProviderSpecValue, SpecFields};
 

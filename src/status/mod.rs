@@ -178,7 +178,7 @@ pub fn skew(
 }
 
 /// `rhel-10 (default)`, `rhel-9`: the ConfigMap's streams by name.
-fn stream_names(boot: &snapshot::BootImages) -> Vec<String> {
+fn stream_names(boot: &crate::core::configmap::BootImages) -> Vec<String> {
     boot.streams()
         .keys()
         .map(

@@ -1,4 +1,4 @@
-//! Cluster facts from live objects, as pure functions: the master-upgrade gate (behaviour §3),
+//! Cluster facts read from live objects, as pure functions: the master-upgrade gate (behaviour §3),
 //! enrollment from MachineConfiguration `cluster`, platform, architectures and stub
 //! Ignition versions. The watchers feed them; the tests call them directly.
 
@@ -7,8 +7,10 @@ use std::collections::BTreeSet;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use serde_json::Value;
 
+use super::{Enrollment, Gate, Stub};
+use crate::core::arch::Arch;
+use crate::core::configmap::KEY_MCO_RELEASE_IMAGE_VERSION;
 use crate::core::platforms::vsphere::VSphereInfra;
-use crate::core::snapshot::{Arch, Enrollment, Gate, KEY_MCO_RELEASE_IMAGE_VERSION, Stub};
 
 /// On the rendered MachineConfig: the release it was rendered for.
 pub const RELEASE_IMAGE_VERSION_ANNOTATION: &str =
@@ -261,7 +263,7 @@ pub fn platform(infrastructure: &Value) -> Option<String> {
 /// (`spec.platformSpec.vsphere.failureDomains`), which the vSphere rule matches a
 /// MachineSet's workspace against.
 pub fn vsphere(infrastructure: &Value) -> Option<VSphereInfra> {
-    super::platforms::vsphere::infra(infrastructure)
+    crate::core::platforms::vsphere::infra(infrastructure)
 }
 
 pub fn multi_arch(cluster_version: &Value) -> bool {
