@@ -7,9 +7,9 @@ use serde_json::{Value, json};
 
 use crate::cluster::{aws_credentials, ec2};
 use crate::core::decision::{self, Decision};
-use crate::core::osstream;
 use crate::core::platforms::aws::AwsLearned;
 use crate::core::snapshot::Snapshot;
+use crate::core::stream_choice;
 use crate::offline::{Offline, OfflineError};
 
 #[derive(Debug, thiserror::Error)]
@@ -173,7 +173,7 @@ pub fn run(machineset_file: &Path, offline: &Offline<'_>) -> Result<Preview, Pre
             let d = decision::decide_object(&ms, &snap);
             changes |= !d.patch.0.is_empty();
             // Only a dual-stream ConfigMap has a stream to name.
-            let stream = osstream::shown(&ms, &snap);
+            let stream = stream_choice::shown(&ms, &snap);
             let mut out = render(ms, &d)?;
             if let Some(stream) = stream {
                 out["stream"] = json!(stream);

@@ -10,12 +10,12 @@ use std::sync::Arc;
 
 use bootimage_webhook::core::decision::{self, Decision, OS_STREAM_LABEL, Reason};
 use bootimage_webhook::core::facts;
-use bootimage_webhook::core::osstream;
 use bootimage_webhook::core::platforms::aws::{self, AwsLearned, Described};
 use bootimage_webhook::core::platforms::vsphere::{self, VSphereLearned};
 use bootimage_webhook::core::snapshot::{
     Arch, BootImages, KEY_RELEASE_VERSION, KEY_STREAM, KEY_STREAMS, Snapshot,
 };
+use bootimage_webhook::core::stream_choice;
 use serde_json::{Value, json};
 use support::{fixture, fixture_text, oracle};
 
@@ -38,7 +38,7 @@ fn snap() -> Snapshot {
 
 /// The stream `status` and `preview` show for a MachineSet.
 fn shown(ms: &Value, snap: &Snapshot) -> Option<String> {
-    osstream::shown(ms, snap)
+    stream_choice::shown(ms, snap)
 }
 
 fn labelled(mut ms: Value, stream: Option<&str>) -> Value {

@@ -10,7 +10,7 @@ use super::arch::Arch;
 use super::document::{DocumentError, parse_document};
 use super::platforms::{self, EntryError, Platform, Target};
 use super::snapshot::digest;
-use super::stream::{StreamDoc, StreamError};
+use super::stream_doc::{StreamDoc, StreamError};
 
 /// ConfigMap keys, exactly as the MCO and the CVO write them.
 pub const KEY_STREAM: &str = "stream";

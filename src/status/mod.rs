@@ -21,11 +21,11 @@ use crate::cluster::{apis, aws_credentials, ec2, egress};
 use crate::config::StatusArgs;
 use crate::core::age;
 use crate::core::decision::{self, Reason};
-use crate::core::osstream;
 use crate::core::platforms::aws::AwsLearned;
 use crate::core::platforms::vsphere::VSphereLearned;
 use crate::core::skew::{self, Enforcement, Source};
 use crate::core::snapshot::{self, Gate, Snapshot};
+use crate::core::stream_choice;
 use crate::health::Health;
 use crate::metrics::Metrics;
 
@@ -290,7 +290,7 @@ pub fn rows(machinesets: &[Value], events: &[Value], snap: &Snapshot) -> Vec<Row
                 kind: ms["kind"].as_str().unwrap_or("MachineSet").to_owned(),
                 platform: d.platform,
                 arch: d.arch.map(|a| a.rpm()),
-                stream: osstream::shown(ms, snap),
+                stream: stream_choice::shown(ms, snap),
                 current: d.current.or_else(|| age::referenced_image(ms)),
                 target: d.target,
                 given_up,

@@ -1,4 +1,5 @@
-//! Which stream a MachineSet's boot image comes from (behaviour §4, rules 4 and 8).
+//! Which stream document a MachineSet's boot image comes from: the choice among the
+//! ConfigMap's streams (behaviour §4, rules 4 and 8).
 //!
 //! A single-stream ConfigMap (no `data.streams`) keeps the MCO's rule: a label, when set,
 //! must be `rhel-9`, and the image comes from `data.stream`. With `data.streams` (dual-stream
@@ -15,8 +16,7 @@ use super::platforms::aws::Described;
 use super::platforms::{Learned, Platform, azure};
 use super::skew;
 use super::snapshot::Snapshot;
-use super::stream::StreamDoc;
-use super::stream::rhel_major_of_release;
+use super::stream_doc::{StreamDoc, rhel_major_of_release};
 use super::view::{MachineSetView, ProviderSpecValue, SpecFields};
 
 /// Set by the installer on MachineSets and ControlPlaneMachineSets: the OS stream of their
