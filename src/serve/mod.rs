@@ -1,6 +1,7 @@
 //! The serving side: AdmissionReview bytes to response bytes ([`admission`]), carried over
-//! HTTPS ([`server`], [`tls`]). It reads the snapshot and never calls anything.
+//! HTTPS ([`server`], [`accept`], [`tls`]). It reads the snapshot and never calls anything.
 
+pub mod accept;
 pub mod admission;
 pub mod body;
 pub mod budget;
