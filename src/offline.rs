@@ -4,7 +4,6 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use crate::core::facts;
 use crate::core::platforms::vsphere::VSphereInfra;
 use crate::core::snapshot::{Arch, BootImages, Snapshot};
 
@@ -86,5 +85,6 @@ fn read_vsphere(path: &Path) -> Result<VSphereInfra, OfflineError> {
         cause,
     })?;
     let doc = crate::core::document::parse_document(&text).map_err(|e| error(e.to_string()))?;
-    facts::vsphere(&doc).ok_or_else(|| error("no status.infrastructureName".into()))
+    crate::core::platforms::vsphere::infra(&doc)
+        .ok_or_else(|| error("no status.infrastructureName".into()))
 }

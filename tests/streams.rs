@@ -9,7 +9,6 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use bootimage_webhook::core::decision::{self, Decision, OS_STREAM_LABEL, Reason};
-use bootimage_webhook::core::facts;
 use bootimage_webhook::core::platforms::aws::{self, AwsLearned, Described};
 use bootimage_webhook::core::platforms::vsphere::{self, VSphereLearned};
 use bootimage_webhook::core::snapshot::{
@@ -357,7 +356,7 @@ fn control_plane_machine_sets_follow_their_label() {
 #[test]
 fn vsphere_templates_are_one_per_stream_and_release() {
     let ms = support::example("machineset-vsphere.yaml");
-    let infra = facts::vsphere(&support::example("infrastructure-vsphere.yaml")).unwrap();
+    let infra = vsphere::infra(&support::example("infrastructure-vsphere.yaml")).unwrap();
     let name = |release: &str| vsphere::template_name(&infra.infra_id, release, "us-east-1a");
     let (t9, t10) = (name("9.8.20260428-0"), name("10.2.20260715-0"));
     let base = snap();

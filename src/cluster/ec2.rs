@@ -537,7 +537,7 @@ impl Background {
         let mut reported: Option<String> = None;
         loop {
             let snap = snapshot.load_full();
-            let on_aws = snap.cluster.platform.as_deref() == Some(aws::NAME);
+            let on_aws = snap.cluster.platform.as_deref() == Some(Platform::Aws.name());
             let mut wait = resync;
             if on_aws {
                 let result = pass(&api, &snap, &mut ec2, &mut learned, &mut listed_at).await;

@@ -12,11 +12,9 @@ use std::fmt;
 use serde_json::Value;
 
 use super::configmap::BootImages;
-use super::platforms::aws::Described;
-use super::platforms::{Learned, Platform, azure};
-use super::skew;
+use super::platforms::{Learned, Platform};
 use super::snapshot::Snapshot;
-use super::stream_doc::{StreamDoc, rhel_major_of_release};
+use super::stream_doc::StreamDoc;
 use super::view::{MachineSetView, ProviderSpecValue, SpecFields};
 
 /// Set by the installer on MachineSets and ControlPlaneMachineSets: the OS stream of their
@@ -124,7 +122,7 @@ pub fn choose<'b>(
     let Some(image) = platform.current_image(spec) else {
         return Ok(default);
     };
-    let Some(major) = rhel_major(&image, platform, boot, learned) else {
+    let Some(major) = platform.rhel_major(&image, boot, learned) else {
         return Ok(default);
     };
     of_major(boot, major).ok_or_else(|| {
@@ -175,53 +173,6 @@ fn of_major(boot: &BootImages, major: u32) -> Option<Chosen<'_>> {
     })
 }
 
-/// The RHEL major an image is built from, where it can be told: a stream names it (GCP
-/// images, AWS AMIs), its name carries its release (GCP `rhcos-9-6-…`, a vSphere template
-/// of ours), an Azure marketplace version, or what EC2 said of an AMI.
-pub fn rhel_major(
-    image: &str,
-    platform: Platform,
-    boot: &BootImages,
-    learned: &Learned,
-) -> Option<u32> {
-    if let Some(release) = boot.rhcos_release_of(image) {
-        return rhel_major_of_release(release);
-    }
-    if platform == Platform::Azure {
-        // `publisher:offer:sku:version`; an install-time `resourceID` tells nothing.
-        let parts: Vec<&str> = image.split(':').collect();
-        return match parts.as_slice() {
-            [_, _, _, version] => azure::rhel_major_of_version(version),
-            _ => None,
-        };
-    }
-    if let Some(version) = skew::version_of(image, Some(boot), learned) {
-        return u32::try_from(version.rhel.0).ok();
-    }
-    let aws = learned
-        .aws
-        .as_deref()
-        .filter(|_| platform == Platform::Aws)?;
-    aws.images
-        .iter()
-        .find_map(|((_, id), described)| match described {
-            Described::Found { name, .. } if id == image => rhcos_major_in_name(name),
-            _ => None,
-        })
-}
-
-/// The RHCOS major a marketplace AMI's name carries: `9` of
-/// `RHEL-9.4-RHCOS-9.6_HVM_GA-20260210-x86_64-0-<product>`.
-fn rhcos_major_in_name(name: &str) -> Option<u32> {
-    let at = name.to_ascii_lowercase().find("rhcos-")? + "rhcos-".len();
-    let digits: String = name[at..]
-        .chars()
-        .take_while(char::is_ascii_digit)
-        .collect();
-    let rest = &name[at + digits.len()..];
-    rest.starts_with('.').then(|| digits.parse().ok()).flatten()
-}
-
 /// `rhel-10 (RHEL 10), rhel-9 (RHEL 9)`.
 fn carried(boot: &BootImages) -> String {
     let names: Vec<String> = boot
@@ -233,25 +184,4 @@ fn carried(boot: &BootImages) -> String {
         })
         .collect();
     names.join(", ")
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn rhcos_majors_in_marketplace_ami_names() {
-        for (name, want) in [
-            (
-                "RHEL-9.4-RHCOS-9.6_HVM_GA-20260210-x86_64-0-59ead7de-2540-4653-a8b0-fa7926d5c845",
-                Some(9),
-            ),
-            ("rhcos-10.2.20260715-0-x86_64-hvm", Some(10)),
-            ("RHCOS-x", None),
-            ("rhcos-", None),
-            ("ubuntu-24.04", None),
-        ] {
-            assert_eq!(rhcos_major_in_name(name), want, "{name}");
-        }
-    }
 }

@@ -19,10 +19,10 @@ use crate::cluster::touch::FIELD_MANAGER;
 use crate::cluster::watch;
 use crate::cluster::{apis, aws_credentials, ec2, egress};
 use crate::config::StatusArgs;
-use crate::core::age;
 use crate::core::decision::{self, Reason};
 use crate::core::platforms::aws::AwsLearned;
 use crate::core::platforms::vsphere::VSphereLearned;
+use crate::core::platforms::{self, Platform};
 use crate::core::skew::{self, Enforcement, Source};
 use crate::core::snapshot::{self, Gate, Snapshot};
 use crate::core::stream_choice;
@@ -291,7 +291,7 @@ pub fn rows(machinesets: &[Value], events: &[Value], snap: &Snapshot) -> Vec<Row
                 platform: d.platform,
                 arch: d.arch.map(|a| a.rpm()),
                 stream: stream_choice::shown(ms, snap),
-                current: d.current.or_else(|| age::referenced_image(ms)),
+                current: d.current.or_else(|| platforms::referenced_image(ms)),
                 target: d.target,
                 given_up,
                 message,
@@ -474,7 +474,7 @@ async fn machine_sets(client: &kube::Client, args: &StatusArgs) -> anyhow::Resul
 /// is looked for (read-only, with the importer's credentials Secret), as every replica
 /// does.
 async fn ask_vcenter(client: &kube::Client, args: &StatusArgs, snap: Snapshot) -> Snapshot {
-    if snap.cluster.platform.as_deref() != Some(crate::core::platforms::vsphere::NAME) {
+    if snap.cluster.platform.as_deref() != Some(Platform::VSphere.name()) {
         return snap;
     }
     let access = crate::cluster::vsphere::Access::new(

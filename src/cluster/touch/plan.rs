@@ -8,6 +8,7 @@ use serde_json::Value;
 
 use crate::core::age;
 use crate::core::decision::{self, Reason};
+use crate::core::platforms;
 use crate::core::skew;
 use crate::core::snapshot::Snapshot;
 
@@ -116,7 +117,10 @@ pub fn census(machinesets: &[Value], snap: &Snapshot, today: Date) -> Census {
             .and_then(Value::as_str)
             .unwrap_or_default()
             .to_owned();
-        let image = d.current.clone().or_else(|| age::referenced_image(ms));
+        let image = d
+            .current
+            .clone()
+            .or_else(|| platforms::referenced_image(ms));
         all.push((name.clone(), image.clone()));
         if let Some(image) = &image {
             let on_target = (d.reason == Reason::UpToDate)

@@ -608,12 +608,7 @@ fn platform_rule(
     target: &Target,
     cluster: &ClusterFacts,
 ) -> Result<Change, Decision> {
-    let ctx = Context {
-        arch,
-        learned: &cluster.learned,
-        vsphere: cluster.vsphere.as_deref(),
-        aws_marketplace: cluster.aws_marketplace,
-    };
+    let ctx = Context { arch, cluster };
     match target.reconcile(spec, &ctx) {
         Outcome::Changes {
             edits,

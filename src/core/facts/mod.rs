@@ -15,7 +15,7 @@ mod read;
 
 pub use read::{
     EnrollmentError, GateInputs, NotObserved, RELEASE_IMAGE_VERSION_ANNOTATION, control_plane_arch,
-    enrollment, enrollment_of, gate, multi_arch, observed, platform, stub, vsphere,
+    enrollment, enrollment_of, gate, multi_arch, observed, platform, stub,
 };
 
 /// Whether boot images may move now (behaviour §3).

@@ -10,7 +10,7 @@ use serde_json::Value;
 use super::{Enrollment, Gate, Stub};
 use crate::core::arch::Arch;
 use crate::core::configmap::KEY_MCO_RELEASE_IMAGE_VERSION;
-use crate::core::platforms::vsphere::VSphereInfra;
+use crate::core::platforms::Platform;
 
 /// On the rendered MachineConfig: the release it was rendered for.
 pub const RELEASE_IMAGE_VERSION_ANNOTATION: &str =
@@ -239,33 +239,18 @@ fn enrollment_in(list: Option<&Value>, resource: &str) -> Result<Enrollment, Enr
     }
 }
 
-/// Infrastructure `cluster`: `status.platformStatus.type` (older clusters: `status.platform`).
-/// Azure Stack Hub is Azure to the Infrastructure type, but has no marketplace images: it
-/// is named apart so that no platform serves it (as the MCO excludes it).
+/// Infrastructure `cluster`: `status.platformStatus.type` (older clusters: `status.platform`),
+/// or the name of a variant of a platform that no platform serves (Azure Stack Hub).
 pub fn platform(infrastructure: &Value) -> Option<String> {
     let kind = infrastructure
         .pointer("/status/platformStatus/type")
         .or_else(|| infrastructure.pointer("/status/platform"))
         .and_then(Value::as_str)
         .filter(|s| !s.is_empty())?;
-    let cloud = infrastructure
-        .pointer("/status/platformStatus/azure/cloudName")
-        .and_then(Value::as_str);
-    Some(if kind == "Azure" && cloud == Some("AzureStackCloud") {
-        "AzureStackCloud".to_owned()
-    } else {
-        kind.to_owned()
-    })
+    Some(Platform::infrastructure_name(kind, infrastructure))
 }
 
 /// ClusterVersion `version`: `status.desired.architecture == Multi`.
-/// Infrastructure `cluster`'s infrastructure id and vSphere failure domains
-/// (`spec.platformSpec.vsphere.failureDomains`), which the vSphere rule matches a
-/// MachineSet's workspace against.
-pub fn vsphere(infrastructure: &Value) -> Option<VSphereInfra> {
-    crate::core::platforms::vsphere::infra(infrastructure)
-}
-
 pub fn multi_arch(cluster_version: &Value) -> bool {
     cluster_version
         .pointer("/status/desired/architecture")

@@ -15,14 +15,38 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::{Context, Edit, EntryError, Outcome, per_arch};
+use super::{Context, Edit, EntryError, Outcome, Rules, per_arch};
 use crate::core::arch::Arch;
 use crate::core::lenient::{Field, Object};
 use crate::core::reason::Reason;
 use crate::core::view::SpecFields;
 
-pub const NAME: &str = "VSphere";
-pub const KIND: &str = "VSphereMachineProviderSpec";
+/// vSphere's [`Rules`].
+pub struct VSphere;
+
+impl Rules for VSphere {
+    const NAME: &'static str = "VSphere";
+    const KIND: &'static str = "VSphereMachineProviderSpec";
+    const BOOT_FIELD: &'static str = "template";
+    type Target = VSphereTarget;
+
+    fn targets(
+        architectures: &BTreeMap<Arch, &Value>,
+    ) -> BTreeMap<Arch, Result<VSphereTarget, EntryError>> {
+        per_arch(architectures, |_, entry| target(entry))
+    }
+
+    /// `template`.
+    fn current_image(spec: &SpecFields<'_>) -> Option<String> {
+        spec.read::<Cow<'_, str>>("template")
+            .as_str()
+            .map(str::to_owned)
+    }
+
+    fn reconcile(spec: &SpecFields<'_>, target: &VSphereTarget, ctx: &Context<'_>) -> Outcome {
+        reconcile(spec, target, ctx)
+    }
+}
 /// vSphere refuses longer inventory names.
 pub const MAX_NAME_CHARS: usize = 80;
 /// Hex digits of the name's SHA-256 that end a shortened name.
@@ -235,12 +259,6 @@ pub fn is_in_folder(inventory_path: &str, folder: Option<&str>) -> bool {
     }
 }
 
-pub(super) fn targets(
-    architectures: &BTreeMap<Arch, &Value>,
-) -> BTreeMap<Arch, Result<VSphereTarget, EntryError>> {
-    per_arch(architectures, |_, entry| target(entry))
-}
-
 fn target(entry: &Value) -> Result<Option<VSphereTarget>, EntryError> {
     let Some(vmware) = entry.pointer("/artifacts/vmware") else {
         return Ok(None);
@@ -394,11 +412,7 @@ fn matching<'i>(infra: &'i VSphereInfra, ws: &[&str; 6]) -> Option<&'i FailureDo
 
 /// The MachineSet's template moves to the versioned template of the stream's OVA in its
 /// failure domain, once that template is ready in vCenter.
-pub(super) fn reconcile(
-    spec: &SpecFields<'_>,
-    target: &VSphereTarget,
-    ctx: &Context<'_>,
-) -> Outcome {
+fn reconcile(spec: &SpecFields<'_>, target: &VSphereTarget, ctx: &Context<'_>) -> Outcome {
     let workspace = match spec.read::<Object<Workspace<'_>>>("workspace") {
         Field::Is(Object(w)) => w,
         Field::Absent | Field::Null => Workspace::default(),
@@ -423,7 +437,7 @@ pub(super) fn reconcile(
             );
         }
     };
-    let Some(infra) = ctx.vsphere else {
+    let Some(infra) = ctx.cluster.vsphere.as_deref() else {
         return Outcome::skip(
             Reason::NoFailureDomain,
             "Infrastructure cluster names no infrastructure id and no vSphere failure domains",
@@ -461,7 +475,7 @@ fn decide_template(
             target: wanted,
         };
     }
-    let learned = ctx.learned.vsphere.as_deref();
+    let learned = ctx.cluster.learned.vsphere.as_deref();
     // A path names where the template lives: only the workspace folder's are ours.
     let (parent, name) = match current.rsplit_once('/') {
         Some((parent, name)) => (Some(parent), name),

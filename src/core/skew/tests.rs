@@ -4,7 +4,7 @@ use serde_json::json;
 
 use super::*;
 use crate::core::configmap::EMBEDDED_CONFIGMAP;
-use crate::core::platforms::aws::MarketImage;
+use crate::core::platforms::aws::{AwsLearned, Described, MarketImage};
 
 const FAQ: &str = include_str!("../../../tests/fixtures/openshift-os-faq-rhel-of-ocp.excerpt.md");
 
