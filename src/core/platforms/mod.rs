@@ -65,8 +65,9 @@ pub trait Rules {
     /// The providerSpec `kind` this platform reads, e.g. `GCPMachineProviderSpec`.
     const KIND: &'static str;
     /// The key of `providerSpec.value` that holds the boot image. Every edit of the rule is
-    /// below `/<BOOT_FIELD>`, and the admission policy lets the webhook's ServiceAccount
-    /// change that key alone (its `bootField`).
+    /// below `/<BOOT_FIELD>` (checked in debug builds), and the admission policy lets the
+    /// webhook's ServiceAccount change that key alone (its `bootField`, held to this by a
+    /// test).
     const BOOT_FIELD: &'static str;
     /// The boot image for one architecture, as this platform reads the stream.
     type Target: std::fmt::Debug + Clone + Send + Sync + 'static;
@@ -234,7 +235,16 @@ macro_rules! platforms {
         impl Target {
             /// Compare `providerSpec.value` with this target, by the rule of its platform.
             pub fn reconcile(&self, spec: &SpecFields<'_>, ctx: &Context<'_>) -> Outcome {
-                match self { $(Target::$variant(t) => <$rules>::reconcile(spec, t, ctx),)* }
+                let (platform, outcome) = match self {
+                    $(Target::$variant(t) => {
+                        (Platform::$variant, <$rules>::reconcile(spec, t, ctx))
+                    })*
+                };
+                debug_assert!(
+                    outcome.edits_below(platform.boot_field()),
+                    "{platform:?} edits outside its boot field: {outcome:?}"
+                );
+                outcome
             }
         }
 
@@ -371,6 +381,20 @@ pub enum Outcome {
 }
 
 impl Outcome {
+    /// Whether every edit is of `field` or below it (what the admission policy allows).
+    fn edits_below(&self, field: &str) -> bool {
+        let Outcome::Changes { edits, .. } = self else {
+            return true;
+        };
+        edits.iter().all(|e| {
+            let rest = e
+                .pointer
+                .strip_prefix('/')
+                .and_then(|p| p.strip_prefix(field));
+            matches!(rest, Some(r) if r.is_empty() || r.starts_with('/'))
+        })
+    }
+
     /// Name the current image in a skip that did not.
     pub fn with_current(mut self, image: &str) -> Outcome {
         if let Outcome::Skip { current, .. } = &mut self {
