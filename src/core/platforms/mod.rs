@@ -58,7 +58,7 @@ impl Learned {
 /// [`Platform`] by the decision, the stream documents and their choice, the skew, the
 /// cluster facts and the plain reading of `status` and the toucher. A platform is a unit
 /// type implementing this and one line in the list below; what has a default it need not
-/// write.
+/// write. Its own reason codes are tagged with it in [`Reason`]'s list.
 pub trait Rules {
     /// Infrastructure `status.platformStatus.type`, e.g. `GCP`.
     const NAME: &'static str;

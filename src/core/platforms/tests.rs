@@ -1,5 +1,6 @@
 //! The platforms' lookups, and what ties each platform's module to what is written
-//! elsewhere about it: the admission policy's and the webhook's kind lists.
+//! elsewhere about it: the admission policy's and the webhook's kind lists, and the
+//! reasons tagged with it.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -189,5 +190,39 @@ fn the_policy_checks_each_platforms_value() {
             "no validation of the policy checks the {} value ({own})",
             p.name()
         );
+    }
+}
+
+/// The platforms' modules, for the reasons test: every platform is here.
+const SOURCES: [(Platform, &str); 4] = [
+    (Platform::Gcp, include_str!("gcp.rs")),
+    (Platform::Aws, include_str!("aws.rs")),
+    (Platform::Azure, include_str!("azure.rs")),
+    (Platform::VSphere, include_str!("vsphere.rs")),
+];
+
+/// A reason tagged with a platform is given by that platform's module, and by no other.
+#[test]
+fn a_platforms_reasons_are_its_modules() {
+    let listed: BTreeSet<Platform> = SOURCES.iter().map(|(p, _)| *p).collect();
+    assert_eq!(
+        listed,
+        Platform::ALL.into_iter().collect(),
+        "SOURCES lists every platform"
+    );
+    for reason in Reason::ALL {
+        let Some(owner) = reason.platform() else {
+            continue;
+        };
+        let given = format!("Reason::{}", reason.as_str());
+        for (platform, source) in SOURCES {
+            assert_eq!(
+                source.contains(&given),
+                platform == owner,
+                "{reason} is {}'s: given in {}'s module?",
+                owner.name(),
+                platform.name()
+            );
+        }
     }
 }
