@@ -18,6 +18,7 @@ use super::skew::{self, Version};
 use super::stream_doc::rhel_major_of_release;
 use super::view::SpecFields;
 
+pub mod artifact;
 pub mod aws;
 pub mod azure;
 mod gcp;
@@ -59,6 +60,10 @@ impl Learned {
 /// cluster facts and the plain reading of `status` and the toucher. A platform is a unit
 /// type implementing this and one line in the list below; what has a default it need not
 /// write. Its own reason codes are tagged with it in [`Reason`]'s list.
+///
+/// A platform whose boot image an importer makes (vSphere) has the stream's
+/// [`Artifact`](artifact::Artifact) as its target; its rule names the image the import
+/// makes of it and moves a MachineSet once what was learned says that image is ready.
 pub trait Rules {
     /// Infrastructure `status.platformStatus.type`, e.g. `GCP`.
     const NAME: &'static str;
