@@ -123,7 +123,7 @@ fn is_list(o: &serde_json::Map<String, Value>) -> bool {
 }
 
 /// Read the MachineSets from a file (or `-`), with the names of other objects skipped.
-pub fn read_machinesets(path: &Path) -> Result<(Vec<Value>, Vec<String>), PreviewError> {
+pub(crate) fn read_machinesets(path: &Path) -> Result<(Vec<Value>, Vec<String>), PreviewError> {
     let text = read_input(path)?;
     let parse_error = |message: String| PreviewError::Parse {
         path: if path == Path::new("-") {

@@ -33,7 +33,9 @@ pub enum Ec2Error {
     NoCredentials(String),
     #[error(transparent)]
     TrustedRoots(#[from] crate::cluster::egress::CaBundleError),
+    /// Made only where EC2 is called (the `ec2` feature).
     #[error("EC2 DescribeImages in {region}: {message}")]
+    #[cfg_attr(not(feature = "ec2"), allow(dead_code))]
     Call { region: String, message: String },
     /// A client could not be made with these credentials (named, never shown).
     #[error("with the {credentials}: {error}")]

@@ -6,13 +6,13 @@
 //! list of API calls the code makes ([`apis`]).
 
 pub mod apis;
-pub mod aws_credentials;
-pub mod ec2;
+pub(crate) mod aws_credentials;
+pub(crate) mod ec2;
 pub mod egress;
-pub mod lease;
-pub mod stub_upgrade;
-pub mod stubs;
+pub(crate) mod lease;
+pub(crate) mod stub_upgrade;
+pub(crate) mod stubs;
 pub mod tls_profile;
 pub mod touch;
 pub mod vsphere;
-pub mod watch;
+pub(crate) mod watch;

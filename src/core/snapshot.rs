@@ -133,7 +133,7 @@ impl Snapshot {
     }
 }
 
-pub type SharedSnapshot = Arc<ArcSwap<Snapshot>>;
+pub(crate) type SharedSnapshot = Arc<ArcSwap<Snapshot>>;
 
 pub fn shared(snapshot: Snapshot) -> SharedSnapshot {
     Arc::new(ArcSwap::from_pointee(snapshot))

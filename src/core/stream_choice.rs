@@ -21,7 +21,7 @@ use super::view::{MachineSetView, ProviderSpecValue, SpecFields};
 /// machines.
 pub const OS_STREAM_LABEL: &str = "machineconfiguration.openshift.io/osstream";
 /// The only stream a single-stream ConfigMap serves, as the MCO's `SupportedOSStream`.
-pub const SUPPORTED_OS_STREAM: &str = "rhel-9";
+pub(crate) const SUPPORTED_OS_STREAM: &str = "rhel-9";
 
 /// How the stream was chosen.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -36,7 +36,7 @@ pub enum Why {
 
 /// The stream document a MachineSet's image comes from.
 #[derive(Debug, Clone, Copy)]
-pub struct Chosen<'b> {
+pub(crate) struct Chosen<'b> {
     /// Its name in `data.streams`; `None` for a single-stream ConfigMap.
     pub name: Option<&'b str>,
     pub doc: &'b StreamDoc,
@@ -61,7 +61,7 @@ impl Chosen<'_> {
 
 /// A MachineSet whose stream the ConfigMap does not carry, in words: it is left alone.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct NotCarried(pub String);
+pub(crate) struct NotCarried(pub String);
 
 impl fmt::Display for NotCarried {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -71,7 +71,10 @@ impl fmt::Display for NotCarried {
 
 /// Rule 4: a label names a stream the ConfigMap carries (`rhel-9` when it has no `streams`,
 /// or has not been read yet: the MCO's rule).
-pub fn label_carried(ms: &MachineSetView<'_>, boot: Option<&BootImages>) -> Result<(), NotCarried> {
+pub(crate) fn label_carried(
+    ms: &MachineSetView<'_>,
+    boot: Option<&BootImages>,
+) -> Result<(), NotCarried> {
     let Some(label) = ms.labels().get(OS_STREAM_LABEL) else {
         return Ok(());
     };
@@ -89,7 +92,7 @@ pub fn label_carried(ms: &MachineSetView<'_>, boot: Option<&BootImages>) -> Resu
 }
 
 /// Rule 8: the stream document the MachineSet's image comes from.
-pub fn choose<'b>(
+pub(crate) fn choose<'b>(
     ms: &MachineSetView<'_>,
     spec: &SpecFields<'_>,
     platform: Platform,

@@ -33,7 +33,7 @@ pub use super::accept::{ConnLimits, MAX_HEAD, MAX_HEADERS};
 pub use super::slots::{MAX_CONNECTIONS, MAX_CONNECTIONS_PER_PEER};
 
 /// What every request reads; shared behind one `Arc`, so a request clones one pointer.
-pub struct AppState {
+pub(crate) struct AppState {
     pub snapshot: SharedSnapshot,
     pub metrics: SharedMetrics,
     pub health: Arc<Health>,
@@ -53,7 +53,7 @@ pub struct AppState {
 
 /// The client's address, put on each request by the accept loop.
 #[derive(Debug, Clone, Copy)]
-pub struct Peer(pub SocketAddr);
+pub(crate) struct Peer(pub SocketAddr);
 
 fn peer(req: &Request) -> Option<SocketAddr> {
     req.extensions().get::<Peer>().map(|p| p.0)
@@ -113,7 +113,7 @@ impl Default for RefusalLog {
     }
 }
 
-pub fn webhook_router(state: AppState) -> Router {
+pub(crate) fn webhook_router(state: AppState) -> Router {
     Router::new()
         .route(WEBHOOK_PATH, post(mutate).fallback(method_not_allowed))
         .fallback(not_found)
@@ -285,7 +285,7 @@ fn log_decision(r: &Reviewed<'_>, snapshot: &str) {
     }
 }
 
-pub fn admin_router(metrics: SharedMetrics, health: Arc<Health>) -> Router {
+pub(crate) fn admin_router(metrics: SharedMetrics, health: Arc<Health>) -> Router {
     let ready = {
         let health = health.clone();
         move || async move {

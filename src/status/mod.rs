@@ -31,7 +31,7 @@ use crate::metrics::Metrics;
 
 mod policy;
 mod render;
-pub use policy::PolicyState;
+pub(crate) use policy::PolicyState;
 pub use render::render;
 
 /// One MachineSet as `status` shows it.

@@ -77,7 +77,7 @@ fn decided<'a>(
 /// What the Lease holder counts on each pass (behaviour §7): MachineSets by reason, the
 /// oldest boot image an enrolled MachineSet names, and each MachineSet's image now.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Census {
+pub(crate) struct Census {
     pub by_reason: BTreeMap<Reason, i64>,
     /// (age in days, MachineSet name, image) of the oldest dated boot image.
     pub oldest: Option<(i64, String, String)>,
@@ -101,7 +101,7 @@ const NOT_AGED: [Reason; 7] = [
 ];
 
 /// Counts `machinesets` under `snap` as of `today`. Pure.
-pub fn census(machinesets: &[Value], snap: &Snapshot, today: Date) -> Census {
+pub(crate) fn census(machinesets: &[Value], snap: &Snapshot, today: Date) -> Census {
     let mut c = Census::default();
     let mut all = Vec::new();
     for ms in machinesets {

@@ -18,14 +18,14 @@ use crate::cluster::apis;
 use crate::core::view::CPMS_KIND;
 
 /// The label a ControlPlaneMachineSet's probe would set (never stored: a dry run).
-pub const PROBE_LABEL: &str = "bootimages.machineconfiguration.openshift.io/policy-probe";
+pub(crate) const PROBE_LABEL: &str = "bootimages.machineconfiguration.openshift.io/policy-probe";
 
 /// The log condition and Warning Event reason: the policy admitted the probe.
 pub const NOT_ENFORCED: &str = "AdmissionPolicyNotEnforced";
 /// The log condition and Normal Event reason: the policy denies the probe again.
 pub const ENFORCED: &str = "AdmissionPolicyEnforced";
 /// The log condition: the probe's answer proves nothing either way.
-pub const UNVERIFIED: &str = "AdmissionPolicyUnverified";
+pub(crate) const UNVERIFIED: &str = "AdmissionPolicyUnverified";
 
 /// What one probe's answer says of the policy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -65,7 +65,7 @@ pub(super) struct Wall {
 
 impl Wall {
     /// A new Lease term: nothing proven yet, probe at once.
-    pub fn new_term() -> Self {
+    pub(crate) fn new_term() -> Self {
         Wall {
             holds: None,
             due: true,

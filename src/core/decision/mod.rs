@@ -30,7 +30,7 @@ pub const TOUCH_ANNOTATION: &str = "bootimages.machineconfiguration.openshift.io
 pub const REVERTS_ANNOTATION: &str = "bootimages.machineconfiguration.openshift.io/reverts";
 /// Reverts of the same target that are re-mutated; the next one is left as sent.
 pub const REVERT_LIMIT: u32 = 3;
-pub use super::stream_choice::{OS_STREAM_LABEL, SUPPORTED_OS_STREAM};
+pub use super::stream_choice::OS_STREAM_LABEL;
 pub const OS_ID_LABEL: &str = "machine.openshift.io/os-id";
 pub const ARCH_ANNOTATION: &str = "capacity.cluster-autoscaler.kubernetes.io/labels";
 const ARCH_LABEL_PREFIX: &str = "kubernetes.io/arch=";
@@ -100,7 +100,7 @@ impl Decision {
         }
     }
 
-    pub fn not_applicable(message: impl Into<String>) -> Self {
+    pub(crate) fn not_applicable(message: impl Into<String>) -> Self {
         Decision::new(Reason::NotApplicable, message)
     }
 
@@ -167,7 +167,7 @@ fn not_given_up(ms: &MachineSetView<'_>, d: Decision) -> Result<Decision, Decisi
 }
 
 /// The reverts of `target` our patch recorded on `ms` (0: none, or of another target).
-pub fn recorded_reverts(ms: &MachineSetView<'_>, target: &str) -> u32 {
+pub(crate) fn recorded_reverts(ms: &MachineSetView<'_>, target: &str) -> u32 {
     ms.annotation(REVERTS_ANNOTATION)
         .and_then(|v| v.split_once(' '))
         .filter(|(_, t)| *t == target)

@@ -13,10 +13,10 @@ use super::platforms::vsphere::VSphereInfra;
 
 mod read;
 
-pub use read::{
-    EnrollmentError, GateInputs, NotObserved, RELEASE_IMAGE_VERSION_ANNOTATION, control_plane_arch,
-    enrollment, enrollment_of, gate, multi_arch, observed, platform, stub,
+pub(crate) use read::{
+    EnrollmentError, GateInputs, NotObserved, RELEASE_IMAGE_VERSION_ANNOTATION, observed,
 };
+pub use read::{control_plane_arch, enrollment, enrollment_of, gate, multi_arch, platform, stub};
 
 /// Whether boot images may move now (behaviour §3).
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -13,7 +13,7 @@ use crate::core::configmap::KEY_MCO_RELEASE_IMAGE_VERSION;
 use crate::core::platforms::Platform;
 
 /// On the rendered MachineConfig: the release it was rendered for.
-pub const RELEASE_IMAGE_VERSION_ANNOTATION: &str =
+pub(crate) const RELEASE_IMAGE_VERSION_ANNOTATION: &str =
     "machineconfiguration.openshift.io/release-image-version";
 
 fn condition_true(pool: &Value, kind: &str) -> bool {
@@ -144,7 +144,7 @@ fn pool_rule(
 /// `managedBootImagesStatus` may be the previous selection's.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("status.observedGeneration {observed} is behind metadata.generation {generation}")]
-pub struct NotObserved {
+pub(crate) struct NotObserved {
     pub generation: i64,
     pub observed: i64,
 }
@@ -153,7 +153,7 @@ pub struct NotObserved {
 /// `managedBootImagesStatus` only once `status.observedGeneration` equals
 /// `metadata.generation`. Without an observedGeneration (no status yet, or OpenShift 4.17
 /// and 4.18, whose MCO reads the spec) there is nothing to wait for.
-pub fn observed(machine_configuration: &Value) -> Result<(), NotObserved> {
+pub(crate) fn observed(machine_configuration: &Value) -> Result<(), NotObserved> {
     let generation = machine_configuration.pointer("/metadata/generation");
     let observed = machine_configuration.pointer("/status/observedGeneration");
     match (

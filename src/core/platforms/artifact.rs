@@ -87,7 +87,7 @@ fn is_release(s: &str) -> bool {
 /// An RHCOS release exactly as RHCOS writes them: `9.8.20260428-0` (RHEL version and
 /// build date) or `418.94.202511191518-0` (OpenShift and RHEL versions, build time). An
 /// imported name is read back as ours only with such a release in it.
-pub fn is_rhcos_release(s: &str) -> bool {
+pub(crate) fn is_rhcos_release(s: &str) -> bool {
     static RELEASE: LazyLock<Regex> = LazyLock::new(|| {
         Regex::new(r"^[0-9]{1,4}\.[0-9]{1,3}\.[0-9]{8}(?:[0-9]{4})?-[0-9]{1,3}$")
             .expect("a valid pattern")

@@ -156,7 +156,7 @@ pub struct MarketImage {
 
 /// What the background must ask EC2 so that the rule can decide.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Query {
+pub(crate) enum Query {
     /// Who owns this AMI in this region?
     Describe { region: String, ami: String },
     /// The marketplace images of this product in this region.
@@ -174,7 +174,7 @@ pub enum Kind {
     Unknown,
 }
 
-pub fn detect_kind(owner: &str, name: &str) -> Kind {
+pub(crate) fn detect_kind(owner: &str, name: &str) -> Kind {
     match owner {
         RED_HAT_OWNER => Kind::Standard,
         MARKETPLACE_OWNER => product_id(name).map_or(Kind::Unknown, |p| Kind::Marketplace {
@@ -196,7 +196,7 @@ pub fn product_id(name: &str) -> Option<&str> {
 }
 
 /// `major.minor`, compared as numbers.
-pub type Token = (u64, u64);
+pub(crate) type Token = (u64, u64);
 
 fn token(s: &str) -> Option<Token> {
     let (major, minor) = s.split_once('.')?;
@@ -204,7 +204,7 @@ fn token(s: &str) -> Option<Token> {
 }
 
 /// The first two `.` segments of a release (`9.6.20260210-0` -> `9.6`).
-pub fn version_token(release: &str) -> Result<Token, EntryError> {
+pub(crate) fn version_token(release: &str) -> Result<Token, EntryError> {
     let mut parts = release.split('.');
     match (parts.next(), parts.next()) {
         (Some(major), Some(minor)) => token(&format!("{major}.{minor}"))
@@ -218,19 +218,22 @@ static DESCRIPTION_VERSION: LazyLock<Regex> = LazyLock::new(|| {
 });
 
 /// The RHCOS version in a marketplace image description: (full version, token).
-pub fn description_version(description: &str) -> Option<(&str, Token)> {
+pub(crate) fn description_version(description: &str) -> Option<(&str, Token)> {
     let caps = DESCRIPTION_VERSION.captures(description)?;
     Some((caps.get(0)?.as_str(), token(caps.get(1)?.as_str())?))
 }
 
 /// Tokens of 100 and more are the pre-RHEL-aligned scheme (`418.94`).
-pub fn is_pre_rhel_aligned(token: Token) -> bool {
+pub(crate) fn is_pre_rhel_aligned(token: Token) -> bool {
     token.0 > 100
 }
 
 /// The marketplace image for `target`: the highest version at most `target`, ties going to
 /// the newest `CreationDate` (MCO `findMarketplaceAMI`).
-pub fn find_marketplace_ami(images: &[MarketImage], target: Token) -> Option<(&MarketImage, &str)> {
+pub(crate) fn find_marketplace_ami(
+    images: &[MarketImage],
+    target: Token,
+) -> Option<(&MarketImage, &str)> {
     images
         .iter()
         .filter_map(|i| description_version(&i.description).map(|(full, t)| (i, full, t)))
@@ -527,7 +530,7 @@ fn marketplace_target(
 /// providerSpec (`stream`: this platform's targets, any architecture): nothing for stream
 /// AMIs, AMIs already known, or providerSpecs with no AMI to move; a marketplace product's
 /// images only when `marketplace` moves are on.
-pub fn queries<'t>(
+pub(crate) fn queries<'t>(
     spec: &SpecFields<'_>,
     stream: impl IntoIterator<Item = &'t Target>,
     learned: Option<&AwsLearned>,

@@ -177,12 +177,12 @@ macro_rules! platforms {
             }
 
             /// The providerSpec `kind` this platform reads, e.g. `GCPMachineProviderSpec`.
-            pub fn provider_spec_kind(self) -> &'static str {
+            pub(crate) fn provider_spec_kind(self) -> &'static str {
                 match self { $(Platform::$variant => <$rules>::KIND,)* }
             }
 
             /// [`Rules::BOOT_FIELD`].
-            pub fn boot_field(self) -> &'static str {
+            pub(crate) fn boot_field(self) -> &'static str {
                 match self { $(Platform::$variant => <$rules>::BOOT_FIELD,)* }
             }
 
@@ -288,11 +288,11 @@ pub struct Context<'s> {
 impl Platform {
     /// The boot image a providerSpec of this platform names now, as its rule reads it
     /// (`None`: none, or unreadable: the rule itself says why).
-    pub fn current_image(self, spec: &SpecFields<'_>) -> Option<String> {
+    pub(crate) fn current_image(self, spec: &SpecFields<'_>) -> Option<String> {
         self.current_image_of(spec).filter(|i| !i.is_empty())
     }
 
-    pub fn by_kind(kind: &str) -> Option<Platform> {
+    pub(crate) fn by_kind(kind: &str) -> Option<Platform> {
         Platform::ALL
             .into_iter()
             .find(|p| p.provider_spec_kind() == kind)
@@ -321,7 +321,7 @@ impl Platform {
 
 /// The boot image a providerSpec names, read plainly, for rows whose decision stopped
 /// before its platform's rule read it: the first platform whose form it has says.
-pub fn referenced_image(ms: &Value) -> Option<String> {
+pub(crate) fn referenced_image(ms: &Value) -> Option<String> {
     let spec = ms.pointer("/spec/template/spec/providerSpec/value")?;
     first_reading(|p| p.referenced_image_of(spec)).flatten()
 }
@@ -401,7 +401,7 @@ impl Outcome {
     }
 
     /// Name the current image in a skip that did not.
-    pub fn with_current(mut self, image: &str) -> Outcome {
+    pub(crate) fn with_current(mut self, image: &str) -> Outcome {
         if let Outcome::Skip { current, .. } = &mut self {
             current.get_or_insert_with(|| image.to_owned());
         }
@@ -420,7 +420,7 @@ impl Outcome {
 
 /// The platforms of providerSpec kinds we know of but do not manage, for clear messages;
 /// the served ones come from [`Platform::ALL`].
-pub fn known_platform_of_kind(kind: &str) -> Option<&'static str> {
+pub(crate) fn known_platform_of_kind(kind: &str) -> Option<&'static str> {
     Platform::by_kind(kind).map(Platform::name).or(match kind {
         "OpenstackProviderSpec" => Some("OpenStack"),
         "IBMCloudMachineProviderSpec" => Some("IBMCloud"),

@@ -57,7 +57,7 @@ const SHORT_HASH_HEX: usize = 8;
 
 /// The stream's OVA for one architecture (`artifacts.vmware`, format `ova`): its release
 /// is part of the template's name.
-pub type VSphereTarget = Artifact;
+pub(crate) type VSphereTarget = Artifact;
 
 /// A failure domain of Infrastructure `cluster`'s `spec.platformSpec.vsphere`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -113,7 +113,7 @@ impl VSphereLearned {
 /// A template name this project gives, `<infra-id>-rhcos-<release>-<failure domain>`, and
 /// the one place such names are written and read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct TemplateName<'a> {
+pub(crate) struct TemplateName<'a> {
     pub infra_id: &'a str,
     /// An RHCOS release ([`is_rhcos_release`]).
     pub release: &'a str,
@@ -182,7 +182,7 @@ fn shorten(full: &str) -> String {
 
 /// The names the installer gives a failure domain's template: per region and zone, per
 /// failure domain, and the single template of clusters without failure domains.
-pub fn installer_names(infra_id: &str, fd: &FailureDomain) -> [String; 3] {
+pub(crate) fn installer_names(infra_id: &str, fd: &FailureDomain) -> [String; 3] {
     [
         format!("{infra_id}-rhcos-{}-{}", fd.region, fd.zone),
         format!("{infra_id}-rhcos-{}", fd.name),
