@@ -154,7 +154,7 @@ pub(crate) fn rhel_major_of_version(
 /// The list of platforms: one variant of [`Platform`] and of [`Target`] each, and the
 /// dispatch of [`Rules`] to its module.
 macro_rules! platforms {
-    ($($variant:ident($rules:ty),)*) => {
+    ($($variant:ident($module:ident::$rules:ident),)*) => {
         /// The platforms served, in the order they are tried.
         #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
         pub enum Platform {
@@ -164,7 +164,7 @@ macro_rules! platforms {
         /// A platform's boot image for one architecture, as its module reads the stream.
         #[derive(Debug, Clone)]
         pub enum Target {
-            $($variant(<$rules as Rules>::Target),)*
+            $($variant(<$module::$rules as Rules>::Target),)*
         }
 
         impl Platform {
@@ -173,22 +173,22 @@ macro_rules! platforms {
 
             /// Infrastructure `status.platformStatus.type`, e.g. `GCP`.
             pub fn name(self) -> &'static str {
-                match self { $(Platform::$variant => <$rules>::NAME,)* }
+                match self { $(Platform::$variant => <$module::$rules>::NAME,)* }
             }
 
             /// The providerSpec `kind` this platform reads, e.g. `GCPMachineProviderSpec`.
             pub(crate) fn provider_spec_kind(self) -> &'static str {
-                match self { $(Platform::$variant => <$rules>::KIND,)* }
+                match self { $(Platform::$variant => <$module::$rules>::KIND,)* }
             }
 
             /// [`Rules::BOOT_FIELD`].
             pub(crate) fn boot_field(self) -> &'static str {
-                match self { $(Platform::$variant => <$rules>::BOOT_FIELD,)* }
+                match self { $(Platform::$variant => <$module::$rules>::BOOT_FIELD,)* }
             }
 
             /// Whether this platform manages boot images of that architecture at all.
             pub fn serves(self, arch: Arch) -> bool {
-                match self { $(Platform::$variant => <$rules>::serves(arch),)* }
+                match self { $(Platform::$variant => <$module::$rules>::serves(arch),)* }
             }
 
             /// [`Rules::targets`], as [`Target`]s.
@@ -197,7 +197,7 @@ macro_rules! platforms {
                 architectures: &BTreeMap<Arch, &Value>,
             ) -> BTreeMap<Arch, Result<Target, EntryError>> {
                 match self {
-                    $(Platform::$variant => <$rules>::targets(architectures)
+                    $(Platform::$variant => <$module::$rules>::targets(architectures)
                         .into_iter()
                         .map(|(arch, t)| (arch, t.map(Target::$variant)))
                         .collect(),)*
@@ -205,34 +205,34 @@ macro_rules! platforms {
             }
 
             fn current_image_of(self, spec: &SpecFields<'_>) -> Option<String> {
-                match self { $(Platform::$variant => <$rules>::current_image(spec),)* }
+                match self { $(Platform::$variant => <$module::$rules>::current_image(spec),)* }
             }
 
             fn referenced_image_of(self, spec: &Value) -> Reading<String> {
-                match self { $(Platform::$variant => <$rules>::referenced_image(spec),)* }
+                match self { $(Platform::$variant => <$module::$rules>::referenced_image(spec),)* }
             }
 
             fn stream_releases_of(self, entry: &Value, out: &mut BTreeMap<String, String>) {
-                match self { $(Platform::$variant => <$rules>::stream_releases(entry, out),)* }
+                match self { $(Platform::$variant => <$module::$rules>::stream_releases(entry, out),)* }
             }
 
             fn version_in_name_of(self, image: &str) -> Reading<Version> {
-                match self { $(Platform::$variant => <$rules>::version_in_name(image),)* }
+                match self { $(Platform::$variant => <$module::$rules>::version_in_name(image),)* }
             }
 
             fn version_learned_of(self, image: &str, learned: &Learned) -> Option<Version> {
                 match self {
-                    $(Platform::$variant => <$rules>::version_learned(image, learned),)*
+                    $(Platform::$variant => <$module::$rules>::version_learned(image, learned),)*
                 }
             }
 
             fn rhel_major_of(self, image: &str, boot: &BootImages, learned: &Learned) -> Option<u32> {
-                match self { $(Platform::$variant => <$rules>::rhel_major(image, boot, learned),)* }
+                match self { $(Platform::$variant => <$module::$rules>::rhel_major(image, boot, learned),)* }
             }
 
             fn unserved_variant_of(self, infrastructure: &Value) -> Option<&'static str> {
                 match self {
-                    $(Platform::$variant => <$rules>::unserved_variant(infrastructure),)*
+                    $(Platform::$variant => <$module::$rules>::unserved_variant(infrastructure),)*
                 }
             }
         }
@@ -242,7 +242,7 @@ macro_rules! platforms {
             pub fn reconcile(&self, spec: &SpecFields<'_>, ctx: &Context<'_>) -> Outcome {
                 let (platform, outcome) = match self {
                     $(Target::$variant(t) => {
-                        (Platform::$variant, <$rules>::reconcile(spec, t, ctx))
+                        (Platform::$variant, <$module::$rules>::reconcile(spec, t, ctx))
                     })*
                 };
                 debug_assert!(
@@ -257,16 +257,21 @@ macro_rules! platforms {
         pub(crate) fn share_stream_images<'t>(targets: impl Iterator<Item = &'t mut Target>) {
             let mut targets: Vec<&'t mut Target> = targets.collect();
             $(
-                let mut own: Vec<&mut <$rules as Rules>::Target> = targets
+                let mut own: Vec<&mut <$module::$rules as Rules>::Target> = targets
                     .iter_mut()
                     .filter_map(|t| match &mut **t {
                         Target::$variant(t) => Some(t),
                         _ => None,
                     })
                     .collect();
-                <$rules>::share_stream_images(&mut own);
+                <$module::$rules>::share_stream_images(&mut own);
             )*
         }
+
+        /// Each platform's module, as written: the tests hold its reasons to it.
+        #[cfg(test)]
+        const SOURCES: [(Platform, &str); Platform::ALL.len()] =
+            [$((Platform::$variant, include_str!(concat!(stringify!($module), ".rs"))),)*];
     };
 }
 
