@@ -16,9 +16,10 @@ use crate::config::ServeArgs;
 use crate::core::snapshot::{self, SharedSnapshot, Snapshot};
 use crate::health::Health;
 use crate::metrics::{Metrics, SharedMetrics};
+use crate::serve::accept::{self, ConnLimits};
 use crate::serve::budget::Budget;
 use crate::serve::profile::{Overrides, Profile};
-use crate::serve::server::{self, AppState, ConnLimits, WEBHOOK_PATH};
+use crate::serve::server::{self, AppState, WEBHOOK_PATH};
 use crate::serve::tls::{DevCerts, MinVersion, Reloader, Serving};
 
 const DEV_CERTS_DIR: &str = "certs";
@@ -98,8 +99,8 @@ pub async fn start(
         .snapshot
         .in_use(None, &first.id, first.cluster.gate.open);
 
-    let webhook_listener = server::bind(settings.bind_address).await?;
-    let admin_listener = server::bind(settings.admin_address).await?;
+    let webhook_listener = accept::bind(settings.bind_address).await?;
+    let admin_listener = accept::bind(settings.admin_address).await?;
     let webhook_addr = webhook_listener.local_addr()?;
     let admin_addr = admin_listener.local_addr()?;
 
@@ -122,18 +123,18 @@ pub async fn start(
             metrics.requests.body_bytes.clone(),
         ),
     };
-    let webhook = tokio::spawn(server::serve(
+    let webhook = tokio::spawn(accept::serve(
         webhook_listener,
-        server::Transport::Tls(serving.clone(), refusals),
+        accept::Transport::Tls(serving.clone(), refusals),
         server::webhook_router(state),
         settings.limits,
         stop_webhook_rx.clone(),
         settings.drain_timeout,
     ));
     let tasks = vec![
-        tokio::spawn(server::serve(
+        tokio::spawn(accept::serve(
             admin_listener,
-            server::Transport::Plain,
+            accept::Transport::Plain,
             server::admin_router(metrics.clone(), health.clone()),
             settings.limits,
             stop_admin_rx,

@@ -319,7 +319,7 @@ impl ReadArgs {
         })
     }
 
-    pub fn watch_settings(&self) -> WatchSettings {
+    pub(crate) fn watch_settings(&self) -> WatchSettings {
         WatchSettings {
             configmap_namespace: self.configmap_namespace.clone(),
             configmap_name: self.configmap_name.clone(),

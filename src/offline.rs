@@ -4,9 +4,8 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use crate::core::facts;
 use crate::core::platforms::vsphere::VSphereInfra;
-use crate::core::snapshot::{self, Arch, BootImages, Snapshot};
+use crate::core::snapshot::{Arch, BootImages, Snapshot};
 
 #[derive(Debug, thiserror::Error)]
 pub enum OfflineError {
@@ -15,7 +14,7 @@ pub enum OfflineError {
     #[error("{path}: {message}")]
     Parse { path: String, message: String },
     #[error("{0}")]
-    BootImages(#[from] snapshot::BootImagesError),
+    BootImages(#[from] crate::core::configmap::BootImagesError),
     #[error("{path}: {message}")]
     Infrastructure { path: String, message: String },
     #[error("unknown architecture {0:?} (use amd64, arm64, ppc64le or s390x)")]
@@ -51,7 +50,7 @@ impl Offline<'_> {
                     message: e.to_string(),
                 })?
             }
-            None => BootImages::from_document(snapshot::EMBEDDED_CONFIGMAP)?,
+            None => BootImages::from_document(crate::core::configmap::EMBEDDED_CONFIGMAP)?,
         };
         let arch = match self.control_plane_arch {
             Some(a) => Some(Arch::parse(a).ok_or_else(|| OfflineError::Arch(a.to_owned()))?),
@@ -85,6 +84,7 @@ fn read_vsphere(path: &Path) -> Result<VSphereInfra, OfflineError> {
         path: path.display().to_string(),
         cause,
     })?;
-    let doc = snapshot::parse_document(&text).map_err(|e| error(e.to_string()))?;
-    facts::vsphere(&doc).ok_or_else(|| error("no status.infrastructureName".into()))
+    let doc = crate::core::document::parse_document(&text).map_err(|e| error(e.to_string()))?;
+    crate::core::platforms::vsphere::infra(&doc)
+        .ok_or_else(|| error("no status.infrastructureName".into()))
 }

@@ -7,9 +7,9 @@ use serde_json::{Value, json};
 
 use crate::cluster::{aws_credentials, ec2};
 use crate::core::decision::{self, Decision};
-use crate::core::osstream;
 use crate::core::platforms::aws::AwsLearned;
-use crate::core::snapshot::{self, Snapshot};
+use crate::core::snapshot::Snapshot;
+use crate::core::stream_choice;
 use crate::offline::{Offline, OfflineError};
 
 #[derive(Debug, thiserror::Error)]
@@ -123,7 +123,7 @@ fn is_list(o: &serde_json::Map<String, Value>) -> bool {
 }
 
 /// Read the MachineSets from a file (or `-`), with the names of other objects skipped.
-pub fn read_machinesets(path: &Path) -> Result<(Vec<Value>, Vec<String>), PreviewError> {
+pub(crate) fn read_machinesets(path: &Path) -> Result<(Vec<Value>, Vec<String>), PreviewError> {
     let text = read_input(path)?;
     let parse_error = |message: String| PreviewError::Parse {
         path: if path == Path::new("-") {
@@ -133,7 +133,8 @@ pub fn read_machinesets(path: &Path) -> Result<(Vec<Value>, Vec<String>), Previe
         },
         message,
     };
-    let docs = snapshot::parse_documents(&text).map_err(|e| parse_error(e.to_string()))?;
+    let docs =
+        crate::core::document::parse_documents(&text).map_err(|e| parse_error(e.to_string()))?;
     machinesets(docs).map_err(|e| parse_error(e.to_string()))
 }
 
@@ -172,7 +173,7 @@ pub fn run(machineset_file: &Path, offline: &Offline<'_>) -> Result<Preview, Pre
             let d = decision::decide_object(&ms, &snap);
             changes |= !d.patch.0.is_empty();
             // Only a dual-stream ConfigMap has a stream to name.
-            let stream = osstream::shown(&ms, &snap);
+            let stream = stream_choice::shown(&ms, &snap);
             let mut out = render(ms, &d)?;
             if let Some(stream) = stream {
                 out["stream"] = json!(stream);

@@ -40,7 +40,7 @@ impl Call {
 pub const MCO_NAMESPACE: &str = "openshift-machine-config-operator";
 pub const MACHINE_API_NAMESPACE: &str = "openshift-machine-api";
 pub const BOOTIMAGES_CONFIGMAP: &str = "coreos-bootimages";
-pub const LEASE_NAME: &str = "bootimage-webhook";
+pub(crate) const LEASE_NAME: &str = "bootimage-webhook";
 /// The ValidatingAdmissionPolicy that limits this ServiceAccount's MachineSet writes to boot
 /// images, and its binding (`manifests/base/validatingadmissionpolicy.yaml`); the toucher
 /// probes that it holds.
@@ -59,7 +59,7 @@ pub const CONFIGMAP: Call = Call {
     verbs: LIST_WATCH,
     why: "watch::start: the boot images (watcher, field selector metadata.name)",
 };
-pub const MACHINECONFIGPOOL: Call = Call {
+pub(crate) const MACHINECONFIGPOOL: Call = Call {
     group: "machineconfiguration.openshift.io",
     version: "v1",
     kind: "MachineConfigPool",
@@ -69,7 +69,7 @@ pub const MACHINECONFIGPOOL: Call = Call {
     verbs: LIST_WATCH,
     why: "watch::watch_master_pool: with --master-pool-gate, the master pool for the gate (field selector metadata.name)",
 };
-pub const MACHINECONFIG: Call = Call {
+pub(crate) const MACHINECONFIG: Call = Call {
     group: "machineconfiguration.openshift.io",
     version: "v1",
     kind: "MachineConfig",
@@ -79,7 +79,7 @@ pub const MACHINECONFIG: Call = Call {
     verbs: LIST_WATCH,
     why: "watch::watch_master_pool: with --master-pool-gate, metadata of the rendered MachineConfigs, for the release annotation",
 };
-pub const INFRASTRUCTURE: Call = Call {
+pub(crate) const INFRASTRUCTURE: Call = Call {
     group: "config.openshift.io",
     version: "v1",
     kind: "Infrastructure",
@@ -89,7 +89,7 @@ pub const INFRASTRUCTURE: Call = Call {
     verbs: LIST_WATCH,
     why: "watch::start: the cluster platform",
 };
-pub const CLUSTERVERSION: Call = Call {
+pub(crate) const CLUSTERVERSION: Call = Call {
     group: "config.openshift.io",
     version: "v1",
     kind: "ClusterVersion",
@@ -99,7 +99,7 @@ pub const CLUSTERVERSION: Call = Call {
     verbs: LIST_WATCH,
     why: "watch::start: multi-arch flag and upgrade history",
 };
-pub const NODE: Call = Call {
+pub(crate) const NODE: Call = Call {
     group: "",
     version: "v1",
     kind: "Node",
@@ -109,7 +109,7 @@ pub const NODE: Call = Call {
     verbs: LIST_WATCH,
     why: "watch::start: metadata of the master nodes (label selector), for the control-plane arch",
 };
-pub const MACHINECONFIGURATION: Call = Call {
+pub(crate) const MACHINECONFIGURATION: Call = Call {
     group: "operator.openshift.io",
     version: "v1",
     kind: "MachineConfiguration",
@@ -130,7 +130,7 @@ pub const USER_DATA_SECRETS: &[&str] = &[
     "master-user-data-managed",
 ];
 
-pub const USER_DATA_SECRET: Call = Call {
+pub(crate) const USER_DATA_SECRET: Call = Call {
     group: "",
     version: "v1",
     kind: "Secret",
@@ -160,7 +160,7 @@ pub const CONTROLPLANEMACHINESET: Call = Call {
     verbs: &["list", "watch", "patch"],
     why: "touch::Toucher::pass, status: with --control-plane-machine-sets, list, then merge-patch the touch annotation; touch::wall: with no MachineSet, a server-side dry-run merge patch of a label, which the admission policy must deny; watch::start_stubs: watched, to wake the toucher",
 };
-pub const EVENT: Call = Call {
+pub(crate) const EVENT: Call = Call {
     group: "events.k8s.io",
     version: "v1",
     kind: "Event",
@@ -181,7 +181,7 @@ pub const LEASE: Call = Call {
     why: "app::lead: kube-lease-manager (get, create, server-side apply)",
 };
 
-pub const APISERVER: Call = Call {
+pub(crate) const APISERVER: Call = Call {
     group: "config.openshift.io",
     version: "v1",
     kind: "APIServer",
@@ -208,14 +208,14 @@ pub const USER_DATA_SECRET_WRITE: Call = Call {
 /// The masters' stubs, only when both `upgrade-stub-ignition` and
 /// `control-plane-machine-sets` are in the build: the control plane's Ignition is rewritten
 /// only where its boot image is managed.
-pub const MASTER_USER_DATA_SECRET_WRITE: Call = Call {
+pub(crate) const MASTER_USER_DATA_SECRET_WRITE: Call = Call {
     names: &["master-user-data", "master-user-data-managed"],
     why: "stub_upgrade::Upgrader: with --upgrade-stub-ignition and --control-plane-machine-sets, update the masters' stubs in place",
     ..USER_DATA_SECRET_WRITE
 };
 
 /// With `--aws-machine-api-credentials` only: `manifests/components/aws-machine-api-credentials`.
-pub const AWS_MACHINE_API_SECRET: Call = Call {
+pub(crate) const AWS_MACHINE_API_SECRET: Call = Call {
     group: "",
     version: "v1",
     kind: "Secret",
@@ -227,7 +227,7 @@ pub const AWS_MACHINE_API_SECRET: Call = Call {
 };
 
 /// With `--vsphere-import` only: granted by `manifests/components/vsphere-import`.
-pub const VSPHERE_CREDENTIALS: Call = Call {
+pub(crate) const VSPHERE_CREDENTIALS: Call = Call {
     group: "",
     version: "v1",
     kind: "Secret",
@@ -239,7 +239,7 @@ pub const VSPHERE_CREDENTIALS: Call = Call {
 };
 
 /// With `--vsphere-import` only: the disk provisioning of a failure domain's first template.
-pub const VSPHERE_INSTALL_CONFIG: Call = Call {
+pub(crate) const VSPHERE_INSTALL_CONFIG: Call = Call {
     group: "",
     version: "v1",
     kind: "ConfigMap",
@@ -251,7 +251,7 @@ pub const VSPHERE_INSTALL_CONFIG: Call = Call {
 };
 
 /// With `--vsphere-import` only: the Machines' templates are never deleted.
-pub const VSPHERE_MACHINE: Call = Call {
+pub(crate) const VSPHERE_MACHINE: Call = Call {
     group: "machine.openshift.io",
     version: "v1beta1",
     kind: "Machine",

@@ -33,7 +33,9 @@ pub enum Ec2Error {
     NoCredentials(String),
     #[error(transparent)]
     TrustedRoots(#[from] crate::cluster::egress::CaBundleError),
+    /// Made only where EC2 is called (the `ec2` feature).
     #[error("EC2 DescribeImages in {region}: {message}")]
+    #[cfg_attr(not(feature = "ec2"), allow(dead_code))]
     Call { region: String, message: String },
     /// A client could not be made with these credentials (named, never shown).
     #[error("with the {credentials}: {error}")]
@@ -537,7 +539,7 @@ impl Background {
         let mut reported: Option<String> = None;
         loop {
             let snap = snapshot.load_full();
-            let on_aws = snap.cluster.platform.as_deref() == Some(aws::NAME);
+            let on_aws = snap.cluster.platform.as_deref() == Some(Platform::Aws.name());
             let mut wait = resync;
             if on_aws {
                 let result = pass(&api, &snap, &mut ec2, &mut learned, &mut listed_at).await;

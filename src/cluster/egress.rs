@@ -49,7 +49,7 @@ pub struct CaBundleError {
 }
 
 /// The certificates of the trusted CA bundle, none when no bundle was given.
-pub fn extra_roots() -> Result<Vec<CertificateDer<'static>>, CaBundleError> {
+pub(crate) fn extra_roots() -> Result<Vec<CertificateDer<'static>>, CaBundleError> {
     match TRUSTED_CA_BUNDLE.get() {
         Some(path) => bundle_roots(path),
         None => Ok(Vec::new()),
@@ -84,7 +84,7 @@ pub fn bundle_roots(path: &Path) -> Result<Vec<CertificateDer<'static>>, CaBundl
 pub struct Proxy(Option<Matcher>);
 
 impl Proxy {
-    pub fn from_env() -> Proxy {
+    pub(crate) fn from_env() -> Proxy {
         let no_proxy = ["NO_PROXY", "no_proxy"]
             .iter()
             .find_map(|name| std::env::var(name).ok())
@@ -108,7 +108,7 @@ impl Proxy {
     }
 
     /// The proxy a request to `uri` goes through, if any.
-    pub fn intercept(&self, uri: &Uri) -> Option<Intercept> {
+    pub(crate) fn intercept(&self, uri: &Uri) -> Option<Intercept> {
         self.0.as_ref()?.intercept(uri)
     }
 
@@ -120,7 +120,7 @@ impl Proxy {
 
 /// The proxy a request to `uri` goes through, as `scheme://host:port` (credentials left
 /// out), for messages: `None` when it goes straight.
-pub fn proxy_for(uri: &Uri) -> Option<String> {
+pub(crate) fn proxy_for(uri: &Uri) -> Option<String> {
     Proxy::from_env().intercept(uri).as_ref().map(name)
 }
 
@@ -175,7 +175,7 @@ impl ProxyConnector {
     }
 
     /// The proxy a request to `uri` goes through, if any.
-    pub fn intercept(&self, uri: &Uri) -> Option<Intercept> {
+    pub(crate) fn intercept(&self, uri: &Uri) -> Option<Intercept> {
         self.proxy.intercept(uri)
     }
 }
@@ -267,7 +267,7 @@ impl Write for Stream {
 }
 
 #[cfg(feature = "ec2")]
-pub use aws::ProxiedHttps;
+pub(crate) use aws::ProxiedHttps;
 
 /// The AWS SDK's HTTP client, with its own proxy support turned on (it is off unless
 /// asked for) and the extra roots trusted.
@@ -293,7 +293,7 @@ mod aws {
     /// One connector (and its connection pool) per timeout settings, as the SDK's own
     /// client keeps them.
     #[derive(Debug)]
-    pub struct ProxiedHttps {
+    pub(crate) struct ProxiedHttps {
         tls: TlsContext,
         connectors: Mutex<HashMap<Timeouts, SharedHttpConnector>>,
     }

@@ -6,14 +6,14 @@
 //! list of API calls the code makes ([`apis`]).
 
 pub mod apis;
-pub mod aws_credentials;
-pub mod ec2;
+pub(crate) mod aws_credentials;
+pub(crate) mod ec2;
 pub mod egress;
-pub mod lease;
+pub(crate) mod lease;
 pub mod openstack;
-pub mod stub_upgrade;
-pub mod stubs;
+pub(crate) mod stub_upgrade;
+pub(crate) mod stubs;
 pub mod tls_profile;
 pub mod touch;
 pub mod vsphere;
-pub mod watch;
+pub(crate) mod watch;

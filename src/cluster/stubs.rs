@@ -16,7 +16,7 @@ use kube::runtime::reflector::Store;
 use tokio::sync::Notify;
 
 use crate::core::facts;
-use crate::core::snapshot::Stub;
+use crate::core::facts::Stub;
 use crate::core::view::MachineSetView;
 
 /// The data key of a user-data Secret, as the installer and the MCO write it.

@@ -262,7 +262,7 @@ impl Builder {
                 },
                 vsphere: infra
                     .as_ref()
-                    .and_then(|i| facts::vsphere(&i.data))
+                    .and_then(|i| crate::core::platforms::vsphere::infra(&i.data))
                     .map(Arc::new),
                 learned,
             },

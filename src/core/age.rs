@@ -3,7 +3,6 @@
 //! (`rhcos-9-6-20250826-1-gcp-x86-64`, an Azure marketplace version `9.6.20250826`). Pure.
 
 use k8s_openapi::jiff::civil::Date;
-use serde_json::Value;
 
 /// The build date in a release string or an image name: the first token of 8 or 12 digits
 /// (`YYYYMMDD`, `YYYYMMDDhhmm`) that is a real date of this century. `None` for names that
@@ -28,37 +27,6 @@ pub fn age_days(image: &str, today: Date) -> Option<i64> {
     let built = build_date(image)?;
     let days = (today - built).get_days();
     Some(i64::from(days.max(0)))
-}
-
-/// The boot image a providerSpec names, read plainly, for rows whose decision stopped
-/// before its platform's rule read it (opted out, owned, Windows, ...): a GCP boot disk's
-/// `image`, an AWS `ami.id`, an Azure `image` (its `resourceID`, or its URN).
-pub fn referenced_image(ms: &Value) -> Option<String> {
-    let spec = ms.pointer("/spec/template/spec/providerSpec/value")?;
-    if let Some(disks) = spec.get("disks").and_then(Value::as_array) {
-        return disks
-            .iter()
-            .find(|d| d["boot"] == true)
-            .and_then(|d| d["image"].as_str())
-            .map(str::to_owned);
-    }
-    if let Some(ami) = spec.pointer("/ami/id").and_then(Value::as_str) {
-        return Some(ami.to_owned());
-    }
-    let image = spec.get("image").filter(|i| i.is_object())?;
-    match image["resourceID"].as_str().filter(|r| !r.is_empty()) {
-        Some(id) => Some(id.to_owned()),
-        None => {
-            let part = |k: &str| image[k].as_str().unwrap_or("");
-            Some(format!(
-                "{}:{}:{}:{}",
-                part("publisher"),
-                part("offer"),
-                part("sku"),
-                part("version")
-            ))
-        }
-    }
 }
 
 #[cfg(test)]

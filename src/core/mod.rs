@@ -1,16 +1,18 @@
 //! The pure core: what a MachineSet should boot from, decided without I/O. The webhook,
 //! the toucher, `preview` and `status` all call [`decision::decide`] on a [`snapshot`].
 
-pub mod age;
-pub mod arch;
+pub(crate) mod age;
+pub(crate) mod arch;
+pub(crate) mod configmap;
 pub mod decision;
+pub(crate) mod document;
 pub mod facts;
-pub mod lenient;
-pub mod osstream;
+pub(crate) mod lenient;
 pub mod platforms;
 pub mod reason;
-pub mod skew;
+pub(crate) mod skew;
 pub mod snapshot;
-pub mod stream;
+pub mod stream_choice;
+pub(crate) mod stream_doc;
 pub mod stub;
 pub mod view;

@@ -1,12 +1,18 @@
 //! The stable reason codes (behaviour §4): one word per outcome, in logs, metrics,
-//! admission warnings, Events and `preview`. Their names and their list live here only.
+//! admission warnings, Events and `preview`. Their names and their list live here only; a
+//! platform's own reasons are in the list too, each tagged with its platform.
 
 use std::fmt;
 
-/// One list makes the enum, [`Reason::ALL`] and [`Reason::as_str`] (the variant's name is
-/// the code).
+use super::platforms::Platform;
+
+/// One list makes the enum, [`Reason::ALL`], [`Reason::as_str`] (the variant's name is
+/// the code) and [`Reason::platform`] (`for <Platform>` after a name: only that platform's
+/// rule gives it).
 macro_rules! reasons {
-    ($($(#[$doc:meta])* $name:ident,)*) => {
+    (@platform) => { None };
+    (@platform $platform:ident) => { Some(Platform::$platform) };
+    ($($(#[$doc:meta])* $name:ident $(for $platform:ident)?,)*) => {
         /// Stable reason codes (behaviour §4), used in logs, metrics, warnings and events.
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
         pub enum Reason {
@@ -19,6 +25,14 @@ macro_rules! reasons {
             pub fn as_str(self) -> &'static str {
                 match self {
                     $(Reason::$name => stringify!($name),)*
+                }
+            }
+
+            /// The platform whose rule alone gives this reason (`None`: the decision's own,
+            /// or any platform's).
+            pub fn platform(self) -> Option<Platform> {
+                match self {
+                    $(Reason::$name => reasons!(@platform $($platform)?),)*
                 }
             }
         }
@@ -46,29 +60,29 @@ reasons! {
     UnsupportedArchitecture,
     NoImageInStream,
     /// AWS: the stream has no AMI for the MachineSet's region.
-    RegionNotInStream,
+    RegionNotInStream for Aws,
     /// AWS: `ami.id` is not set (an ARN or filters select the AMI): left alone (OCPBUGS-57506).
-    NoAMIID,
+    NoAMIID for Aws,
     /// AWS: an AMI that is not in the stream, whose owner EC2 has not told us yet (or cannot:
     /// no credentials, EC2 unreachable); moved once it is known.
-    AMIUnclassified,
+    AMIUnclassified for Aws,
     /// AWS Marketplace: no image of the MachineSet's product at or below the stream's version.
-    NoMarketplaceImage,
+    NoMarketplaceImage for Aws,
     /// AWS Marketplace: the AMI is a marketplace one, whose successor EC2 names, not the
     /// stream; the webhook writes such AMIs only with `--aws-marketplace` (the opt-in
     /// component aws-marketplace, whose admission policy lets it).
-    MarketplaceNotEnabled,
+    MarketplaceNotEnabled for Aws,
     /// Azure: `securityProfile.settings.securityType` is set (Confidential VM, Trusted Launch).
-    SecurityTypeUnsupported,
+    SecurityTypeUnsupported for Azure,
     CustomImage,
     /// vSphere: the MachineSet's workspace matches no failure domain of Infrastructure
     /// `cluster` (or it names none): no template can be chosen.
-    NoFailureDomain,
+    NoFailureDomain for VSphere,
     /// vSphere: the stream's template is not imported in the MachineSet's failure domain yet;
     /// the MachineSet moves once the background importer has made it.
-    TemplateNotImported,
-    /// No disk is marked `boot: true`: there is no boot image to move.
-    NoBootDisk,
+    TemplateNotImported for VSphere,
+    /// GCP: no disk is marked `boot: true`: there is no boot image to move.
+    NoBootDisk for Gcp,
     /// The user-data Secret's stub Ignition is not spec 3: new images cannot boot with it.
     StubIgnitionSpec2,
     /// The user-data Secret the MachineSet names has not been read yet; the MachineSet is

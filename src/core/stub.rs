@@ -8,7 +8,7 @@
 use serde_json::{Map, Value, json};
 
 /// The spec the MCO writes (`ign3types.MaxVersion`), and so do we.
-pub const UPGRADED_VERSION: &str = "3.5.0";
+pub(crate) const UPGRADED_VERSION: &str = "3.5.0";
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum StubError {

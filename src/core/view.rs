@@ -101,11 +101,11 @@ struct CpmsMachineSpec<'a> {
 }
 
 /// Where a MachineSet's providerSpec value is, as a JSON pointer.
-pub const MACHINESET_PROVIDER_SPEC: &str = "/spec/template/spec/providerSpec/value";
+pub(crate) const MACHINESET_PROVIDER_SPEC: &str = "/spec/template/spec/providerSpec/value";
 /// Where a ControlPlaneMachineSet's providerSpec value is, as a JSON pointer.
-pub const CPMS_PROVIDER_SPEC: &str =
+pub(crate) const CPMS_PROVIDER_SPEC: &str =
     "/spec/template/machines_v1beta1_machine_openshift_io/spec/providerSpec/value";
-pub const CPMS_KIND: &str = "ControlPlaneMachineSet";
+pub(crate) const CPMS_KIND: &str = "ControlPlaneMachineSet";
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(default)]
@@ -252,7 +252,7 @@ impl<'a> MachineSetView<'a> {
         Ok(view)
     }
 
-    pub fn api_version(&self) -> &str {
+    pub(crate) fn api_version(&self) -> &str {
         self.api_version.as_str().unwrap_or("")
     }
 
@@ -269,7 +269,7 @@ impl<'a> MachineSetView<'a> {
     }
 
     /// `metadata.name`, or `generateName` for a CREATE that has no name yet.
-    pub fn name_or_generate_name(&self) -> Option<&str> {
+    pub(crate) fn name_or_generate_name(&self) -> Option<&str> {
         self.metadata()
             .and_then(|m| m.name.as_str().or(m.generate_name.as_str()))
     }
@@ -304,7 +304,7 @@ impl<'a> MachineSetView<'a> {
     }
 
     /// The first owner reference's kind and name (`?` where missing), if there is any.
-    pub fn first_owner(&self) -> Option<(&str, &str)> {
+    pub(crate) fn first_owner(&self) -> Option<(&str, &str)> {
         let owners = self.metadata()?.owner_references.get()?;
         let first = owners.first()?;
         Some(first.get().map_or(("?", "?"), |o| {
@@ -316,7 +316,7 @@ impl<'a> MachineSetView<'a> {
     }
 
     /// `status.authoritativeAPI` (MAPI -> CAPI migration), when it is a string.
-    pub fn authoritative_api(&self) -> Option<&str> {
+    pub(crate) fn authoritative_api(&self) -> Option<&str> {
         self.status.get().and_then(|s| s.authoritative_api.as_str())
     }
 
@@ -325,7 +325,7 @@ impl<'a> MachineSetView<'a> {
     }
 
     /// A label of `spec.template.metadata` (the Machines' own labels).
-    pub fn template_label(&self, key: &str) -> Option<&str> {
+    pub(crate) fn template_label(&self, key: &str) -> Option<&str> {
         self.template()
             .and_then(|t| t.metadata.get())
             .and_then(|m| m.labels.get())
@@ -333,12 +333,12 @@ impl<'a> MachineSetView<'a> {
     }
 
     /// A ControlPlaneMachineSet (`kind`), whose Machine template is elsewhere.
-    pub fn is_control_plane_machine_set(&self) -> bool {
+    pub(crate) fn is_control_plane_machine_set(&self) -> bool {
         self.kind() == CPMS_KIND
     }
 
     /// The JSON pointer of the providerSpec value (which depends on the kind).
-    pub fn provider_spec_pointer(&self) -> &'static str {
+    pub(crate) fn provider_spec_pointer(&self) -> &'static str {
         if self.is_control_plane_machine_set() {
             CPMS_PROVIDER_SPEC
         } else {
@@ -355,7 +355,7 @@ impl<'a> MachineSetView<'a> {
     /// The `machine.openshift.io/os-id` label where the kind keeps it: a MachineSet's
     /// Machine template labels, a ControlPlaneMachineSet's node metadata (as the MCO reads
     /// them).
-    pub fn os_id(&self, key: &str) -> Option<&str> {
+    pub(crate) fn os_id(&self, key: &str) -> Option<&str> {
         if self.is_control_plane_machine_set() {
             self.cpms_machine_spec()
                 .and_then(|s| s.metadata.get())

@@ -310,7 +310,7 @@ fn status_reason(code: u16) -> &'static str {
 
 /// The body for a review we could not read: an AdmissionReview that says why, in the
 /// shape every Kubernetes client understands (no uid: there is none to echo).
-pub fn error_body(code: u16, message: &str) -> Vec<u8> {
+pub(crate) fn error_body(code: u16, message: &str) -> Vec<u8> {
     encode(&ResponseReview {
         api_version: API_VERSION,
         kind: KIND,

@@ -1,11 +1,12 @@
 //! The serving side: AdmissionReview bytes to response bytes ([`admission`]), carried over
-//! HTTPS ([`server`], [`tls`]). It reads the snapshot and never calls anything.
+//! HTTPS ([`server`], [`accept`], [`tls`]). It reads the snapshot and never calls anything.
 
+pub(crate) mod accept;
 pub mod admission;
-pub mod body;
-pub mod budget;
+pub(crate) mod body;
+pub(crate) mod budget;
 mod deadline;
 pub mod profile;
 pub mod server;
-pub mod slots;
+pub(crate) mod slots;
 pub mod tls;

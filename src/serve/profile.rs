@@ -133,7 +133,7 @@ impl Profile {
     }
 
     /// Read a `TLSSecurityProfile` object.
-    pub fn from_spec(p: &Value) -> Result<Self, ProfileError> {
+    pub(crate) fn from_spec(p: &Value) -> Result<Self, ProfileError> {
         let Some(obj) = p.as_object() else {
             return Err(ProfileError::Malformed);
         };
@@ -195,7 +195,7 @@ pub struct Policy {
 
 impl Policy {
     /// TLS 1.2 offered at all: allowed by the minimum, and some TLS 1.2 suite to offer.
-    pub fn tls12(&self) -> bool {
+    pub(crate) fn tls12(&self) -> bool {
         self.min == MinVersion::Tls12 && self.suites.iter().any(|s| s.tls13().is_none())
     }
 
@@ -219,7 +219,7 @@ impl Policy {
     }
 
     /// The same configuration (what a log of changes compares).
-    pub fn same_as(&self, other: &Policy) -> bool {
+    pub(crate) fn same_as(&self, other: &Policy) -> bool {
         self.min == other.min
             && self.tls12() == other.tls12()
             && self
@@ -289,7 +289,7 @@ fn min_version(s: &str) -> Result<(MinVersion, Option<String>), ProfileError> {
 
 /// The profile with the flags above it, as rustls can serve it. An error (nothing of a
 /// Custom list usable, an unknown version) leaves the caller's current configuration.
-pub fn resolve(profile: &Profile, overrides: &Overrides) -> Result<Policy, ProfileError> {
+pub(crate) fn resolve(profile: &Profile, overrides: &Overrides) -> Result<Policy, ProfileError> {
     let (mut min, mut raised_from) = min_version(&profile.min_tls_version)?;
     if let Some(m) = overrides.min_version {
         (min, raised_from) = (m, None);

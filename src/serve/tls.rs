@@ -86,7 +86,7 @@ impl ResolvesServerCert for CertResolver {
 
 /// HTTP/1.1 only (the apiserver speaks it to webhooks, and it avoids the HTTP/2 rapid-reset
 /// class of bugs), with the versions, suites and groups of `policy`.
-pub fn server_config(
+pub(crate) fn server_config(
     resolver: Arc<CertResolver>,
     policy: &Policy,
 ) -> Result<Arc<ServerConfig>, TlsError> {
@@ -189,7 +189,7 @@ fn read(path: &Path) -> Result<Vec<u8>, TlsError> {
 }
 
 /// Polls the cert and key files and swaps the pair when their bytes change.
-pub struct Reloader {
+pub(crate) struct Reloader {
     cert_path: PathBuf,
     key_path: PathBuf,
     resolver: Arc<CertResolver>,
@@ -204,7 +204,7 @@ struct Seen {
 
 /// What one poll found.
 #[derive(Debug)]
-pub enum Poll {
+pub(crate) enum Poll {
     Unchanged,
     Loaded,
     /// Changed files that do not make a usable pair; the previous pair stays.
@@ -229,7 +229,7 @@ impl Reloader {
         })
     }
 
-    pub fn resolver(&self) -> Arc<CertResolver> {
+    pub(crate) fn resolver(&self) -> Arc<CertResolver> {
         self.resolver.clone()
     }
 

@@ -19,21 +19,21 @@ use crate::cluster::touch::FIELD_MANAGER;
 use crate::cluster::watch;
 use crate::cluster::{apis, aws_credentials, ec2, egress};
 use crate::config::StatusArgs;
-use crate::core::age;
 use crate::core::decision::{self, Reason};
-use crate::core::osstream;
 use crate::core::platforms::aws::AwsLearned;
 use crate::core::platforms::vsphere::VSphereLearned;
+use crate::core::platforms::{self, Platform};
 use crate::core::skew::record::{Advice, Manual, Proposal};
 use crate::core::skew::{self, Enforcement, Source};
 use crate::core::snapshot::{self, Gate, Snapshot};
+use crate::core::stream_choice;
 use crate::health::Health;
 use crate::metrics::Metrics;
 
 mod policy;
 mod record;
 mod render;
-pub use policy::PolicyState;
+pub(crate) use policy::PolicyState;
 pub use record::{Outcome, RecordError, record, render_outcome};
 pub use render::render;
 
@@ -214,7 +214,7 @@ fn skew_record(survey: &skew::Survey, snap: &Snapshot, mc: Option<&Value>) -> Sk
 }
 
 /// `rhel-10 (default)`, `rhel-9`: the ConfigMap's streams by name.
-fn stream_names(boot: &snapshot::BootImages) -> Vec<String> {
+fn stream_names(boot: &crate::core::configmap::BootImages) -> Vec<String> {
     boot.streams()
         .keys()
         .map(
@@ -326,8 +326,8 @@ pub fn rows(machinesets: &[Value], events: &[Value], snap: &Snapshot) -> Vec<Row
                 kind: ms["kind"].as_str().unwrap_or("MachineSet").to_owned(),
                 platform: d.platform,
                 arch: d.arch.map(|a| a.rpm()),
-                stream: osstream::shown(ms, snap),
-                current: d.current.or_else(|| age::referenced_image(ms)),
+                stream: stream_choice::shown(ms, snap),
+                current: d.current.or_else(|| platforms::referenced_image(ms)),
                 target: d.target,
                 given_up,
                 message,
@@ -516,7 +516,7 @@ async fn machine_sets(client: &kube::Client, args: &StatusArgs) -> anyhow::Resul
 /// is looked for (read-only, with the importer's credentials Secret), as every replica
 /// does.
 async fn ask_vcenter(client: &kube::Client, args: &StatusArgs, snap: Snapshot) -> Snapshot {
-    if snap.cluster.platform.as_deref() != Some(crate::core::platforms::vsphere::NAME) {
+    if snap.cluster.platform.as_deref() != Some(Platform::VSphere.name()) {
         return snap;
     }
     let access = crate::cluster::vsphere::Access::new(

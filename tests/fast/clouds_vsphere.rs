@@ -10,7 +10,6 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use bootimage_webhook::core::decision::{self, ARCH_ANNOTATION, Reason};
-use bootimage_webhook::core::facts;
 use bootimage_webhook::core::platforms::vsphere::{self, VSphereLearned};
 use bootimage_webhook::core::platforms::{Platform, Target};
 use bootimage_webhook::core::snapshot::{Arch, BootImages, Enrollment, Learned, Snapshot};
@@ -43,7 +42,7 @@ fn vsphere_snapshot(ready: &[(&str, &str)]) -> Snapshot {
     let base = snapshot(&real_stream(), None);
     let mut cluster = base.cluster.clone();
     cluster.vsphere =
-        facts::vsphere(&support::example("infrastructure-vsphere.yaml")).map(Arc::new);
+        vsphere::infra(&support::example("infrastructure-vsphere.yaml")).map(Arc::new);
     cluster.learned = Learned::default().with_vsphere(VSphereLearned {
         templates: ready
             .iter()

@@ -8,8 +8,8 @@ use crate::support;
 use std::collections::BTreeSet;
 
 use bootimage_webhook::core::decision::{self, BOOT_IMAGE_ANNOTATION, Reason};
-use bootimage_webhook::core::facts;
 use bootimage_webhook::core::platforms::aws::{self, AwsLearned, Described};
+use bootimage_webhook::core::platforms::vsphere;
 use bootimage_webhook::core::snapshot::{Gate, Learned, Snapshot, Stub, Stubs};
 use serde_json::{Value, json};
 use support::decision::*;
@@ -215,7 +215,7 @@ fn inputs_for_the_platform_rules() -> Vec<(Value, Snapshot)> {
     check(
         vsphere,
         &snap_with(|c| {
-            c.vsphere = facts::vsphere(&support::example("infrastructure-vsphere.yaml"))
+            c.vsphere = vsphere::infra(&support::example("infrastructure-vsphere.yaml"))
                 .map(std::sync::Arc::new)
         }),
     );

@@ -9,13 +9,12 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use bootimage_webhook::core::decision::{self, Decision, OS_STREAM_LABEL, Reason};
-use bootimage_webhook::core::facts;
-use bootimage_webhook::core::osstream;
 use bootimage_webhook::core::platforms::aws::{self, AwsLearned, Described};
 use bootimage_webhook::core::platforms::vsphere::{self, VSphereLearned};
 use bootimage_webhook::core::snapshot::{
     Arch, BootImages, KEY_RELEASE_VERSION, KEY_STREAM, KEY_STREAMS, Snapshot,
 };
+use bootimage_webhook::core::stream_choice;
 use serde_json::{Value, json};
 use support::{fixture, fixture_text, oracle};
 
@@ -38,7 +37,7 @@ fn snap() -> Snapshot {
 
 /// The stream `status` and `preview` show for a MachineSet.
 fn shown(ms: &Value, snap: &Snapshot) -> Option<String> {
-    osstream::shown(ms, snap)
+    stream_choice::shown(ms, snap)
 }
 
 fn labelled(mut ms: Value, stream: Option<&str>) -> Value {
@@ -367,7 +366,7 @@ fn control_plane_machine_sets_follow_their_label() {
 fn vsphere_templates_are_one_per_stream_and_release() {
     let _parallel = support::parallel();
     let ms = support::example("machineset-vsphere.yaml");
-    let infra = facts::vsphere(&support::example("infrastructure-vsphere.yaml")).unwrap();
+    let infra = vsphere::infra(&support::example("infrastructure-vsphere.yaml")).unwrap();
     let name = |release: &str| vsphere::template_name(&infra.infra_id, release, "us-east-1a");
     let (t9, t10) = (name("9.8.20260428-0"), name("10.2.20260715-0"));
     let base = snap();

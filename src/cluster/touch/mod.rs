@@ -23,7 +23,8 @@ use kube::runtime::events::{Recorder, Reporter};
 use serde_json::{Value, json};
 use tokio::sync::watch;
 
-pub use plan::{Census, Looping, Planned, census, plan, revert_loops};
+use plan::census;
+pub use plan::{Looping, Planned, plan, revert_loops};
 use retry::{Backoff, Fault, within};
 use wall::Wall;
 
@@ -37,13 +38,13 @@ use crate::core::view::CPMS_KIND;
 use crate::health::{Health, until};
 use crate::metrics::{SharedMetrics, TouchOutcome};
 
-pub const FIELD_MANAGER: &str = "bootimage-webhook";
-pub const MAX_ATTEMPTS: u32 = 3;
+pub(crate) const FIELD_MANAGER: &str = "bootimage-webhook";
+pub(crate) const MAX_ATTEMPTS: u32 = 3;
 /// After a MachineSet change, let the rest of a burst of writes land before a pass.
 const MACHINESET_SETTLE: Duration = Duration::from_secs(1);
 
 #[derive(Debug, Clone)]
-pub struct TouchSettings {
+pub(crate) struct TouchSettings {
     pub namespace: String,
     /// Periodic pass even without a change (a fail-open webhook leaves MachineSets behind).
     pub resync: Duration,
@@ -62,7 +63,7 @@ pub struct TouchSettings {
 }
 
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub struct PassStats {
+pub(crate) struct PassStats {
     pub listed: usize,
     pub planned: usize,
     pub moved: usize,
@@ -70,7 +71,7 @@ pub struct PassStats {
     pub writes: usize,
 }
 
-pub struct Toucher {
+pub(crate) struct Toucher {
     api: Api<DynamicObject>,
     /// ControlPlaneMachineSets, with `--control-plane-machine-sets`.
     cpms_api: Option<Api<DynamicObject>>,
@@ -122,7 +123,7 @@ enum Attempt {
 
 /// Why a pass stopped before its end; it is tried again after a backoff.
 #[derive(Debug, thiserror::Error)]
-pub enum PassError {
+pub(crate) enum PassError {
     #[error("checking the Lease: {0}")]
     Lease(#[source] Fault),
     #[error("the Lease is not ours on the API server")]

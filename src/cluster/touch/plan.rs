@@ -8,6 +8,7 @@ use serde_json::Value;
 
 use crate::core::age;
 use crate::core::decision::{self, Reason};
+use crate::core::platforms;
 use crate::core::skew;
 use crate::core::snapshot::Snapshot;
 
@@ -76,7 +77,7 @@ fn decided<'a>(
 /// What the Lease holder counts on each pass (behaviour §7): MachineSets by reason, the
 /// oldest boot image an enrolled MachineSet names, and each MachineSet's image now.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Census {
+pub(crate) struct Census {
     pub by_reason: BTreeMap<Reason, i64>,
     /// (age in days, MachineSet name, image) of the oldest dated boot image.
     pub oldest: Option<(i64, String, String)>,
@@ -100,7 +101,7 @@ const NOT_AGED: [Reason; 7] = [
 ];
 
 /// Counts `machinesets` under `snap` as of `today`. Pure.
-pub fn census(machinesets: &[Value], snap: &Snapshot, today: Date) -> Census {
+pub(crate) fn census(machinesets: &[Value], snap: &Snapshot, today: Date) -> Census {
     let mut c = Census::default();
     let mut all = Vec::new();
     for ms in machinesets {
@@ -116,7 +117,10 @@ pub fn census(machinesets: &[Value], snap: &Snapshot, today: Date) -> Census {
             .and_then(Value::as_str)
             .unwrap_or_default()
             .to_owned();
-        let image = d.current.clone().or_else(|| age::referenced_image(ms));
+        let image = d
+            .current
+            .clone()
+            .or_else(|| platforms::referenced_image(ms));
         all.push((name.clone(), image.clone()));
         if let Some(image) = &image {
             let on_target = (d.reason == Reason::UpToDate)

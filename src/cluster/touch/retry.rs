@@ -9,14 +9,14 @@ use backon::{BackoffBuilder, ExponentialBackoff, ExponentialBuilder};
 
 /// The longest a retry waits before its jitter (which adds up to as much again), so that
 /// after a long API server outage the touches resume soon after its end.
-pub const MAX_RETRY_DELAY: Duration = Duration::from_secs(30);
+pub(crate) const MAX_RETRY_DELAY: Duration = Duration::from_secs(30);
 
 /// The shortest first delay, whatever `--touch-backoff` says: a retry never spins.
-pub const MIN_RETRY_DELAY: Duration = Duration::from_millis(100);
+pub(crate) const MIN_RETRY_DELAY: Duration = Duration::from_millis(100);
 
 /// No answer from the API server within this: the call is abandoned as a transient fault
 /// (the client itself has no read timeout).
-pub const CALL_TIMEOUT: Duration = Duration::from_secs(30);
+pub(crate) const CALL_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Why a call to the API server failed.
 #[derive(Debug, thiserror::Error)]
@@ -31,7 +31,7 @@ impl Fault {
     /// Whether trying again soon may succeed: the connection failed or was cut, the API
     /// server did not answer in time, was overloaded (429) or failed (5xx). Refusals (403,
     /// 404, 422, ...) are answers, and asking again at once would get the same one.
-    pub fn is_transient(&self) -> bool {
+    pub(crate) fn is_transient(&self) -> bool {
         match self {
             Fault::TimedOut(_) => true,
             Fault::Kube(kube::Error::Api(status)) => {
@@ -65,7 +65,7 @@ pub async fn within<T>(call: impl Future<Output = Result<T, kube::Error>>) -> Re
 /// at [`MAX_RETRY_DELAY`] and at half the resync (the resync's pass comes anyway), each
 /// with up to as much again at random so that retries do not come in step.
 #[derive(Debug)]
-pub struct Backoff {
+pub(crate) struct Backoff {
     builder: ExponentialBuilder,
     delays: ExponentialBackoff,
 }
@@ -87,13 +87,13 @@ impl Backoff {
     }
 
     /// The wait before the next retry.
-    pub fn next_delay(&mut self) -> Duration {
+    pub(crate) fn next_delay(&mut self) -> Duration {
         // Unbounded in count: the schedule never ends.
         self.delays.next().unwrap_or(MAX_RETRY_DELAY)
     }
 
     /// After a pass that completed: the next fault starts from `first` again.
-    pub fn reset(&mut self) {
+    pub(crate) fn reset(&mut self) {
         self.delays = self.builder.build();
     }
 }

@@ -20,14 +20,14 @@ use crate::cluster::apis;
 use crate::core::view::CPMS_KIND;
 
 /// The label a ControlPlaneMachineSet's probe would set (never stored: a dry run).
-pub const PROBE_LABEL: &str = "bootimages.machineconfiguration.openshift.io/policy-probe";
+pub(crate) const PROBE_LABEL: &str = "bootimages.machineconfiguration.openshift.io/policy-probe";
 
 /// The log condition and Warning Event reason: the policy admitted the probe.
 pub const NOT_ENFORCED: &str = "AdmissionPolicyNotEnforced";
 /// The log condition and Normal Event reason: the policy denies the probe again.
 pub const ENFORCED: &str = "AdmissionPolicyEnforced";
 /// The log condition: the probe's answer proves nothing either way.
-pub const UNVERIFIED: &str = "AdmissionPolicyUnverified";
+pub(crate) const UNVERIFIED: &str = "AdmissionPolicyUnverified";
 /// The log condition and Warning Event reason: the policy refused a boot image the
 /// ConfigMap names, so the API server judged it against an older copy of the ConfigMap.
 pub const PARAMETER_STALE: &str = "AdmissionPolicyParameterStale";
@@ -90,7 +90,7 @@ pub(super) struct Wall {
 
 impl Wall {
     /// A new Lease term: nothing proven yet, probe at once.
-    pub fn new_term() -> Self {
+    pub(crate) fn new_term() -> Self {
         Wall {
             holds: None,
             due: true,

@@ -287,6 +287,7 @@ mod tests {
             release: "9.8.20260428-0".into(),
             location: location.into(),
             sha256: sha256.into(),
+            uncompressed_sha256: None,
         };
         let (a, b) = ("a".repeat(64), "b".repeat(64));
         let old = cache_name(&target("https://mirror/rhcos-9.8.20260428-0.ova", &a));

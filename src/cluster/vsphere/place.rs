@@ -3,10 +3,10 @@
 
 use std::sync::Arc;
 
-use crate::core::platforms::Target;
 use crate::core::platforms::vsphere::{
     self, FailureDomain, TemplateName, VSphereInfra, VSphereLearned, VSphereTarget,
 };
+use crate::core::platforms::{Platform, Target};
 use crate::core::snapshot::{Arch, Snapshot};
 
 use super::access::Access;
@@ -145,7 +145,7 @@ pub fn not_ours(fd: &FailureDomain, name: &str, why: Keep) -> ImportError {
 /// release has a template per stream), when this is a vSphere cluster whose streams have
 /// one (vSphere is amd64 only).
 pub fn on_vsphere(snap: &Snapshot) -> Option<(Arc<VSphereInfra>, Vec<VSphereTarget>)> {
-    if snap.cluster.platform.as_deref() != Some(vsphere::NAME) {
+    if snap.cluster.platform.as_deref() != Some(Platform::VSphere.name()) {
         return None;
     }
     let infra = snap.cluster.vsphere.clone()?;

@@ -162,6 +162,7 @@ mod tests {
             release: release.into(),
             location: "https://example/rhcos.ova".into(),
             sha256: "ab".repeat(32),
+            uncompressed_sha256: None,
         };
         // A dual-stream release: a RHEL 9 and a RHEL 10 template are both current.
         let targets = [target("9.8.20260601-0"), target("10.2.20260715-0")];

@@ -18,14 +18,83 @@ use regex::Regex;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::{Context, Edit, EntryError, Outcome, Target};
+use super::{Context, Edit, EntryError, Learned, Outcome, Reading, Rules, Target};
 use crate::core::arch::Arch;
+use crate::core::configmap::BootImages;
 use crate::core::lenient::{Field, Object};
 use crate::core::reason::Reason;
+use crate::core::skew::{self, Source, Version};
 use crate::core::view::SpecFields;
 
-pub const NAME: &str = "AWS";
-pub const KIND: &str = "AWSMachineProviderConfig";
+/// AWS's [`Rules`].
+pub struct Aws;
+
+impl Rules for Aws {
+    const NAME: &'static str = "AWS";
+    const KIND: &'static str = "AWSMachineProviderConfig";
+    const BOOT_FIELD: &'static str = "ami";
+    type Target = AwsTarget;
+
+    fn targets(
+        architectures: &BTreeMap<Arch, &Value>,
+    ) -> BTreeMap<Arch, Result<AwsTarget, EntryError>> {
+        targets(architectures)
+    }
+
+    fn current_image(spec: &SpecFields<'_>) -> Option<String> {
+        current_image(spec)
+    }
+
+    fn reconcile(spec: &SpecFields<'_>, target: &AwsTarget, ctx: &Context<'_>) -> Outcome {
+        reconcile(spec, target, ctx)
+    }
+
+    /// `ami.id`.
+    fn referenced_image(spec: &Value) -> Reading<String> {
+        match spec.pointer("/ami/id").and_then(Value::as_str) {
+            Some(ami) => Reading::Ours(Some(ami.to_owned())),
+            None => Reading::Other,
+        }
+    }
+
+    /// Every region's AMI.
+    fn stream_releases(entry: &Value, out: &mut BTreeMap<String, String>) {
+        let regions = entry
+            .pointer("/images/aws/regions")
+            .and_then(Value::as_object);
+        for region in regions.into_iter().flat_map(|r| r.values()) {
+            if let (Some(ami), Some(release)) =
+                (region["image"].as_str(), region["release"].as_str())
+            {
+                out.insert(ami.to_owned(), release.to_owned());
+            }
+        }
+    }
+
+    fn share_stream_images(targets: &mut [&mut AwsTarget]) {
+        share_amis(targets);
+    }
+
+    /// What EC2 told of an AMI (an AMI id says nothing by itself).
+    fn version_learned(image: &str, learned: &Learned) -> Option<Version> {
+        from_ec2(learned.aws.as_deref()?, image)
+    }
+
+    /// Of its version, else of the RHCOS major a marketplace AMI's name (as EC2 gave it)
+    /// carries.
+    fn rhel_major(image: &str, boot: &BootImages, learned: &Learned) -> Option<u32> {
+        if let Some(version) = skew::version_of(image, Some(boot), learned) {
+            return u32::try_from(version.rhel.0).ok();
+        }
+        let aws = learned.aws.as_deref()?;
+        aws.images
+            .iter()
+            .find_map(|((_, id), described)| match described {
+                Described::Found { name, .. } if id == image => rhcos_major_in_name(name),
+                _ => None,
+            })
+    }
+}
 /// The owner of Red Hat's own RHCOS AMIs.
 pub const RED_HAT_OWNER: &str = "531415883065";
 /// The owner of AWS Marketplace AMIs, and its alias for `DescribeImages(Owners=...)`.
@@ -87,7 +156,7 @@ pub struct MarketImage {
 
 /// What the background must ask EC2 so that the rule can decide.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Query {
+pub(crate) enum Query {
     /// Who owns this AMI in this region?
     Describe { region: String, ami: String },
     /// The marketplace images of this product in this region.
@@ -105,7 +174,7 @@ pub enum Kind {
     Unknown,
 }
 
-pub fn detect_kind(owner: &str, name: &str) -> Kind {
+pub(crate) fn detect_kind(owner: &str, name: &str) -> Kind {
     match owner {
         RED_HAT_OWNER => Kind::Standard,
         MARKETPLACE_OWNER => product_id(name).map_or(Kind::Unknown, |p| Kind::Marketplace {
@@ -127,7 +196,7 @@ pub fn product_id(name: &str) -> Option<&str> {
 }
 
 /// `major.minor`, compared as numbers.
-pub type Token = (u64, u64);
+pub(crate) type Token = (u64, u64);
 
 fn token(s: &str) -> Option<Token> {
     let (major, minor) = s.split_once('.')?;
@@ -135,7 +204,7 @@ fn token(s: &str) -> Option<Token> {
 }
 
 /// The first two `.` segments of a release (`9.6.20260210-0` -> `9.6`).
-pub fn version_token(release: &str) -> Result<Token, EntryError> {
+pub(crate) fn version_token(release: &str) -> Result<Token, EntryError> {
     let mut parts = release.split('.');
     match (parts.next(), parts.next()) {
         (Some(major), Some(minor)) => token(&format!("{major}.{minor}"))
@@ -149,19 +218,22 @@ static DESCRIPTION_VERSION: LazyLock<Regex> = LazyLock::new(|| {
 });
 
 /// The RHCOS version in a marketplace image description: (full version, token).
-pub fn description_version(description: &str) -> Option<(&str, Token)> {
+pub(crate) fn description_version(description: &str) -> Option<(&str, Token)> {
     let caps = DESCRIPTION_VERSION.captures(description)?;
     Some((caps.get(0)?.as_str(), token(caps.get(1)?.as_str())?))
 }
 
 /// Tokens of 100 and more are the pre-RHEL-aligned scheme (`418.94`).
-pub fn is_pre_rhel_aligned(token: Token) -> bool {
+pub(crate) fn is_pre_rhel_aligned(token: Token) -> bool {
     token.0 > 100
 }
 
 /// The marketplace image for `target`: the highest version at most `target`, ties going to
 /// the newest `CreationDate` (MCO `findMarketplaceAMI`).
-pub fn find_marketplace_ami(images: &[MarketImage], target: Token) -> Option<(&MarketImage, &str)> {
+pub(crate) fn find_marketplace_ami(
+    images: &[MarketImage],
+    target: Token,
+) -> Option<(&MarketImage, &str)> {
     images
         .iter()
         .filter_map(|i| description_version(&i.description).map(|(full, t)| (i, full, t)))
@@ -235,14 +307,14 @@ fn ami_and_region<'a>(spec: &SpecFields<'a>) -> Result<(Cow<'a, str>, Cow<'a, st
 }
 
 /// `ami.id`.
-pub(super) fn current_image(spec: &SpecFields<'_>) -> Option<String> {
+fn current_image(spec: &SpecFields<'_>) -> Option<String> {
     match spec.read::<Object<AmiRef<'_>>>("ami") {
         Field::Is(Object(r)) => r.id.as_str().map(str::to_owned),
         _ => None,
     }
 }
 
-pub(super) fn targets(
+fn targets(
     architectures: &BTreeMap<Arch, &Value>,
 ) -> BTreeMap<Arch, Result<AwsTarget, EntryError>> {
     #[derive(Deserialize)]
@@ -290,22 +362,21 @@ pub(super) fn targets(
 }
 
 /// Every target knows the AMIs of all of them.
-pub(super) fn share_amis<'t>(targets: impl Iterator<Item = &'t mut AwsTarget>) {
-    let mut targets: Vec<&mut AwsTarget> = targets.collect();
+fn share_amis(targets: &mut [&mut AwsTarget]) {
     let all: BTreeSet<String> = targets
         .iter()
         .flat_map(|t| t.in_stream.iter().cloned())
         .collect();
     let all = Arc::new(all);
-    for t in &mut targets {
+    for t in targets.iter_mut() {
         t.in_stream = all.clone();
     }
 }
 
 /// Red Hat's AMIs move to the stream's for the region, marketplace ones within their
 /// product; whose an AMI is comes from the stream, or from EC2 (`ctx.learned`).
-pub(super) fn reconcile(spec: &SpecFields<'_>, target: &AwsTarget, ctx: &Context<'_>) -> Outcome {
-    let learned = ctx.learned.aws.as_deref();
+fn reconcile(spec: &SpecFields<'_>, target: &AwsTarget, ctx: &Context<'_>) -> Outcome {
+    let learned = ctx.cluster.learned.aws.as_deref();
     let (ami, region) = match ami_and_region(spec) {
         Ok(v) => v,
         Err(skip) => return skip,
@@ -325,7 +396,7 @@ pub(super) fn reconcile(spec: &SpecFields<'_>, target: &AwsTarget, ctx: &Context
                 };
             }
         },
-        Ok(Kind::Marketplace { product }) if !ctx.aws_marketplace => {
+        Ok(Kind::Marketplace { product }) if !ctx.cluster.aws_marketplace => {
             return Outcome::Skip {
                 reason: Reason::MarketplaceNotEnabled,
                 message: format!(
@@ -459,13 +530,13 @@ fn marketplace_target(
 /// providerSpec (`stream`: this platform's targets, any architecture): nothing for stream
 /// AMIs, AMIs already known, or providerSpecs with no AMI to move; a marketplace product's
 /// images only when `marketplace` moves are on.
-pub fn queries<'t>(
+pub(crate) fn queries<'t>(
     spec: &SpecFields<'_>,
     stream: impl IntoIterator<Item = &'t Target>,
     learned: Option<&AwsLearned>,
     marketplace: bool,
 ) -> Vec<Query> {
-    if spec.kind().as_str() != Some(KIND) {
+    if spec.kind().as_str() != Some(Aws::KIND) {
         return Vec::new();
     }
     let Ok((ami, region)) = ami_and_region(spec) else {
@@ -502,9 +573,58 @@ pub fn queries<'t>(
     }
 }
 
+/// The RHCOS release EC2 told for an AMI: in its name (Red Hat's AMIs), or the
+/// description of a marketplace image with that id.
+fn from_ec2(aws: &AwsLearned, ami: &str) -> Option<Version> {
+    let named = aws
+        .images
+        .iter()
+        .filter(|((_, id), _)| id == ami)
+        .find_map(|(_, d)| match d {
+            Described::Found { name, .. } => skew::release_in_text(name).map(str::to_owned),
+            Described::NotFound => None,
+        });
+    let described = || {
+        aws.marketplace
+            .values()
+            .flatten()
+            .filter(|i| i.id == ami)
+            .find_map(|i| skew::release_in_text(&i.description).map(str::to_owned))
+    };
+    skew::from_release(&named.or_else(described)?, Source::Ec2)
+}
+
+/// The RHCOS major a marketplace AMI's name carries: `9` of
+/// `RHEL-9.4-RHCOS-9.6_HVM_GA-20260210-x86_64-0-<product>`.
+fn rhcos_major_in_name(name: &str) -> Option<u32> {
+    let at = name.to_ascii_lowercase().find("rhcos-")? + "rhcos-".len();
+    let digits: String = name[at..]
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect();
+    let rest = &name[at + digits.len()..];
+    rest.starts_with('.').then(|| digits.parse().ok()).flatten()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn rhcos_majors_in_marketplace_ami_names() {
+        for (name, want) in [
+            (
+                "RHEL-9.4-RHCOS-9.6_HVM_GA-20260210-x86_64-0-59ead7de-2540-4653-a8b0-fa7926d5c845",
+                Some(9),
+            ),
+            ("rhcos-10.2.20260715-0-x86_64-hvm", Some(10)),
+            ("RHCOS-x", None),
+            ("rhcos-", None),
+            ("ubuntu-24.04", None),
+        ] {
+            assert_eq!(rhcos_major_in_name(name), want, "{name}");
+        }
+    }
 
     #[test]
     fn product_ids() {

@@ -11,14 +11,94 @@ use std::fmt;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::{Context, Edit, EntryError, Outcome, per_arch};
+use super::{Context, Edit, EntryError, Learned, Outcome, Reading, Rules, per_arch};
+use crate::core::age;
 use crate::core::arch::Arch;
+use crate::core::configmap::BootImages;
 use crate::core::lenient::{Field, Object};
 use crate::core::reason::Reason;
+use crate::core::skew::{self, Release, Version};
 use crate::core::view::SpecFields;
 
-pub const NAME: &str = "Azure";
-pub const KIND: &str = "AzureMachineProviderSpec";
+/// Azure's [`Rules`].
+pub struct Azure;
+
+impl Rules for Azure {
+    const NAME: &'static str = "Azure";
+    const KIND: &'static str = "AzureMachineProviderSpec";
+    const BOOT_FIELD: &'static str = "image";
+    type Target = AzureTarget;
+
+    fn targets(
+        architectures: &BTreeMap<Arch, &Value>,
+    ) -> BTreeMap<Arch, Result<AzureTarget, EntryError>> {
+        per_arch(architectures, |_, entry| target(entry))
+    }
+
+    fn current_image(spec: &SpecFields<'_>) -> Option<String> {
+        current_image(spec)
+    }
+
+    fn reconcile(spec: &SpecFields<'_>, target: &AzureTarget, ctx: &Context<'_>) -> Outcome {
+        reconcile(spec, target, ctx)
+    }
+
+    /// The MCO leaves ppc64le and s390x machines on Azure alone.
+    fn serves(arch: Arch) -> bool {
+        matches!(arch, Arch::Amd64 | Arch::Arm64)
+    }
+
+    /// `image`'s `resourceID` (an install-time image), or its URN.
+    fn referenced_image(spec: &Value) -> Reading<String> {
+        let Some(image) = spec.get("image").filter(|i| i.is_object()) else {
+            return Reading::Other;
+        };
+        Reading::Ours(Some(
+            match image["resourceID"].as_str().filter(|r| !r.is_empty()) {
+                Some(id) => id.to_owned(),
+                None => {
+                    let part = |k: &str| image[k].as_str().unwrap_or("");
+                    format!(
+                        "{}:{}:{}:{}",
+                        part("publisher"),
+                        part("offer"),
+                        part("sku"),
+                        part("version")
+                    )
+                }
+            },
+        ))
+    }
+
+    /// A marketplace URN `publisher:offer:sku:version` carries it in its version.
+    fn version_in_name(image: &str) -> Reading<Version> {
+        match image.split(':').collect::<Vec<_>>().as_slice() {
+            [_, _, _, version] => Reading::Ours(from_marketplace_version(version)),
+            _ => Reading::Other,
+        }
+    }
+
+    /// Of a marketplace URN's version; an install-time `resourceID` tells nothing.
+    fn rhel_major(image: &str, _: &BootImages, _: &Learned) -> Option<u32> {
+        let parts: Vec<&str> = image.split(':').collect();
+        match parts.as_slice() {
+            [_, _, _, version] => rhel_major_of_version(version),
+            _ => None,
+        }
+    }
+
+    /// Azure Stack Hub is Azure to the Infrastructure type, but has no marketplace images:
+    /// it is named apart so that no platform serves it (as the MCO excludes it).
+    fn unserved_variant(infrastructure: &Value) -> Option<&'static str> {
+        let cloud = infrastructure
+            .pointer("/status/platformStatus/azure/cloudName")
+            .and_then(Value::as_str);
+        (cloud == Some(STACK_CLOUD)).then_some(STACK_CLOUD)
+    }
+}
+
+/// Azure Stack Hub's `cloudName`.
+const STACK_CLOUD: &str = "AzureStackCloud";
 
 const NO_PLAN: &str = "MarketplaceNoPlan";
 const WITH_PLAN: &str = "MarketplaceWithPlan";
@@ -184,17 +264,6 @@ fn sku_generation(sku: &str) -> Option<u8> {
     }
 }
 
-/// The MCO leaves ppc64le and s390x machines on Azure alone.
-pub(super) fn serves(arch: Arch) -> bool {
-    matches!(arch, Arch::Amd64 | Arch::Arm64)
-}
-
-pub(super) fn targets(
-    architectures: &BTreeMap<Arch, &Value>,
-) -> BTreeMap<Arch, Result<AzureTarget, EntryError>> {
-    per_arch(architectures, |_, entry| target(entry))
-}
-
 /// Confidential and trusted-launch machines (any `securityType`) are not managed.
 fn security_type(spec: &SpecFields<'_>) -> Option<Outcome> {
     let security = spec.read::<Object<SecurityProfile<'_>>>("securityProfile");
@@ -249,7 +318,7 @@ fn image_fields<'s>(spec: &'s SpecFields<'_>) -> Result<[Cow<'s, str>; 6], Outco
 }
 
 /// `image.resourceID` when set (an install-time image), else the image's URN.
-pub(super) fn current_image(spec: &SpecFields<'_>) -> Option<String> {
+fn current_image(spec: &SpecFields<'_>) -> Option<String> {
     let [publisher, offer, sku, version, resource_id, _] = image_fields(spec).ok()?;
     if !resource_id.is_empty() {
         return Some(resource_id.into_owned());
@@ -260,7 +329,7 @@ pub(super) fn current_image(spec: &SpecFields<'_>) -> Option<String> {
 /// The RHEL major of a marketplace image version, as the installer tells them apart when
 /// it fills the stream: `9.…` and `10.…` say it; an OpenShift-style one is from before
 /// RHEL 10: a paid offer's `4.18.…` is RHEL 9, an ARO `418.94.…` names its RHEL (`94`).
-pub fn rhel_major_of_version(version: &str) -> Option<u32> {
+fn rhel_major_of_version(version: &str) -> Option<u32> {
     let mut parts = version.split('.');
     let major = parts.next()?;
     let number: u32 = major.parse().ok()?;
@@ -270,8 +339,47 @@ pub fn rhel_major_of_version(version: &str) -> Option<u32> {
     Some(if number >= 9 { number } else { 9 })
 }
 
+/// An Azure marketplace image version: an RHCOS release without its build number
+/// (`9.6.20250826`, `418.94.20250122`), or a Red Hat offer's OpenShift version
+/// (`4.18.2025031114`).
+fn from_marketplace_version(version: &str) -> Option<Version> {
+    let mut parts = version.split('.');
+    let (major, minor, stamp) = (parts.next()?, parts.next()?, parts.next()?);
+    if parts.next().is_some() || stamp.is_empty() || !stamp.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let built = age::build_date(version);
+    let (rhcos, rhel, release) = match (major, stamp.len()) {
+        ("4", _) => {
+            let release = skew::token(major, minor)?;
+            (
+                None,
+                skew::rhel_of_release(release)?,
+                Some(Release::Exact(release)),
+            )
+        }
+        (m, 8) if m.len() >= 2 && major.starts_with('4') && built.is_some() => (
+            Some(version.to_owned()),
+            skew::split_first(minor)?,
+            Some(Release::Exact(skew::split_first(major)?)),
+        ),
+        (_, 8) if built.is_some() => {
+            let rhel = skew::token(major, minor)?;
+            (Some(version.to_owned()), rhel, skew::releases_of_rhel(rhel))
+        }
+        _ => return None,
+    };
+    Some(Version {
+        rhcos,
+        rhel,
+        release,
+        built,
+        source: skew::Source::Name,
+    })
+}
+
 /// The image of the same variant and Hyper-V generation from the stream.
-pub(super) fn reconcile(
+fn reconcile(
     spec: &SpecFields<'_>,
     AzureTarget(variants): &AzureTarget,
     ctx: &Context<'_>,

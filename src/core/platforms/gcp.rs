@@ -7,18 +7,88 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::{Edit, EntryError, Outcome, is_resource_name, per_arch};
+use super::{Context, Edit, EntryError, Outcome, Reading, Rules, is_resource_name, per_arch};
 use crate::core::arch::Arch;
 use crate::core::lenient::{Field, Object};
 use crate::core::reason::Reason;
+use crate::core::skew::{self, Source, Version};
 use crate::core::view::SpecFields;
 
 /// Images the MCO (and so we) may replace: stock RHCOS images. The prefix test has no
 /// trailing slash, as upstream.
 const RHCOS_PREFIX: &str = "projects/rhcos-cloud/global/images";
 
-pub const NAME: &str = "GCP";
-pub const KIND: &str = "GCPMachineProviderSpec";
+/// GCP's [`Rules`].
+pub struct Gcp;
+
+impl Rules for Gcp {
+    const NAME: &'static str = "GCP";
+    const KIND: &'static str = "GCPMachineProviderSpec";
+    const BOOT_FIELD: &'static str = "disks";
+    type Target = GcpTarget;
+
+    fn targets(
+        architectures: &BTreeMap<Arch, &Value>,
+    ) -> BTreeMap<Arch, Result<GcpTarget, EntryError>> {
+        per_arch(architectures, |_, entry| target(entry))
+    }
+
+    fn current_image(spec: &SpecFields<'_>) -> Option<String> {
+        current_image(spec)
+    }
+
+    fn reconcile(spec: &SpecFields<'_>, target: &GcpTarget, _: &Context<'_>) -> Outcome {
+        reconcile(spec, target)
+    }
+
+    /// The `image` of the first boot disk.
+    fn referenced_image(spec: &Value) -> Reading<String> {
+        let Some(disks) = spec.get("disks").and_then(Value::as_array) else {
+            return Reading::Other;
+        };
+        let image = disks
+            .iter()
+            .find(|d| d["boot"] == true)
+            .and_then(|d| d["image"].as_str())
+            .map(str::to_owned);
+        Reading::Ours(image)
+    }
+
+    /// The stream's image, by name and as `projects/<project>/global/images/<name>`.
+    fn stream_releases(entry: &Value, out: &mut BTreeMap<String, String>) {
+        let gcp = entry.pointer("/images/gcp");
+        if let Some(gcp) = gcp
+            && let (Some(name), Some(release)) = (gcp["name"].as_str(), gcp["release"].as_str())
+        {
+            out.insert(name.to_owned(), release.to_owned());
+            if let Some(project) = gcp["project"].as_str() {
+                out.insert(
+                    format!("projects/{project}/global/images/{name}"),
+                    release.to_owned(),
+                );
+            }
+        }
+    }
+
+    /// RHCOS writes its release into GCP image names: `rhcos-9-8-20260428-0-gcp-x86-64`
+    /// (`rhcos-418-94-202410090804-0-…` before RHEL-aligned versions).
+    fn version_in_name(image: &str) -> Reading<Version> {
+        let last = image.rsplit('/').next().unwrap_or(image);
+        let Some(rest) = last.strip_prefix("rhcos-") else {
+            return Reading::Other;
+        };
+        let parts: Vec<&str> = rest.splitn(5, '-').collect();
+        match parts.as_slice() {
+            [a, b, stamp, n, ..] => {
+                match skew::from_release(&format!("{a}.{b}.{stamp}-{n}"), Source::Name) {
+                    Some(v) => Reading::Ours(Some(v)),
+                    None => Reading::Other,
+                }
+            }
+            _ => Reading::Other,
+        }
+    }
+}
 
 /// `projects/<project>/global/images/<name>`.
 #[derive(Debug, Clone)]
@@ -33,12 +103,6 @@ struct Disk<'a> {
 }
 
 type Disks<'a> = Vec<Field<Object<Disk<'a>>>>;
-
-pub(super) fn targets(
-    architectures: &BTreeMap<Arch, &Value>,
-) -> BTreeMap<Arch, Result<GcpTarget, EntryError>> {
-    per_arch(architectures, |_, entry| target(entry))
-}
 
 fn target(arch_entry: &Value) -> Result<Option<GcpTarget>, EntryError> {
     let Some(gcp) = arch_entry.pointer("/images/gcp") else {
@@ -94,7 +158,7 @@ fn boot_image<'d>(
 }
 
 /// The image of the first boot disk that names one.
-pub(super) fn current_image(spec: &SpecFields<'_>) -> Option<String> {
+fn current_image(spec: &SpecFields<'_>) -> Option<String> {
     let Field::Is(disks) = spec.read::<Disks<'_>>("disks") else {
         return None;
     };
@@ -109,7 +173,7 @@ pub(super) fn current_image(spec: &SpecFields<'_>) -> Option<String> {
 
 /// The boot disks' images move to `target`; a custom image anywhere leaves the whole
 /// MachineSet alone (behaviour §4.9).
-pub(super) fn reconcile(spec: &SpecFields<'_>, GcpTarget(target): &GcpTarget) -> Outcome {
+fn reconcile(spec: &SpecFields<'_>, GcpTarget(target): &GcpTarget) -> Outcome {
     let disks = match spec.read::<Disks<'_>>("disks") {
         Field::Absent | Field::Null => Vec::new(),
         Field::Is(d) => d,

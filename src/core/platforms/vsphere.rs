@@ -15,29 +15,49 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::{Context, Edit, EntryError, Outcome, per_arch};
+use super::artifact::{Artifact, is_rhcos_release};
+use super::{Context, Edit, EntryError, Outcome, Rules, per_arch};
 use crate::core::arch::Arch;
 use crate::core::lenient::{Field, Object};
 use crate::core::reason::Reason;
 use crate::core::view::SpecFields;
 
-pub const NAME: &str = "VSphere";
-pub const KIND: &str = "VSphereMachineProviderSpec";
+/// vSphere's [`Rules`].
+pub struct VSphere;
+
+impl Rules for VSphere {
+    const NAME: &'static str = "VSphere";
+    const KIND: &'static str = "VSphereMachineProviderSpec";
+    const BOOT_FIELD: &'static str = "template";
+    type Target = VSphereTarget;
+
+    fn targets(
+        architectures: &BTreeMap<Arch, &Value>,
+    ) -> BTreeMap<Arch, Result<VSphereTarget, EntryError>> {
+        per_arch(architectures, |_, entry| {
+            Artifact::read(entry, "vmware", "ova")
+        })
+    }
+
+    /// `template`.
+    fn current_image(spec: &SpecFields<'_>) -> Option<String> {
+        spec.read::<Cow<'_, str>>("template")
+            .as_str()
+            .map(str::to_owned)
+    }
+
+    fn reconcile(spec: &SpecFields<'_>, target: &VSphereTarget, ctx: &Context<'_>) -> Outcome {
+        reconcile(spec, target, ctx)
+    }
+}
 /// vSphere refuses longer inventory names.
 pub const MAX_NAME_CHARS: usize = 80;
 /// Hex digits of the name's SHA-256 that end a shortened name.
 const SHORT_HASH_HEX: usize = 8;
 
-/// The stream's OVA for one architecture (`artifacts.vmware`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct VSphereTarget {
-    /// `artifacts.vmware.release`, e.g. `9.8.20260428-0`: part of the template's name.
-    pub release: String,
-    /// `formats.ova.disk.location`, where the importer downloads it.
-    pub location: String,
-    /// `formats.ova.disk.sha256`, lowercase hex, checked before anything is imported.
-    pub sha256: String,
-}
+/// The stream's OVA for one architecture (`artifacts.vmware`, format `ova`): its release
+/// is part of the template's name.
+pub(crate) type VSphereTarget = Artifact;
 
 /// A failure domain of Infrastructure `cluster`'s `spec.platformSpec.vsphere`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -93,7 +113,7 @@ impl VSphereLearned {
 /// A template name this project gives, `<infra-id>-rhcos-<release>-<failure domain>`, and
 /// the one place such names are written and read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct TemplateName<'a> {
+pub(crate) struct TemplateName<'a> {
     pub infra_id: &'a str,
     /// An RHCOS release ([`is_rhcos_release`]).
     pub release: &'a str,
@@ -147,16 +167,6 @@ pub fn template_name(infra_id: &str, release: &str, failure_domain: &str) -> Str
     .format()
 }
 
-/// An RHCOS release exactly as RHCOS writes them: `9.8.20260428-0` (RHEL version and
-/// build date) or `418.94.202511191518-0` (OpenShift and RHEL versions, build time).
-pub fn is_rhcos_release(s: &str) -> bool {
-    static RELEASE: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
-        regex::Regex::new(r"^[0-9]{1,4}\.[0-9]{1,3}\.[0-9]{8}(?:[0-9]{4})?-[0-9]{1,3}$")
-            .expect("a valid pattern")
-    });
-    RELEASE.is_match(s)
-}
-
 fn shorten(full: &str) -> String {
     if full.chars().count() <= MAX_NAME_CHARS {
         return full.to_owned();
@@ -172,7 +182,7 @@ fn shorten(full: &str) -> String {
 
 /// The names the installer gives a failure domain's template: per region and zone, per
 /// failure domain, and the single template of clusters without failure domains.
-pub fn installer_names(infra_id: &str, fd: &FailureDomain) -> [String; 3] {
+pub(crate) fn installer_names(infra_id: &str, fd: &FailureDomain) -> [String; 3] {
     [
         format!("{infra_id}-rhcos-{}-{}", fd.region, fd.zone),
         format!("{infra_id}-rhcos-{}", fd.name),
@@ -195,15 +205,6 @@ fn is_ours(
         return true;
     }
     TemplateName::parse(name, infra_id, std::slice::from_ref(fd)).is_some()
-}
-
-/// An RHCOS release as streams write it (`9.8.20260428-0`, `418.94.202511191518-0`).
-fn is_release(s: &str) -> bool {
-    !s.is_empty()
-        && s.len() <= 40
-        && s.as_bytes()[0].is_ascii_digit()
-        && s.bytes()
-            .all(|c| c.is_ascii_alphanumeric() || c == b'.' || c == b'-' || c == b'_')
 }
 
 /// `folder` with no trailing slash and single slashes, as Go's `path.Clean` leaves the
@@ -233,43 +234,6 @@ pub fn is_in_folder(inventory_path: &str, folder: Option<&str>) -> bool {
         Some((parent, _)) => parent == clean_path(folder),
         None => false,
     }
-}
-
-pub(super) fn targets(
-    architectures: &BTreeMap<Arch, &Value>,
-) -> BTreeMap<Arch, Result<VSphereTarget, EntryError>> {
-    per_arch(architectures, |_, entry| target(entry))
-}
-
-fn target(entry: &Value) -> Result<Option<VSphereTarget>, EntryError> {
-    let Some(vmware) = entry.pointer("/artifacts/vmware") else {
-        return Ok(None);
-    };
-    let field = |pointer: &str, valid: fn(&str) -> bool, what: &'static str| {
-        let name = format!("artifacts.vmware{}", pointer.replace('/', "."));
-        let value = vmware
-            .pointer(pointer)
-            .and_then(Value::as_str)
-            .ok_or_else(|| EntryError::Missing(name.clone()))?;
-        match valid(value) {
-            true => Ok(value),
-            false => Err(EntryError::Invalid {
-                field: name,
-                value: value.to_owned(),
-                what,
-            }),
-        }
-    };
-    let release = field("/release", is_release, "RHCOS release")?;
-    let is_url = |s: &str| s.starts_with("https://") || s.starts_with("http://");
-    let location = field("/formats/ova/disk/location", is_url, "URL")?;
-    let is_sha256 = |s: &str| s.len() == 64 && s.bytes().all(|c| c.is_ascii_hexdigit());
-    let sha256 = field("/formats/ova/disk/sha256", is_sha256, "SHA-256")?;
-    Ok(Some(VSphereTarget {
-        release: release.to_owned(),
-        location: location.to_owned(),
-        sha256: sha256.to_ascii_lowercase(),
-    }))
 }
 
 /// Infrastructure `cluster`'s vSphere facts; `None` when it names no infrastructure id.
@@ -394,11 +358,7 @@ fn matching<'i>(infra: &'i VSphereInfra, ws: &[&str; 6]) -> Option<&'i FailureDo
 
 /// The MachineSet's template moves to the versioned template of the stream's OVA in its
 /// failure domain, once that template is ready in vCenter.
-pub(super) fn reconcile(
-    spec: &SpecFields<'_>,
-    target: &VSphereTarget,
-    ctx: &Context<'_>,
-) -> Outcome {
+fn reconcile(spec: &SpecFields<'_>, target: &VSphereTarget, ctx: &Context<'_>) -> Outcome {
     let workspace = match spec.read::<Object<Workspace<'_>>>("workspace") {
         Field::Is(Object(w)) => w,
         Field::Absent | Field::Null => Workspace::default(),
@@ -423,7 +383,7 @@ pub(super) fn reconcile(
             );
         }
     };
-    let Some(infra) = ctx.vsphere else {
+    let Some(infra) = ctx.cluster.vsphere.as_deref() else {
         return Outcome::skip(
             Reason::NoFailureDomain,
             "Infrastructure cluster names no infrastructure id and no vSphere failure domains",
@@ -461,7 +421,7 @@ fn decide_template(
             target: wanted,
         };
     }
-    let learned = ctx.learned.vsphere.as_deref();
+    let learned = ctx.cluster.learned.vsphere.as_deref();
     // A path names where the template lives: only the workspace folder's are ours.
     let (parent, name) = match current.rsplit_once('/') {
         Some((parent, name)) => (Some(parent), name),
@@ -608,30 +568,6 @@ mod tests {
             assert_eq!(TemplateName::parse(name, infra, &fds), None, "{name}");
         }
         assert!(TemplateName::parse(&ours, infra, &fds).is_some());
-    }
-
-    #[test]
-    fn releases() {
-        for ok in [
-            "9.8.20260428-0",
-            "418.94.202511191518-0",
-            "416.94.202405291527-0",
-            "10.1.20251120-12",
-        ] {
-            assert!(is_release(ok) && is_rhcos_release(ok), "{ok}");
-        }
-        for bad in ["", "us-east", "9 8", "9/8"] {
-            assert!(!is_release(bad), "{bad}");
-        }
-        for loose in [
-            "4.16-golden",
-            "9.8",
-            "9.8.2026-0",
-            "9.8.20260428",
-            "9.8.20260428-0a",
-        ] {
-            assert!(!is_rhcos_release(loose), "{loose}");
-        }
     }
 
     #[test]

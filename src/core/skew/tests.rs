@@ -3,8 +3,8 @@
 use serde_json::json;
 
 use super::*;
-use crate::core::platforms::aws::MarketImage;
-use crate::core::snapshot::EMBEDDED_CONFIGMAP;
+use crate::core::configmap::EMBEDDED_CONFIGMAP;
+use crate::core::platforms::aws::{AwsLearned, Described, MarketImage};
 
 const FAQ: &str = include_str!("../../../tests/fixtures/openshift-os-faq-rhel-of-ocp.excerpt.md");
 

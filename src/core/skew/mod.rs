@@ -5,9 +5,10 @@
 //!
 //! A version is read, never guessed, from, in this order: the current stream (which names
 //! its own images' RHCOS release, and ships with the ConfigMap's release), the image name
-//! (RHCOS writes its release into GCP image names and Azure marketplace versions), and
-//! what EC2 said about an AMI (its name or marketplace description). An AMI id says
-//! nothing by itself: unknown until one of those knows it.
+//! (RHCOS writes its release into GCP image names and Azure marketplace versions: each
+//! platform reads its own form), and what the cluster side learned (EC2, of an AMI: its
+//! name or marketplace description). An AMI id says nothing by itself: unknown until one
+//! of those knows it.
 
 use std::cmp::Ordering;
 use std::fmt;
@@ -19,8 +20,8 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::age;
-use super::platforms::aws::{AwsLearned, Described};
-use super::snapshot::{BootImages, Learned};
+use super::configmap::BootImages;
+use super::platforms::{self, Learned};
 
 pub mod record;
 
@@ -141,13 +142,13 @@ impl Version {
     }
 }
 
-fn token(major: &str, minor: &str) -> Option<Token> {
+pub(crate) fn token(major: &str, minor: &str) -> Option<Token> {
     Some((major.parse().ok()?, minor.parse().ok()?))
 }
 
 /// `digits` split after its first digit (`418` -> 4.18, `94` -> 9.4), as RHCOS's
 /// pre-RHEL-aligned versions encode the OpenShift and RHEL releases.
-fn split_first(digits: &str) -> Option<Token> {
+pub(crate) fn split_first(digits: &str) -> Option<Token> {
     if digits.len() < 2 || !digits.is_ascii() {
         return None;
     }
@@ -210,90 +211,22 @@ pub fn from_release(release: &str, source: Source) -> Option<Version> {
     })
 }
 
-/// A version an image name carries: a GCP image `rhcos-9-8-20260428-0-gcp-x86-64`
-/// (`rhcos-418-94-202410090804-0-…` before RHEL-aligned versions), an Azure marketplace
-/// URN `publisher:offer:sku:version`, or an RHCOS release written out (`rhcos-9.6.…-0-…`).
+/// A version an image name carries, as the platform whose form it has reads it (a GCP
+/// image `rhcos-9-8-20260428-0-gcp-x86-64`, an Azure marketplace URN
+/// `publisher:offer:sku:version`), else an RHCOS release written out in its last part
+/// (`rhcos-9.6.…-0-…`).
 pub fn from_name(image: &str) -> Option<Version> {
+    if let Some(read) = platforms::version_in_name(image) {
+        return read;
+    }
     let last = image.rsplit('/').next().unwrap_or(image);
-    if let Some(rest) = last.strip_prefix("rhcos-") {
-        let parts: Vec<&str> = rest.splitn(5, '-').collect();
-        if let [a, b, stamp, n, ..] = parts.as_slice()
-            && let Some(v) = from_release(&format!("{a}.{b}.{stamp}-{n}"), Source::Name)
-        {
-            return Some(v);
-        }
-    }
-    if let [_, _, _, version] = image.split(':').collect::<Vec<_>>().as_slice() {
-        return from_marketplace_version(version);
-    }
-    let found = RELEASE_IN_TEXT.captures(last)?;
-    from_release(&found[1], Source::Name)
+    from_release(release_in_text(last)?, Source::Name)
 }
 
-/// An Azure marketplace image version: an RHCOS release without its build number
-/// (`9.6.20250826`, `418.94.20250122`), or a Red Hat offer's OpenShift version
-/// (`4.18.2025031114`).
-fn from_marketplace_version(version: &str) -> Option<Version> {
-    let mut parts = version.split('.');
-    let (major, minor, stamp) = (parts.next()?, parts.next()?, parts.next()?);
-    if parts.next().is_some() || stamp.is_empty() || !stamp.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    let built = age::build_date(version);
-    let (rhcos, rhel, release) = match (major, stamp.len()) {
-        ("4", _) => {
-            let release = token(major, minor)?;
-            (
-                None,
-                rhel_of_release(release)?,
-                Some(Release::Exact(release)),
-            )
-        }
-        (m, 8) if m.len() >= 2 && major.starts_with('4') && built.is_some() => (
-            Some(version.to_owned()),
-            split_first(minor)?,
-            Some(Release::Exact(split_first(major)?)),
-        ),
-        (_, 8) if built.is_some() => {
-            let rhel = token(major, minor)?;
-            (Some(version.to_owned()), rhel, releases_of_rhel(rhel))
-        }
-        _ => return None,
-    };
-    Some(Version {
-        rhcos,
-        rhel,
-        release,
-        built,
-        source: Source::Name,
-    })
-}
-
-/// The RHCOS release EC2 told for an AMI: in its name (Red Hat's AMIs), or the
-/// description of a marketplace image with that id.
-fn from_ec2(aws: &AwsLearned, ami: &str) -> Option<Version> {
-    let named = aws
-        .images
-        .iter()
-        .filter(|((_, id), _)| id == ami)
-        .find_map(|(_, d)| match d {
-            Described::Found { name, .. } => {
-                RELEASE_IN_TEXT.captures(name).map(|c| c[1].to_owned())
-            }
-            Described::NotFound => None,
-        });
-    let described = || {
-        aws.marketplace
-            .values()
-            .flatten()
-            .filter(|i| i.id == ami)
-            .find_map(|i| {
-                RELEASE_IN_TEXT
-                    .captures(&i.description)
-                    .map(|c| c[1].to_owned())
-            })
-    };
-    from_release(&named.or_else(described)?, Source::Ec2)
+/// The first RHCOS release written out in `text` (`9.6.20250701-0` of
+/// `rhcos-9.6.20250701-0-x86_64`).
+pub(crate) fn release_in_text(text: &str) -> Option<&str> {
+    Some(RELEASE_IN_TEXT.captures(text)?.get(1)?.as_str())
 }
 
 /// Everything known of `image`'s version, or `None`.
@@ -314,8 +247,7 @@ pub fn version_of(image: &str, boot: Option<&BootImages>, learned: &Learned) -> 
     if let Some(v) = from_name(image) {
         return Some(v);
     }
-    let aws = learned.aws.as_deref()?;
-    from_ec2(aws, image)
+    platforms::version_learned(image, learned)
 }
 
 /// The oldest boot image and the MachineSets whose image has no known version.

@@ -1,4 +1,5 @@
-//! Which stream a MachineSet's boot image comes from (behaviour §4, rules 4 and 8).
+//! Which stream document a MachineSet's boot image comes from: the choice among the
+//! ConfigMap's streams (behaviour §4, rules 4 and 8).
 //!
 //! A single-stream ConfigMap (no `data.streams`) keeps the MCO's rule: a label, when set,
 //! must be `rhel-9`, and the image comes from `data.stream`. With `data.streams` (dual-stream
@@ -10,18 +11,17 @@ use std::fmt;
 
 use serde_json::Value;
 
-use super::platforms::aws::Described;
-use super::platforms::{Learned, Platform, azure};
-use super::skew;
-use super::snapshot::{BootImages, Snapshot, StreamDoc};
-use super::stream::rhel_major_of_release;
+use super::configmap::BootImages;
+use super::platforms::{Learned, Platform};
+use super::snapshot::Snapshot;
+use super::stream_doc::StreamDoc;
 use super::view::{MachineSetView, ProviderSpecValue, SpecFields};
 
 /// Set by the installer on MachineSets and ControlPlaneMachineSets: the OS stream of their
 /// machines.
 pub const OS_STREAM_LABEL: &str = "machineconfiguration.openshift.io/osstream";
 /// The only stream a single-stream ConfigMap serves, as the MCO's `SupportedOSStream`.
-pub const SUPPORTED_OS_STREAM: &str = "rhel-9";
+pub(crate) const SUPPORTED_OS_STREAM: &str = "rhel-9";
 
 /// How the stream was chosen.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -36,7 +36,7 @@ pub enum Why {
 
 /// The stream document a MachineSet's image comes from.
 #[derive(Debug, Clone, Copy)]
-pub struct Chosen<'b> {
+pub(crate) struct Chosen<'b> {
     /// Its name in `data.streams`; `None` for a single-stream ConfigMap.
     pub name: Option<&'b str>,
     pub doc: &'b StreamDoc,
@@ -61,7 +61,7 @@ impl Chosen<'_> {
 
 /// A MachineSet whose stream the ConfigMap does not carry, in words: it is left alone.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct NotCarried(pub String);
+pub(crate) struct NotCarried(pub String);
 
 impl fmt::Display for NotCarried {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -71,7 +71,10 @@ impl fmt::Display for NotCarried {
 
 /// Rule 4: a label names a stream the ConfigMap carries (`rhel-9` when it has no `streams`,
 /// or has not been read yet: the MCO's rule).
-pub fn label_carried(ms: &MachineSetView<'_>, boot: Option<&BootImages>) -> Result<(), NotCarried> {
+pub(crate) fn label_carried(
+    ms: &MachineSetView<'_>,
+    boot: Option<&BootImages>,
+) -> Result<(), NotCarried> {
     let Some(label) = ms.labels().get(OS_STREAM_LABEL) else {
         return Ok(());
     };
@@ -89,7 +92,7 @@ pub fn label_carried(ms: &MachineSetView<'_>, boot: Option<&BootImages>) -> Resu
 }
 
 /// Rule 8: the stream document the MachineSet's image comes from.
-pub fn choose<'b>(
+pub(crate) fn choose<'b>(
     ms: &MachineSetView<'_>,
     spec: &SpecFields<'_>,
     platform: Platform,
@@ -122,7 +125,7 @@ pub fn choose<'b>(
     let Some(image) = platform.current_image(spec) else {
         return Ok(default);
     };
-    let Some(major) = rhel_major(&image, platform, boot, learned) else {
+    let Some(major) = platform.rhel_major(&image, boot, learned) else {
         return Ok(default);
     };
     of_major(boot, major).ok_or_else(|| {
@@ -173,53 +176,6 @@ fn of_major(boot: &BootImages, major: u32) -> Option<Chosen<'_>> {
     })
 }
 
-/// The RHEL major an image is built from, where it can be told: a stream names it (GCP
-/// images, AWS AMIs), its name carries its release (GCP `rhcos-9-6-…`, a vSphere template
-/// of ours), an Azure marketplace version, or what EC2 said of an AMI.
-pub fn rhel_major(
-    image: &str,
-    platform: Platform,
-    boot: &BootImages,
-    learned: &Learned,
-) -> Option<u32> {
-    if let Some(release) = boot.rhcos_release_of(image) {
-        return rhel_major_of_release(release);
-    }
-    if platform == Platform::Azure {
-        // `publisher:offer:sku:version`; an install-time `resourceID` tells nothing.
-        let parts: Vec<&str> = image.split(':').collect();
-        return match parts.as_slice() {
-            [_, _, _, version] => azure::rhel_major_of_version(version),
-            _ => None,
-        };
-    }
-    if let Some(version) = skew::version_of(image, Some(boot), learned) {
-        return u32::try_from(version.rhel.0).ok();
-    }
-    let aws = learned
-        .aws
-        .as_deref()
-        .filter(|_| platform == Platform::Aws)?;
-    aws.images
-        .iter()
-        .find_map(|((_, id), described)| match described {
-            Described::Found { name, .. } if id == image => rhcos_major_in_name(name),
-            _ => None,
-        })
-}
-
-/// The RHCOS major a marketplace AMI's name carries: `9` of
-/// `RHEL-9.4-RHCOS-9.6_HVM_GA-20260210-x86_64-0-<product>`.
-fn rhcos_major_in_name(name: &str) -> Option<u32> {
-    let at = name.to_ascii_lowercase().find("rhcos-")? + "rhcos-".len();
-    let digits: String = name[at..]
-        .chars()
-        .take_while(char::is_ascii_digit)
-        .collect();
-    let rest = &name[at + digits.len()..];
-    rest.starts_with('.').then(|| digits.parse().ok()).flatten()
-}
-
 /// `rhel-10 (RHEL 10), rhel-9 (RHEL 9)`.
 fn carried(boot: &BootImages) -> String {
     let names: Vec<String> = boot
@@ -231,25 +187,4 @@ fn carried(boot: &BootImages) -> String {
         })
         .collect();
     names.join(", ")
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn rhcos_majors_in_marketplace_ami_names() {
-        for (name, want) in [
-            (
-                "RHEL-9.4-RHCOS-9.6_HVM_GA-20260210-x86_64-0-59ead7de-2540-4653-a8b0-fa7926d5c845",
-                Some(9),
-            ),
-            ("rhcos-10.2.20260715-0-x86_64-hvm", Some(10)),
-            ("RHCOS-x", None),
-            ("rhcos-", None),
-            ("ubuntu-24.04", None),
-        ] {
-            assert_eq!(rhcos_major_in_name(name), want, "{name}");
-        }
-    }
 }

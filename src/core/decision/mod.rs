@@ -10,10 +10,10 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 
 use super::arch::Arch;
-use super::osstream::{self, NotCarried};
 use super::platforms::{self, Context, Edit, Outcome, Platform, Target};
 pub use super::reason::Reason;
 use super::snapshot::{BootImages, ClusterFacts, Enrollment, Snapshot, Stub};
+use super::stream_choice::{self, NotCarried};
 use super::view::{Annotations, MachineSetView, ProviderSpecValue, SpecFields};
 
 mod story;
@@ -30,7 +30,7 @@ pub const TOUCH_ANNOTATION: &str = "bootimages.machineconfiguration.openshift.io
 pub const REVERTS_ANNOTATION: &str = "bootimages.machineconfiguration.openshift.io/reverts";
 /// Reverts of the same target that are re-mutated; the next one is left as sent.
 pub const REVERT_LIMIT: u32 = 3;
-pub use super::osstream::{OS_STREAM_LABEL, SUPPORTED_OS_STREAM};
+pub use super::stream_choice::OS_STREAM_LABEL;
 pub const OS_ID_LABEL: &str = "machine.openshift.io/os-id";
 pub const ARCH_ANNOTATION: &str = "capacity.cluster-autoscaler.kubernetes.io/labels";
 const ARCH_LABEL_PREFIX: &str = "kubernetes.io/arch=";
@@ -100,7 +100,7 @@ impl Decision {
         }
     }
 
-    pub fn not_applicable(message: impl Into<String>) -> Self {
+    pub(crate) fn not_applicable(message: impl Into<String>) -> Self {
         Decision::new(Reason::NotApplicable, message)
     }
 
@@ -144,7 +144,7 @@ fn rules(ms: &MachineSetView<'_>, snap: &Snapshot) -> Result<Decision, Decision>
     not_owned(ms)?; // 3
     machine_api_authoritative(ms)?; // 3b
     not_hives(ms)?; // 3c
-    osstream::label_carried(ms, snap.boot_images.as_deref()).map_err(unsupported)?; // 4
+    stream_choice::label_carried(ms, snap.boot_images.as_deref()).map_err(unsupported)?; // 4
     not_windows(ms)?; // 5
     let boot_images = ready(snap)?; // 6
     let arch = architecture(ms, &snap.cluster)?; // 7
@@ -167,7 +167,7 @@ fn not_given_up(ms: &MachineSetView<'_>, d: Decision) -> Result<Decision, Decisi
 }
 
 /// The reverts of `target` our patch recorded on `ms` (0: none, or of another target).
-pub fn recorded_reverts(ms: &MachineSetView<'_>, target: &str) -> u32 {
+pub(crate) fn recorded_reverts(ms: &MachineSetView<'_>, target: &str) -> u32 {
     ms.annotation(REVERTS_ANNOTATION)
         .and_then(|v| v.split_once(' '))
         .filter(|(_, t)| *t == target)
@@ -565,7 +565,7 @@ fn platform_and_target<'s>(
         )
         .on(platform, arch));
     }
-    let chosen = osstream::choose(ms, spec, platform, boot_images, &snap.cluster.learned)
+    let chosen = stream_choice::choose(ms, spec, platform, boot_images, &snap.cluster.learned)
         .map_err(|n| unsupported(n).on(platform, arch))?;
     let doc = chosen.doc;
     if !doc.architectures.contains(&arch) {
@@ -608,12 +608,7 @@ fn platform_rule(
     target: &Target,
     cluster: &ClusterFacts,
 ) -> Result<Change, Decision> {
-    let ctx = Context {
-        arch,
-        learned: &cluster.learned,
-        vsphere: cluster.vsphere.as_deref(),
-        aws_marketplace: cluster.aws_marketplace,
-    };
+    let ctx = Context { arch, cluster };
     match target.reconcile(spec, &ctx) {
         Outcome::Changes {
             edits,

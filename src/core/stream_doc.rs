@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde_json::Value;
 
 use super::arch::Arch;
-use super::platforms::{EntryError, Platform, Target};
+use super::platforms::{self, EntryError, Platform, Target};
 
 /// Why a stream document cannot be used at all.
 #[derive(Debug, thiserror::Error)]
@@ -31,7 +31,7 @@ pub struct StreamDoc {
     /// Absent: no image of that platform for that architecture; `Err`: its entry is
     /// unusable, and that platform alone skips.
     targets: BTreeMap<(Arch, Platform), Result<Target, EntryError>>,
-    /// Every GCP image and AWS AMI of the stream, with its RHCOS release.
+    /// Every image the stream names (GCP images, AWS AMIs), with its RHCOS release.
     releases: BTreeMap<String, String>,
     /// The RHEL major its images are built from (`10` for `10.2.20260715-0`).
     pub rhel_major: Option<u32>,
@@ -136,33 +136,12 @@ pub fn rhel_major_of_release(release: &str) -> Option<u32> {
     major.parse().ok()
 }
 
-/// Every image the stream names, with its RHCOS release: GCP images (by name, and as
-/// `projects/<project>/global/images/<name>`) and AWS AMIs, of every architecture.
+/// Every image the stream names, with its RHCOS release, as each platform reads its own
+/// (GCP images, AWS AMIs), of every architecture.
 fn stream_releases(architectures: &BTreeMap<Arch, &Value>) -> BTreeMap<String, String> {
     let mut out = BTreeMap::new();
     for entry in architectures.values() {
-        let gcp = entry.pointer("/images/gcp");
-        if let Some(gcp) = gcp
-            && let (Some(name), Some(release)) = (gcp["name"].as_str(), gcp["release"].as_str())
-        {
-            out.insert(name.to_owned(), release.to_owned());
-            if let Some(project) = gcp["project"].as_str() {
-                out.insert(
-                    format!("projects/{project}/global/images/{name}"),
-                    release.to_owned(),
-                );
-            }
-        }
-        let regions = entry
-            .pointer("/images/aws/regions")
-            .and_then(Value::as_object);
-        for region in regions.into_iter().flat_map(|r| r.values()) {
-            if let (Some(ami), Some(release)) =
-                (region["image"].as_str(), region["release"].as_str())
-            {
-                out.insert(ami.to_owned(), release.to_owned());
-            }
-        }
+        platforms::stream_releases(entry, &mut out);
     }
     out
 }

@@ -1,4 +1,4 @@
-//! Cluster facts from live objects, as pure functions: the master-upgrade gate (behaviour §3),
+//! Cluster facts read from live objects, as pure functions: the master-upgrade gate (behaviour §3),
 //! enrollment from MachineConfiguration `cluster`, platform, architectures and stub
 //! Ignition versions. The watchers feed them; the tests call them directly.
 
@@ -7,11 +7,13 @@ use std::collections::BTreeSet;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use serde_json::Value;
 
-use crate::core::platforms::vsphere::VSphereInfra;
-use crate::core::snapshot::{Arch, Enrollment, Gate, KEY_MCO_RELEASE_IMAGE_VERSION, Stub};
+use super::{Enrollment, Gate, Stub};
+use crate::core::arch::Arch;
+use crate::core::configmap::KEY_MCO_RELEASE_IMAGE_VERSION;
+use crate::core::platforms::Platform;
 
 /// On the rendered MachineConfig: the release it was rendered for.
-pub const RELEASE_IMAGE_VERSION_ANNOTATION: &str =
+pub(crate) const RELEASE_IMAGE_VERSION_ANNOTATION: &str =
     "machineconfiguration.openshift.io/release-image-version";
 
 fn condition_true(pool: &Value, kind: &str) -> bool {
@@ -142,7 +144,7 @@ fn pool_rule(
 /// `managedBootImagesStatus` may be the previous selection's.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("status.observedGeneration {observed} is behind metadata.generation {generation}")]
-pub struct NotObserved {
+pub(crate) struct NotObserved {
     pub generation: i64,
     pub observed: i64,
 }
@@ -151,7 +153,7 @@ pub struct NotObserved {
 /// `managedBootImagesStatus` only once `status.observedGeneration` equals
 /// `metadata.generation`. Without an observedGeneration (no status yet, or OpenShift 4.17
 /// and 4.18, whose MCO reads the spec) there is nothing to wait for.
-pub fn observed(machine_configuration: &Value) -> Result<(), NotObserved> {
+pub(crate) fn observed(machine_configuration: &Value) -> Result<(), NotObserved> {
     let generation = machine_configuration.pointer("/metadata/generation");
     let observed = machine_configuration.pointer("/status/observedGeneration");
     match (
@@ -237,33 +239,18 @@ fn enrollment_in(list: Option<&Value>, resource: &str) -> Result<Enrollment, Enr
     }
 }
 
-/// Infrastructure `cluster`: `status.platformStatus.type` (older clusters: `status.platform`).
-/// Azure Stack Hub is Azure to the Infrastructure type, but has no marketplace images: it
-/// is named apart so that no platform serves it (as the MCO excludes it).
+/// Infrastructure `cluster`: `status.platformStatus.type` (older clusters: `status.platform`),
+/// or the name of a variant of a platform that no platform serves (Azure Stack Hub).
 pub fn platform(infrastructure: &Value) -> Option<String> {
     let kind = infrastructure
         .pointer("/status/platformStatus/type")
         .or_else(|| infrastructure.pointer("/status/platform"))
         .and_then(Value::as_str)
         .filter(|s| !s.is_empty())?;
-    let cloud = infrastructure
-        .pointer("/status/platformStatus/azure/cloudName")
-        .and_then(Value::as_str);
-    Some(if kind == "Azure" && cloud == Some("AzureStackCloud") {
-        "AzureStackCloud".to_owned()
-    } else {
-        kind.to_owned()
-    })
+    Some(Platform::infrastructure_name(kind, infrastructure))
 }
 
 /// ClusterVersion `version`: `status.desired.architecture == Multi`.
-/// Infrastructure `cluster`'s infrastructure id and vSphere failure domains
-/// (`spec.platformSpec.vsphere.failureDomains`), which the vSphere rule matches a
-/// MachineSet's workspace against.
-pub fn vsphere(infrastructure: &Value) -> Option<VSphereInfra> {
-    super::platforms::vsphere::infra(infrastructure)
-}
-
 pub fn multi_arch(cluster_version: &Value) -> bool {
     cluster_version
         .pointer("/status/desired/architecture")

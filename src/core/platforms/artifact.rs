@@ -1,0 +1,150 @@
+//! A stream artifact an importer brings into the cloud, for the platforms whose boot image
+//! comes from an import, not from the stream: the stream has no image there, only a disk to
+//! download (`artifacts.<platform>.formats.<format>.disk`). The platform's target is the
+//! artifact; its rule names the image the import makes of it
+//! (`<infra-id>-rhcos-<release>…`) and moves a MachineSet only once what the cluster side
+//! learned says that image is ready. vSphere's OVA is one; OpenStack's `qcow2.gz` and
+//! Nutanix's `qcow2` have the same shape.
+
+use std::sync::LazyLock;
+
+use regex::Regex;
+use serde_json::Value;
+
+use super::EntryError;
+
+/// One architecture's artifact of a platform, in one format.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Artifact {
+    /// `artifacts.<platform>.release`, e.g. `9.8.20260428-0`: part of the imported name.
+    pub release: String,
+    /// `formats.<format>.disk.location`, where the importer downloads it.
+    pub location: String,
+    /// `formats.<format>.disk.sha256`, lowercase hex, checked before anything is imported.
+    pub sha256: String,
+    /// `formats.<format>.disk.uncompressed-sha256` of a compressed format (`qcow2.gz`):
+    /// the disk as the cloud stores it, lowercase hex.
+    pub uncompressed_sha256: Option<String>,
+}
+
+impl Artifact {
+    /// `artifacts.<platform>` of one architecture's entry, in `format` (`ova`,
+    /// `qcow2.gz`); `None` when the entry has none for that platform.
+    pub fn read(entry: &Value, platform: &str, format: &str) -> Result<Option<Self>, EntryError> {
+        let Some(artifact) = entry.get("artifacts").and_then(|a| a.get(platform)) else {
+            return Ok(None);
+        };
+        let named = |path: &[&str]| format!("artifacts.{platform}.{}", path.join("."));
+        let at = |path: &[&str]| path.iter().try_fold(artifact, |v, k| v.get(*k));
+        let field = |path: &[&str], valid: fn(&str) -> bool, what: &'static str| {
+            let value = at(path)
+                .and_then(Value::as_str)
+                .ok_or_else(|| EntryError::Missing(named(path)))?;
+            match valid(value) {
+                true => Ok(value),
+                false => Err(EntryError::Invalid {
+                    field: named(path),
+                    value: value.to_owned(),
+                    what,
+                }),
+            }
+        };
+        let release = field(&["release"], is_release, "RHCOS release")?;
+        let disk = ["formats", format, "disk"];
+        let location = field(&[&disk[..], &["location"]].concat(), is_url, "URL")?;
+        let sha256 = field(&[&disk[..], &["sha256"]].concat(), is_sha256, "SHA-256")?;
+        let uncompressed = [&disk[..], &["uncompressed-sha256"]].concat();
+        let uncompressed_sha256 = match at(&uncompressed) {
+            None => None,
+            Some(_) => Some(field(&uncompressed, is_sha256, "SHA-256")?.to_ascii_lowercase()),
+        };
+        Ok(Some(Artifact {
+            release: release.to_owned(),
+            location: location.to_owned(),
+            sha256: sha256.to_ascii_lowercase(),
+            uncompressed_sha256,
+        }))
+    }
+}
+
+fn is_url(s: &str) -> bool {
+    s.starts_with("https://") || s.starts_with("http://")
+}
+
+fn is_sha256(s: &str) -> bool {
+    s.len() == 64 && s.bytes().all(|c| c.is_ascii_hexdigit())
+}
+
+/// An RHCOS release as streams write it (`9.8.20260428-0`, `418.94.202511191518-0`).
+fn is_release(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 40
+        && s.as_bytes()[0].is_ascii_digit()
+        && s.bytes()
+            .all(|c| c.is_ascii_alphanumeric() || c == b'.' || c == b'-' || c == b'_')
+}
+
+/// An RHCOS release exactly as RHCOS writes them: `9.8.20260428-0` (RHEL version and
+/// build date) or `418.94.202511191518-0` (OpenShift and RHEL versions, build time). An
+/// imported name is read back as ours only with such a release in it.
+pub(crate) fn is_rhcos_release(s: &str) -> bool {
+    static RELEASE: LazyLock<Regex> = LazyLock::new(|| {
+        Regex::new(r"^[0-9]{1,4}\.[0-9]{1,3}\.[0-9]{8}(?:[0-9]{4})?-[0-9]{1,3}$")
+            .expect("a valid pattern")
+    });
+    RELEASE.is_match(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn releases() {
+        for ok in [
+            "9.8.20260428-0",
+            "418.94.202511191518-0",
+            "416.94.202405291527-0",
+            "10.1.20251120-12",
+        ] {
+            assert!(is_release(ok) && is_rhcos_release(ok), "{ok}");
+        }
+        for bad in ["", "us-east", "9 8", "9/8"] {
+            assert!(!is_release(bad), "{bad}");
+        }
+        for loose in [
+            "4.16-golden",
+            "9.8",
+            "9.8.2026-0",
+            "9.8.20260428",
+            "9.8.20260428-0a",
+        ] {
+            assert!(!is_rhcos_release(loose), "{loose}");
+        }
+    }
+
+    #[test]
+    fn a_compressed_format_has_both_checksums() {
+        let (a, b) = ("A".repeat(64), "b".repeat(64));
+        let entry = json!({"artifacts": {"openstack": {"release": "9.8.20260428-0", "formats": {
+            "qcow2.gz": {"disk": {"location": "https://example.com/x.qcow2.gz",
+                "sha256": a, "uncompressed-sha256": b}}}}}});
+        let read = Artifact::read(&entry, "openstack", "qcow2.gz")
+            .unwrap()
+            .unwrap();
+        assert_eq!(read.sha256, "a".repeat(64));
+        assert_eq!(read.uncompressed_sha256, Some(b));
+        assert_eq!(Artifact::read(&entry, "vmware", "ova"), Ok(None));
+        let mut bad = entry.clone();
+        bad["artifacts"]["openstack"]["formats"]["qcow2.gz"]["disk"]["uncompressed-sha256"] =
+            json!("x");
+        assert_eq!(
+            Artifact::read(&bad, "openstack", "qcow2.gz")
+                .unwrap_err()
+                .to_string(),
+            "artifacts.openstack.formats.qcow2.gz.disk.uncompressed-sha256 \"x\" is not a valid SHA-256"
+        );
+    }
+}
