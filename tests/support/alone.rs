@@ -2,8 +2,9 @@
 //! whose tests run in parallel threads; a few hold thousands of sockets, measure a process's
 //! peak memory, bound a latency or a shutdown's timing, or run containers and a node, and
 //! fail or prove less with another test beside them. Those take [`alone`] first; every other
-//! test takes [`parallel`] first. An `alone` test waits for the tests running to finish and
-//! runs by itself: no test starts beside it, `alone` or not.
+//! test takes [`parallel`] first (a property test for each case, between which an `alone`
+//! test may run). An `alone` test waits for the tests running to finish and runs by itself:
+//! no test starts beside it, `alone` or not.
 //!
 //! The guarantee holds only if no test starts without either: the first [`alone`] of a run
 //! checks that every test of `tests/fast/` and `tests/e2e/` takes one, and fails naming
