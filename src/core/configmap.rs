@@ -211,10 +211,11 @@ fn read_streams(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn data(stream: &str) -> BTreeMap<String, String> {
+    /// A ConfigMap's data with `stream` and a 4.21.0 stamp (the snapshot's tests use it too).
+    pub(crate) fn data(stream: &str) -> BTreeMap<String, String> {
         BTreeMap::from([
             (KEY_STREAM.to_owned(), stream.to_owned()),
             (KEY_RELEASE_VERSION.to_owned(), "4.21.0".to_owned()),

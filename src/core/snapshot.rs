@@ -154,16 +154,8 @@ pub fn digest(parts: &[&[u8]]) -> String {
 
 #[cfg(test)]
 mod tests {
-    use std::collections::BTreeMap;
-
     use super::*;
-
-    fn data(stream: &str) -> BTreeMap<String, String> {
-        BTreeMap::from([
-            (KEY_STREAM.to_owned(), stream.to_owned()),
-            (KEY_RELEASE_VERSION.to_owned(), "4.21.0".to_owned()),
-        ])
-    }
+    use crate::core::configmap::tests::data;
 
     #[test]
     fn the_grant_is_part_of_the_snapshot() {
