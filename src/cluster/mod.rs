@@ -7,6 +7,7 @@
 
 pub mod apis;
 pub(crate) mod aws_credentials;
+pub(crate) mod cause;
 pub(crate) mod ec2;
 pub mod egress;
 pub(crate) mod lease;

@@ -1,30 +1,9 @@
 //! What goes wrong, at the module's boundary: each error names what a person needs to act
 //! on (the Secret, the URL, the image, what Keystone or Glance said).
 
-use std::error::Error as StdError;
-use std::sync::Arc;
-
 use super::artifact::ArtifactError;
 use super::marker::Keep;
-
-/// Shared, so that an error that is remembered (a bad artifact) can be cloned.
-pub type Cause = Arc<dyn StdError + Send + Sync>;
-
-pub fn cause(e: impl Into<Box<dyn StdError + Send + Sync>>) -> Cause {
-    Arc::from(e.into())
-}
-
-/// An error with its sources, for a message: hyper's own says only "client error".
-pub fn chain(e: &(dyn StdError + 'static)) -> String {
-    let mut out = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        out.push_str(": ");
-        out.push_str(&s.to_string());
-        source = s.source();
-    }
-    out
-}
+pub use crate::cluster::cause::{Cause, cause, chain};
 
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum OpenStackError {

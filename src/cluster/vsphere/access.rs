@@ -6,11 +6,11 @@ use kube::api::Api;
 
 use crate::core::platforms::vsphere::FailureDomain;
 
-use super::cause::{Cause, cause};
 use super::error::{ImportError, address, on};
 use super::https::{Https, HttpsError};
 use super::tags;
 use super::vim::{Moref, Vim};
+use crate::cluster::cause::{Cause, cause};
 
 /// How the vCenters are reached: HTTPS, and the credentials Secret read through the
 /// Kubernetes API.

@@ -2,11 +2,11 @@
 
 use crate::core::platforms::vsphere::FailureDomain;
 
-use super::cause::Cause;
 use super::marker::Keep;
 use super::ova::OvaError;
 use super::tags;
 use super::vim::VimError;
+use crate::cluster::cause::Cause;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ImportError {

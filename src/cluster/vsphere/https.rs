@@ -15,7 +15,7 @@ use hyper_util::rt::TokioExecutor;
 use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject;
 
-use super::cause::{Cause, cause, chain};
+use crate::cluster::cause::{Cause, cause, chain};
 use crate::cluster::egress::{self, CaBundleError, ProxyConnector};
 
 pub type Body = UnsyncBoxBody<Bytes, std::io::Error>;

@@ -8,7 +8,6 @@ use k8s_openapi::jiff::SignedDuration;
 
 use crate::core::platforms::vsphere::{FailureDomain, VSphereTarget};
 
-use super::cause::{Cause, cause};
 use super::error::{ImportError, on};
 use super::marker::{self, Marker};
 use super::objects;
@@ -16,6 +15,7 @@ use super::ova::{self, OvaError};
 use super::place::{Place, see};
 use super::state::{Settings, State, Want};
 use super::vim::{self, ImportTarget, Moref, Vim, VimError};
+use crate::cluster::cause::{Cause, cause};
 
 /// How often a lease is told an upload goes on (vCenter's lease timeout is five minutes).
 const LEASE_PROGRESS: Duration = Duration::from_secs(60);

@@ -15,7 +15,6 @@
 
 mod access;
 mod background;
-mod cause;
 mod error;
 mod https;
 mod import;

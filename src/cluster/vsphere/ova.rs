@@ -11,8 +11,8 @@ use http_body_util::{BodyExt, Empty, StreamBody};
 use hyper::body::Frame;
 use tokio::io::{AsyncReadExt, AsyncSeekExt, AsyncWriteExt};
 
-use super::cause::{Cause, cause};
 use super::https::{Body, Https};
+use crate::cluster::cause::{Cause, cause};
 use crate::core::platforms::vsphere::VSphereTarget;
 
 #[derive(Debug, Clone, thiserror::Error)]

@@ -18,12 +18,12 @@ use hyper::{Request, StatusCode, header};
 use k8s_openapi::jiff::Timestamp;
 use roxmltree::{Document, Node};
 
-use super::cause::{Cause, cause};
 use super::https::{Https, HttpsError};
 pub use super::xml::{ImportTarget, Moref};
 use super::xml::{
     VIM25, WrittenSpec, Xml, child, deep_text, element, envelope, import_spec_args, no_args,
 };
+use crate::cluster::cause::{Cause, cause};
 
 /// The version the requests are written for; vCenter 7 and 8 both answer it.
 const SOAP_ACTION: &str = "urn:vim25/7.0.3.0";

@@ -1,4 +1,4 @@
-//! What an error of the importer keeps of its cause: the underlying error itself where
+//! What an error of the importers (vSphere, OpenStack) keeps of its cause: the underlying error itself where
 //! there is one, so its own sources stay reachable, else what was wrong, in words.
 
 use std::error::Error;
