@@ -514,8 +514,8 @@ pub struct OfflineArgs {
     #[arg(long, env = "BOOTIMAGE_WEBHOOK_MULTI_ARCH")]
     pub multi_arch: bool,
     /// Offline: Infrastructure `cluster`, YAML or JSON (`oc get infrastructure cluster -o
-    /// yaml`), for its vSphere failure domains and infrastructure id: without it a vSphere
-    /// MachineSet is `NoFailureDomain`.
+    /// yaml`), for its infrastructure id and vSphere failure domains: without it a vSphere
+    /// MachineSet is `NoFailureDomain` and an OpenStack one `NotReady`.
     #[arg(long, env = "BOOTIMAGE_WEBHOOK_INFRASTRUCTURE_FILE")]
     pub infrastructure_file: Option<PathBuf>,
 }

@@ -68,14 +68,16 @@ impl Offline<'_> {
             .granting(self.user_data_secrets.iter().map(String::as_str));
         cluster.aws_marketplace = self.aws_marketplace;
         if let Some(path) = self.infrastructure_file {
-            cluster.vsphere = Some(Arc::new(read_vsphere(path)?));
+            let vsphere = read_infrastructure(path)?;
+            cluster.infrastructure_name = Some(vsphere.infra_id.clone());
+            cluster.vsphere = Some(Arc::new(vsphere));
         }
         Ok(Snapshot::new(snap.boot_images, cluster))
     }
 }
 
-/// The vSphere facts of an Infrastructure document.
-fn read_vsphere(path: &Path) -> Result<VSphereInfra, OfflineError> {
+/// The infrastructure id and vSphere facts of an Infrastructure document.
+fn read_infrastructure(path: &Path) -> Result<VSphereInfra, OfflineError> {
     let error = |message: String| OfflineError::Infrastructure {
         path: path.display().to_string(),
         message,

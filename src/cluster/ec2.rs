@@ -482,16 +482,26 @@ pub struct LearnedCell {
 }
 
 impl LearnedCell {
-    fn publish_aws(&self, aws: AwsLearned) {
-        let next = self.facts.load().with_aws(aws);
-        self.facts.store(Arc::new(next));
+    /// Each importer publishes its own part; `rcu` keeps two publishing at once from
+    /// losing one's.
+    fn publish(&self, with: impl Fn(&Learned) -> Learned) {
+        self.facts.rcu(|now| with(now));
         self.changed.notify_one();
     }
 
+    fn publish_aws(&self, aws: AwsLearned) {
+        self.publish(|now| now.with_aws(aws.clone()));
+    }
+
     pub fn publish_vsphere(&self, vsphere: crate::core::platforms::vsphere::VSphereLearned) {
-        let next = self.facts.load().with_vsphere(vsphere);
-        self.facts.store(Arc::new(next));
-        self.changed.notify_one();
+        self.publish(|now| now.with_vsphere(vsphere.clone()));
+    }
+
+    pub fn publish_openstack(
+        &self,
+        openstack: crate::core::platforms::openstack::OpenStackLearned,
+    ) {
+        self.publish(|now| now.with_openstack(openstack.clone()));
     }
 }
 

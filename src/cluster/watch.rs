@@ -260,6 +260,10 @@ impl Builder {
                     by_name: BTreeMap::clone(&s.stubs.load()),
                     granted: Some(settings.user_data_secrets.iter().cloned().collect()),
                 },
+                infrastructure_name: infra.as_ref().and_then(|i| {
+                    let name = i.data.pointer("/status/infrastructureName")?.as_str()?;
+                    (!name.is_empty()).then(|| name.to_owned())
+                }),
                 vsphere: infra
                     .as_ref()
                     .and_then(|i| crate::core::platforms::vsphere::infra(&i.data))

@@ -81,6 +81,12 @@ reasons! {
     /// vSphere: the stream's template is not imported in the MachineSet's failure domain yet;
     /// the MachineSet moves once the background importer has made it.
     TemplateNotImported for VSphere,
+    /// OpenStack: the stream's image is not `active` and alone under its name in Glance
+    /// yet; the MachineSet moves once the background importer has made it.
+    ImageNotImported for OpenStack,
+    /// OpenStack: a ControlPlaneMachineSet, whose operator compares the providerSpec whole
+    /// (a new image would replace every control-plane machine): left alone.
+    ControlPlaneNotManaged for OpenStack,
     /// GCP: no disk is marked `boot: true`: there is no boot image to move.
     NoBootDisk for Gcp,
     /// The user-data Secret's stub Ignition is not spec 3: new images cannot boot with it.

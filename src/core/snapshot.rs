@@ -20,6 +20,7 @@ pub use super::document::{parse_document, parse_documents};
 pub use super::facts::{ClusterFacts, Enrollment, Gate, Stub, Stubs};
 pub use super::platforms::Learned;
 use super::platforms::aws::AwsLearned;
+use super::platforms::openstack::OpenStackLearned;
 use super::platforms::vsphere::VSphereLearned;
 
 #[derive(Debug, Clone)]
@@ -115,6 +116,7 @@ impl Snapshot {
                     unchecked: true,
                     ..Stubs::default()
                 },
+                infrastructure_name: None,
                 vsphere: None,
                 learned: Learned::default()
                     .with_aws(AwsLearned {
@@ -124,6 +126,13 @@ impl Snapshot {
                     .with_vsphere(VSphereLearned {
                         unavailable: Some(
                             "nothing imports offline: this is the template the importer would make"
+                                .into(),
+                        ),
+                        ..Default::default()
+                    })
+                    .with_openstack(OpenStackLearned {
+                        unavailable: Some(
+                            "nothing imports offline: this is the image the importer would make"
                                 .into(),
                         ),
                         ..Default::default()

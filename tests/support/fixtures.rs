@@ -70,13 +70,17 @@ pub fn without_image_fields(doc: &Value) -> Value {
     if d.pointer("/metadata/annotations").is_some_and(empty) {
         d["metadata"].as_object_mut().unwrap().remove("annotations");
     }
-    // AWS `ami`, Azure `image` and vSphere `template` are replaced as a whole.
+    // AWS `ami`, Azure and OpenStack `image` and vSphere `template` are replaced as a
+    // whole, and so is OpenStack's `rootVolume.sourceUUID`.
     if let Some(spec) = d
         .pointer_mut("/spec/template/spec/providerSpec/value")
         .and_then(Value::as_object_mut)
     {
         for key in ["ami", "image", "template"] {
             spec.remove(key);
+        }
+        if let Some(volume) = spec.get_mut("rootVolume").and_then(Value::as_object_mut) {
+            volume.remove("sourceUUID");
         }
     }
     if let Some(disks) = d

@@ -24,10 +24,8 @@ pub const IMPORT_DEADLINE: &str = "bootimage_webhook_import_deadline";
 /// (an upload already sent that Glance is still storing).
 pub const GRACE: Duration = Duration::from_secs(300);
 
-/// The image of `release` for the cluster `infra_id`: `<infra-id>-rhcos-<release>`.
-pub fn image_name(infra_id: &str, release: &str) -> String {
-    format!("{infra_id}-rhcos-{release}")
-}
+/// The image of `release` for the cluster `infra_id`: the decision's name for it.
+pub use crate::core::platforms::openstack::image_name;
 
 /// What this project writes on an image it creates.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -149,7 +149,12 @@ fn rules(ms: &MachineSetView<'_>, snap: &Snapshot) -> Result<Decision, Decision>
     let boot_images = ready(snap)?; // 6
     let arch = architecture(ms, &snap.cluster)?; // 7
     let (platform, target) = platform_and_target(ms, spec, arch, snap, boot_images)?; // 8
-    let change = platform_rule(platform, arch, spec, target, &snap.cluster)?; // 9
+    let ctx = Context {
+        arch,
+        control_plane: ms.is_control_plane_machine_set(),
+        cluster: &snap.cluster,
+    };
+    let change = platform_rule(platform, spec, target, &ctx)?; // 9
     stub_ignition_can_boot(spec, &change, &snap.cluster).map_err(|d| d.on(platform, arch))?; // 10
     let d = patch(ms, change).on(platform, arch);
     not_given_up(ms, d) // 11
@@ -603,13 +608,12 @@ struct Change {
 /// 9. The platform's own rule: which fields move, or why none may.
 fn platform_rule(
     platform: Platform,
-    arch: Arch,
     spec: &SpecFields<'_>,
     target: &Target,
-    cluster: &ClusterFacts,
+    ctx: &Context<'_>,
 ) -> Result<Change, Decision> {
-    let ctx = Context { arch, cluster };
-    match target.reconcile(spec, &ctx) {
+    let arch = ctx.arch;
+    match target.reconcile(spec, ctx) {
         Outcome::Changes {
             edits,
             current,

@@ -74,6 +74,9 @@ pub struct ClusterFacts {
     pub cpms_enrollment: Enrollment,
     /// The stub Ignition of the user-data Secrets the MachineSets name (rule 10).
     pub stubs: Stubs,
+    /// Infrastructure `status.infrastructureName`, the prefix of the images an importer
+    /// names (`None`: not read yet, or offline without an Infrastructure document).
+    pub infrastructure_name: Option<String>,
     /// Infrastructure `cluster`'s infrastructure id and vSphere failure domains.
     pub vsphere: Option<Arc<VSphereInfra>>,
     /// What the cluster side learned from clouds in the background.
@@ -92,6 +95,7 @@ impl Default for ClusterFacts {
             aws_marketplace: false,
             cpms_enrollment: Enrollment::All,
             stubs: Stubs::default(),
+            infrastructure_name: None,
             vsphere: None,
             learned: Learned::default(),
         }

@@ -32,7 +32,7 @@ pub struct Aws;
 impl Rules for Aws {
     const NAME: &'static str = "AWS";
     const KIND: &'static str = "AWSMachineProviderConfig";
-    const BOOT_FIELD: &'static str = "ami";
+    const BOOT_FIELDS: &'static [&'static str] = &["ami"];
     type Target = AwsTarget;
 
     fn targets(

@@ -26,7 +26,7 @@ pub struct Azure;
 impl Rules for Azure {
     const NAME: &'static str = "Azure";
     const KIND: &'static str = "AzureMachineProviderSpec";
-    const BOOT_FIELD: &'static str = "image";
+    const BOOT_FIELDS: &'static [&'static str] = &["image"];
     type Target = AzureTarget;
 
     fn targets(

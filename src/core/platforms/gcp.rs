@@ -24,7 +24,7 @@ pub struct Gcp;
 impl Rules for Gcp {
     const NAME: &'static str = "GCP";
     const KIND: &'static str = "GCPMachineProviderSpec";
-    const BOOT_FIELD: &'static str = "disks";
+    const BOOT_FIELDS: &'static [&'static str] = &["disks"];
     type Target = GcpTarget;
 
     fn targets(

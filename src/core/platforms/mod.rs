@@ -22,6 +22,7 @@ pub mod artifact;
 pub mod aws;
 pub mod azure;
 mod gcp;
+pub mod openstack;
 pub mod vsphere;
 
 /// What the cluster side learned in the background for a platform's rule (EC2's answers
@@ -31,6 +32,8 @@ pub struct Learned {
     pub aws: Option<Arc<aws::AwsLearned>>,
     /// The vSphere templates the importer found ready.
     pub vsphere: Option<Arc<vsphere::VSphereLearned>>,
+    /// The Glance images the importer found usable.
+    pub openstack: Option<Arc<openstack::OpenStackLearned>>,
     /// Moves whenever anything here changes: part of the snapshot id.
     pub generation: u64,
 }
@@ -40,17 +43,26 @@ impl Learned {
     pub fn with_aws(&self, aws: aws::AwsLearned) -> Learned {
         Learned {
             aws: Some(Arc::new(aws)),
-            vsphere: self.vsphere.clone(),
             generation: self.generation + 1,
+            ..self.clone()
         }
     }
 
-    /// These facts with the importer's templates replaced.
+    /// These facts with the vSphere importer's templates replaced.
     pub fn with_vsphere(&self, vsphere: vsphere::VSphereLearned) -> Learned {
         Learned {
-            aws: self.aws.clone(),
             vsphere: Some(Arc::new(vsphere)),
             generation: self.generation + 1,
+            ..self.clone()
+        }
+    }
+
+    /// These facts with the OpenStack importer's images replaced.
+    pub fn with_openstack(&self, openstack: openstack::OpenStackLearned) -> Learned {
+        Learned {
+            openstack: Some(Arc::new(openstack)),
+            generation: self.generation + 1,
+            ..self.clone()
         }
     }
 }
@@ -69,11 +81,11 @@ pub trait Rules {
     const NAME: &'static str;
     /// The providerSpec `kind` this platform reads, e.g. `GCPMachineProviderSpec`.
     const KIND: &'static str;
-    /// The key of `providerSpec.value` that holds the boot image. Every edit of the rule is
-    /// below `/<BOOT_FIELD>` (checked in debug builds), and the admission policy lets the
-    /// webhook's ServiceAccount change that key alone (its `bootField`, held to this by a
-    /// test).
-    const BOOT_FIELD: &'static str;
+    /// The keys of `providerSpec.value` that hold the boot image (OpenStack: `image`, and
+    /// `rootVolume` for its `sourceUUID`). Every edit of the rule is below one of them
+    /// (checked in debug builds), and the admission policy lets the webhook's
+    /// ServiceAccount change those keys alone (its `bootFields`, held to this by a test).
+    const BOOT_FIELDS: &'static [&'static str];
     /// The boot image for one architecture, as this platform reads the stream.
     type Target: std::fmt::Debug + Clone + Send + Sync + 'static;
 
@@ -181,9 +193,9 @@ macro_rules! platforms {
                 match self { $(Platform::$variant => <$module::$rules>::KIND,)* }
             }
 
-            /// [`Rules::BOOT_FIELD`].
-            pub(crate) fn boot_field(self) -> &'static str {
-                match self { $(Platform::$variant => <$module::$rules>::BOOT_FIELD,)* }
+            /// [`Rules::BOOT_FIELDS`].
+            pub(crate) fn boot_fields(self) -> &'static [&'static str] {
+                match self { $(Platform::$variant => <$module::$rules>::BOOT_FIELDS,)* }
             }
 
             /// Whether this platform manages boot images of that architecture at all.
@@ -246,8 +258,8 @@ macro_rules! platforms {
                     })*
                 };
                 debug_assert!(
-                    outcome.edits_below(platform.boot_field()),
-                    "{platform:?} edits outside its boot field: {outcome:?}"
+                    outcome.edits_below(platform.boot_fields()),
+                    "{platform:?} edits outside its boot fields: {outcome:?}"
                 );
                 outcome
             }
@@ -280,11 +292,14 @@ platforms! {
     Aws(aws::Aws),
     Azure(azure::Azure),
     VSphere(vsphere::VSphere),
+    OpenStack(openstack::OpenStack),
 }
 
 /// What a platform's rule gets besides the providerSpec and its target.
 pub struct Context<'s> {
     pub arch: Arch,
+    /// The object is a ControlPlaneMachineSet.
+    pub control_plane: bool,
     /// What the decision knows of the cluster: Infrastructure's facts, flags such as
     /// `--aws-marketplace`, what was learned in the background (EC2's answers about AMIs).
     pub cluster: &'s ClusterFacts,
@@ -391,17 +406,20 @@ pub enum Outcome {
 }
 
 impl Outcome {
-    /// Whether every edit is of `field` or below it (what the admission policy allows).
-    fn edits_below(&self, field: &str) -> bool {
+    /// Whether every edit is of one of `fields` or below it (what the admission policy
+    /// allows).
+    fn edits_below(&self, fields: &[&str]) -> bool {
         let Outcome::Changes { edits, .. } = self else {
             return true;
         };
         edits.iter().all(|e| {
-            let rest = e
-                .pointer
-                .strip_prefix('/')
-                .and_then(|p| p.strip_prefix(field));
-            matches!(rest, Some(r) if r.is_empty() || r.starts_with('/'))
+            fields.iter().any(|field| {
+                let rest = e
+                    .pointer
+                    .strip_prefix('/')
+                    .and_then(|p| p.strip_prefix(field));
+                matches!(rest, Some(r) if r.is_empty() || r.starts_with('/'))
+            })
         })
     }
 
@@ -427,7 +445,6 @@ impl Outcome {
 /// the served ones come from [`Platform::ALL`].
 pub(crate) fn known_platform_of_kind(kind: &str) -> Option<&'static str> {
     Platform::by_kind(kind).map(Platform::name).or(match kind {
-        "OpenstackProviderSpec" => Some("OpenStack"),
         "IBMCloudMachineProviderSpec" => Some("IBMCloud"),
         "NutanixMachineProviderConfig" => Some("Nutanix"),
         _ => None,

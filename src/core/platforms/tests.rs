@@ -51,10 +51,13 @@ fn lookup() {
             .name(),
         "VSphere"
     );
-    assert!(Platform::by_kind("OpenstackProviderSpec").is_none());
     assert_eq!(
-        known_platform_of_kind("OpenstackProviderSpec"),
-        Some("OpenStack")
+        Platform::by_kind("OpenstackProviderSpec").unwrap().name(),
+        "OpenStack"
+    );
+    assert_eq!(
+        known_platform_of_kind("NutanixMachineProviderConfig"),
+        Some("Nutanix")
     );
     assert_eq!(
         known_platform_of_kind("AWSMachineProviderConfig"),
@@ -113,28 +116,35 @@ fn policy_variable(name: &str) -> String {
         .to_owned()
 }
 
-/// The policy's `bootField`: each map written in it is exactly each platform's kind to its
-/// boot field, so that a platform without its entry (or a stale entry) fails here.
+/// The policy's `bootFields`: each map written in it is exactly each platform's kind to its
+/// boot fields, so that a platform without its entry (or a stale entry) fails here.
 #[test]
-fn the_policys_boot_field_map_is_each_platforms_boot_field() {
-    let want: BTreeMap<String, String> = Platform::ALL
+fn the_policys_boot_fields_map_is_each_platforms_boot_fields() {
+    let want: BTreeMap<String, Vec<String>> = Platform::ALL
         .iter()
-        .map(|p| (p.provider_spec_kind().to_owned(), p.boot_field().to_owned()))
+        .map(|p| {
+            let fields = p.boot_fields().iter().map(|f| f.to_string()).collect();
+            (p.provider_spec_kind().to_owned(), fields)
+        })
         .collect();
-    let expression = policy_variable("bootField");
+    let expression = policy_variable("bootFields");
     let map = Regex::new(r"\{[^{}]*\}").unwrap();
-    let pair = Regex::new(r"'([^']*)'\s*:\s*'([^']*)'").unwrap();
-    let maps: Vec<BTreeMap<String, String>> = map
+    let pair = Regex::new(r"'([^']*)'\s*:\s*\[([^\]]*)\]").unwrap();
+    let field = Regex::new(r"'([^']*)'").unwrap();
+    let maps: Vec<BTreeMap<String, Vec<String>>> = map
         .find_iter(&expression)
         .map(|m| {
             pair.captures_iter(m.as_str())
-                .map(|c| (c[1].to_owned(), c[2].to_owned()))
+                .map(|c| {
+                    let fields = field.captures_iter(&c[2]).map(|f| f[1].to_owned());
+                    (c[1].to_owned(), fields.collect())
+                })
                 .collect()
         })
         .collect();
-    assert!(!maps.is_empty(), "bootField writes no map: {expression}");
+    assert!(!maps.is_empty(), "bootFields writes no map: {expression}");
     for written in maps {
-        assert_eq!(written, want, "the policy's bootField: {expression}");
+        assert_eq!(written, want, "the policy's bootFields: {expression}");
     }
 }
 
@@ -164,7 +174,7 @@ fn every_kind_list_in_the_manifests_is_platform_all() {
     }
     assert!(
         lists >= 3,
-        "the bootField map and the webhook's kind lists: {lists}"
+        "the bootFields map and the webhook's kind lists: {lists}"
     );
 }
 

@@ -28,7 +28,7 @@ pub struct VSphere;
 impl Rules for VSphere {
     const NAME: &'static str = "VSphere";
     const KIND: &'static str = "VSphereMachineProviderSpec";
-    const BOOT_FIELD: &'static str = "template";
+    const BOOT_FIELDS: &'static [&'static str] = &["template"];
     type Target = VSphereTarget;
 
     fn targets(

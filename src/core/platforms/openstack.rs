@@ -1,0 +1,332 @@
+//! OpenStack: the image a MachineSet boots from becomes the stream's qcow2 imported into
+//! Glance as `<infra-id>-rhcos-<release>` (behaviour §4.10, docs/openstack.md).
+//!
+//! OpenShift has no boot image management here: Red Hat's procedure is to upload the qcow2
+//! by hand and edit every MachineSet. The machine API resolves the image by name, and a
+//! name that lists no image or several breaks every new Machine, so a MachineSet moves only
+//! once the background importer (`cluster::openstack`) reports the image `active` and alone
+//! under its name ([`OpenStackLearned`]); until then it is `ImageNotImported`.
+//!
+//! The field the machine API boots from is `rootVolume.sourceUUID` when `rootVolume` is
+//! set (a server booted from a Cinder volume; `image` is then ignored), else `image`; both
+//! hold an image name. ControlPlaneMachineSets are left alone: their operator compares an
+//! OpenStack providerSpec whole, so a new image would replace every control-plane machine.
+
+use std::borrow::Cow;
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::artifact::{Artifact, is_rhcos_release};
+use super::{Context, Edit, EntryError, Outcome, Reading, Rules, per_arch};
+use crate::core::arch::Arch;
+use crate::core::lenient::{Field, Object};
+use crate::core::reason::Reason;
+use crate::core::skew::{self, Source, Version};
+use crate::core::view::SpecFields;
+
+/// OpenStack's [`Rules`].
+pub struct OpenStack;
+
+impl Rules for OpenStack {
+    const NAME: &'static str = "OpenStack";
+    const KIND: &'static str = "OpenstackProviderSpec";
+    const BOOT_FIELDS: &'static [&'static str] = &["image", "rootVolume"];
+    type Target = OpenStackTarget;
+
+    fn targets(
+        architectures: &BTreeMap<Arch, &Value>,
+    ) -> BTreeMap<Arch, Result<OpenStackTarget, EntryError>> {
+        per_arch(architectures, |_, entry| {
+            let artifact = Artifact::read(entry, "openstack", "qcow2.gz")?;
+            match artifact {
+                Some(a) if a.uncompressed_sha256.is_none() => Err(EntryError::Missing(
+                    "artifacts.openstack.formats.qcow2.gz.disk.uncompressed-sha256".into(),
+                )),
+                a => Ok(a),
+            }
+        })
+    }
+
+    /// `rootVolume.sourceUUID` when `rootVolume` is set, else `image`.
+    fn current_image(spec: &SpecFields<'_>) -> Option<String> {
+        let boot = BootField::of(spec).ok()?;
+        boot.current(spec).ok().map(Cow::into_owned)
+    }
+
+    fn reconcile(spec: &SpecFields<'_>, target: &OpenStackTarget, ctx: &Context<'_>) -> Outcome {
+        reconcile(spec, target, ctx)
+    }
+
+    fn referenced_image(spec: &Value) -> Reading<String> {
+        if spec.get("kind").and_then(Value::as_str) != Some(Self::KIND) {
+            return Reading::Other;
+        }
+        let image = match spec.get("rootVolume") {
+            Some(v) if v.is_object() => v.get("sourceUUID"),
+            _ => spec.get("image"),
+        };
+        Reading::Ours(image.and_then(Value::as_str).map(str::to_owned))
+    }
+
+    /// The release in a name of ours, `<infra-id>-rhcos-<release>`.
+    fn version_in_name(image: &str) -> Reading<Version> {
+        match release_in_name(image) {
+            Some(release) => Reading::Ours(skew::from_release(release, Source::Name)),
+            None => Reading::Other,
+        }
+    }
+}
+
+/// The stream's qcow2.gz for one architecture (`artifacts.openstack`, format `qcow2.gz`,
+/// with both checksums): its release is part of the image's name.
+pub(crate) type OpenStackTarget = Artifact;
+
+/// What the importer found in Glance: the names of images of ours that are `active` and
+/// alone under their name, which a MachineSet may be given.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct OpenStackLearned {
+    pub images: BTreeSet<String>,
+    /// Why nothing can be imported now (no credentials, Glance unreachable, a bad
+    /// checksum), for `ImageNotImported` messages.
+    pub unavailable: Option<String>,
+}
+
+/// The name this project gives the image of a release: `<infra-id>-rhcos-<release>`.
+pub fn image_name(infra_id: &str, release: &str) -> String {
+    format!("{infra_id}-rhcos-{release}")
+}
+
+/// The installer's image name, `<infra-id>-rhcos` (when it uploaded the image itself).
+fn installer_name(infra_id: &str) -> String {
+    format!("{infra_id}-rhcos")
+}
+
+/// The RHCOS release of a name of our form, for any infrastructure id.
+fn release_in_name(name: &str) -> Option<&str> {
+    let (prefix, release) = name.rsplit_once("-rhcos-")?;
+    (!prefix.is_empty() && is_rhcos_release(release)).then_some(release)
+}
+
+/// Whether an image name is one a MachineSet may be moved away from: the installer's, or
+/// one of ours of any release. A customer's own image (`clusterOSImage` naming an image of
+/// theirs) is not.
+fn may_move_from(name: &str, infra_id: &str) -> bool {
+    name.is_empty()
+        || name == installer_name(infra_id)
+        || name
+            .strip_prefix(infra_id)
+            .and_then(|rest| rest.strip_prefix("-rhcos-"))
+            .is_some_and(is_rhcos_release)
+}
+
+/// The field that boots the machine, as the machine API reads it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum BootField {
+    Image,
+    RootVolume,
+}
+
+/// `providerSpec.value.rootVolume`, as far as the rule reads it.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct RootVolume<'a> {
+    #[serde(borrow, rename = "sourceUUID")]
+    source_uuid: Field<Cow<'a, str>>,
+}
+
+impl BootField {
+    /// `rootVolume` set (an object): the volume's source; absent or null: `image`.
+    fn of(spec: &SpecFields<'_>) -> Result<BootField, Outcome> {
+        match spec.read::<Object<RootVolume<'_>>>("rootVolume") {
+            Field::Is(_) => Ok(BootField::RootVolume),
+            Field::Absent | Field::Null => Ok(BootField::Image),
+            Field::Wrong(_) => Err(Outcome::skip(
+                Reason::InvalidProviderSpec,
+                "providerSpec.value.rootVolume is not an object",
+            )),
+        }
+    }
+
+    fn pointer(self) -> &'static str {
+        match self {
+            BootField::Image => "/image",
+            BootField::RootVolume => "/rootVolume/sourceUUID",
+        }
+    }
+
+    fn path(self) -> &'static str {
+        match self {
+            BootField::Image => "image",
+            BootField::RootVolume => "rootVolume.sourceUUID",
+        }
+    }
+
+    /// The image name the field holds (absent or null: empty), and whether it exists.
+    fn read<'s>(self, spec: &'s SpecFields<'_>) -> Result<(Cow<'s, str>, bool), Outcome> {
+        let field = match self {
+            BootField::Image => spec.read::<Cow<'_, str>>("image"),
+            BootField::RootVolume => match spec.read::<Object<RootVolume<'_>>>("rootVolume") {
+                Field::Is(Object(v)) => v.source_uuid,
+                _ => Field::Absent,
+            },
+        };
+        match field {
+            Field::Is(name) => Ok((name, true)),
+            Field::Absent => Ok((Cow::Borrowed(""), false)),
+            Field::Null => Ok((Cow::Borrowed(""), true)),
+            Field::Wrong(_) => Err(Outcome::skip(
+                Reason::InvalidProviderSpec,
+                format!("providerSpec.value.{} is not a string", self.path()),
+            )),
+        }
+    }
+
+    fn current<'s>(self, spec: &'s SpecFields<'_>) -> Result<Cow<'s, str>, Outcome> {
+        self.read(spec).map(|(name, _)| name)
+    }
+}
+
+/// The MachineSet's boot image moves to the stream's image in Glance once the importer
+/// reports it usable.
+fn reconcile(spec: &SpecFields<'_>, target: &OpenStackTarget, ctx: &Context<'_>) -> Outcome {
+    if ctx.control_plane {
+        return Outcome::skip(
+            Reason::ControlPlaneNotManaged,
+            "an OpenStack ControlPlaneMachineSet is left alone: its operator compares the providerSpec whole, so a new image would replace every control-plane machine (Red Hat's procedure does not update it either)",
+        );
+    }
+    let boot = match BootField::of(spec) {
+        Ok(b) => b,
+        Err(skip) => return skip,
+    };
+    let (current, exists) = match boot.read(spec) {
+        Ok(c) => c,
+        Err(skip) => return skip,
+    };
+    let Some(infra_id) = ctx.cluster.infrastructure_name.as_deref() else {
+        return Outcome::skip(
+            Reason::NotReady,
+            "Infrastructure cluster names no infrastructure id yet: the image's name is not known",
+        )
+        .with_current(&current);
+    };
+    let wanted = image_name(infra_id, &target.release);
+    if current == wanted {
+        return Outcome::UpToDate {
+            current: current.into_owned(),
+            target: wanted,
+        };
+    }
+    if !may_move_from(&current, infra_id) {
+        return Outcome::Skip {
+            reason: Reason::CustomImage,
+            message: format!(
+                "{} {current:?} is neither the installer's image nor one this webhook imports: the customer's, leaving the MachineSet alone",
+                boot.path()
+            ),
+            current: Some(current.into_owned()),
+            target: Some(wanted),
+        };
+    }
+    if let Some(skip) = not_imported(&wanted, target, ctx) {
+        return skip.with_current(&current);
+    }
+    let mut edits = vec![Edit {
+        pointer: boot.pointer().into(),
+        exists,
+        value: Value::String(wanted.clone()),
+    }];
+    edits.extend(image_beside_root_volume(spec, boot, &current, &wanted));
+    Outcome::Changes {
+        edits,
+        current: current.into_owned(),
+        target: wanted,
+    }
+}
+
+/// `ImageNotImported` until the importer reports the image usable.
+fn not_imported(wanted: &str, target: &OpenStackTarget, ctx: &Context<'_>) -> Option<Outcome> {
+    let learned = ctx.cluster.learned.openstack.as_deref();
+    if learned.is_some_and(|l| l.images.contains(wanted)) {
+        return None;
+    }
+    let why = match learned {
+        Some(l) => l
+            .unavailable
+            .as_deref()
+            .map(|u| format!(" ({u})"))
+            .unwrap_or_default(),
+        None => " (no importer has reported here)".to_owned(),
+    };
+    Some(Outcome::Skip {
+        reason: Reason::ImageNotImported,
+        message: format!(
+            "image {wanted} (RHCOS {}) is not active in Glance yet{why}: the MachineSet moves once it is",
+            target.release
+        ),
+        current: None,
+        target: Some(wanted.to_owned()),
+    })
+}
+
+/// A root-volume MachineSet whose `image` names the same image as its volume keeps the
+/// two the same; an `image` that says something else is left as it is (the machine API
+/// does not read it there).
+fn image_beside_root_volume(
+    spec: &SpecFields<'_>,
+    boot: BootField,
+    current: &str,
+    wanted: &str,
+) -> Option<Edit> {
+    if boot != BootField::RootVolume || current.is_empty() {
+        return None;
+    }
+    let (image, _) = BootField::Image.read(spec).ok()?;
+    (image == current).then(|| Edit {
+        pointer: BootField::Image.pointer().into(),
+        exists: true,
+        value: Value::String(wanted.to_owned()),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_of_ours_and_the_installers_may_move() {
+        let infra = "ostest-x7k2p";
+        for ok in [
+            "",
+            "ostest-x7k2p-rhcos",
+            "ostest-x7k2p-rhcos-9.6.20250402-0",
+            "ostest-x7k2p-rhcos-418.94.202410090804-0",
+        ] {
+            assert!(may_move_from(ok, infra), "{ok}");
+        }
+        for customer in [
+            "rhcos",
+            "rhcos-4.16",
+            "my-golden-rhcos",
+            "ostest-x7k2p-rhcos-golden",
+            "ostest-x7k2p-rhcos-9.6",
+            "other-abcde-rhcos-9.6.20250402-0",
+            "ostest-x7k2p-rhcos-9.6.20250402-0-copy",
+        ] {
+            assert!(!may_move_from(customer, infra), "{customer}");
+        }
+    }
+
+    #[test]
+    fn a_name_of_ours_carries_its_release() {
+        assert_eq!(
+            release_in_name("ostest-x7k2p-rhcos-9.8.20260428-0"),
+            Some("9.8.20260428-0")
+        );
+        assert_eq!(release_in_name("ostest-x7k2p-rhcos"), None);
+        assert_eq!(release_in_name("-rhcos-9.8.20260428-0"), None);
+        assert_eq!(release_in_name("rhcos-9-8-20260428-0-gcp-x86-64"), None);
+    }
+}
