@@ -180,7 +180,7 @@ fn inputs_up_to_the_platform_rule() -> Vec<(Value, Snapshot)> {
     check(
         with(&|m| {
             m["spec"]["template"]["spec"]["providerSpec"]["value"]["kind"] =
-                json!("OpenstackProviderSpec")
+                json!("IBMCloudMachineProviderSpec")
         }),
         &snap,
     );
@@ -218,6 +218,19 @@ fn inputs_for_the_platform_rules() -> Vec<(Value, Snapshot)> {
             c.vsphere = vsphere::infra(&support::example("infrastructure-vsphere.yaml"))
                 .map(std::sync::Arc::new)
         }),
+    );
+    // OpenStack: the image not imported yet (ImageNotImported), and its ControlPlaneMachineSet
+    // left alone.
+    let openstack = support::example("machineset-openstack.yaml");
+    let on_openstack = snap_with(|c| c.infrastructure_name = Some("ostest-x7k2p".into()));
+    check(openstack.clone(), &on_openstack);
+    check(
+        json!({"apiVersion": "machine.openshift.io/v1", "kind": "ControlPlaneMachineSet",
+            "metadata": {"name": "cluster", "namespace": "openshift-machine-api"},
+            "spec": {"template": {"machineType": "machines_v1beta1_machine_openshift_io",
+                "machines_v1beta1_machine_openshift_io": {"metadata": {},
+                    "spec": openstack["spec"]["template"]["spec"].clone()}}}}),
+        &on_openstack,
     );
     // A marketplace AMI whose product has no image at or below the stream's version, and
     // the same without --aws-marketplace.

@@ -75,6 +75,34 @@ pub fn platform_cases() -> Vec<FieldCase> {
                 json!("/dc1/vm/infra1-rhcos-9.8.20260428-0-us-east-1a"),
             ],
         },
+        FieldCase {
+            name: "ms-openstack",
+            value: json!({"kind": "OpenstackProviderSpec", "image": "infra1-rhcos",
+                          "flavor": "m1.xlarge", "cloudName": "openstack"}),
+            field: "image",
+            target: json!("infra1-rhcos-9.8.20260428-0"),
+            others: vec![
+                json!("evil-image"),
+                json!("infra1-rhcos-9.9.20990101-0"),
+                json!("infra1-rhcos-9.8.20260428-0-evil"),
+                json!("3f2c8a0e-6f0c-4b7e-9d55-5b1f4f0c2a11"),
+            ],
+        },
+        FieldCase {
+            name: "ms-openstack-volume",
+            value: json!({"kind": "OpenstackProviderSpec", "flavor": "m1.xlarge",
+                          "rootVolume": {"diskSize": 30, "sourceUUID": "infra1-rhcos",
+                                         "volumeType": "tripleo"}}),
+            field: "rootVolume",
+            target: json!({"diskSize": 30, "sourceUUID": "infra1-rhcos-9.8.20260428-0",
+                           "volumeType": "tripleo"}),
+            others: vec![
+                json!({"diskSize": 30, "sourceUUID": "evil-image", "volumeType": "tripleo"}),
+                json!({"diskSize": 300, "sourceUUID": "infra1-rhcos-9.8.20260428-0",
+                       "volumeType": "tripleo"}),
+                json!({"diskSize": 30, "sourceUUID": "infra1-rhcos-9.8.20260428-0"}),
+            ],
+        },
     ]
 }
 
