@@ -345,7 +345,7 @@ fn start_vsphere(
             learned,
             wanted: running.wanted_template.clone(),
             resync: args.touch_resync,
-            settings: args.vsphere.settings(),
+            settings: args.vsphere.settings(args.artifact_base_url.as_ref()),
             leader,
             identity: identity(args),
         }

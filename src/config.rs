@@ -8,6 +8,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::cluster::apis;
 use crate::cluster::watch::WatchSettings;
+use crate::core::platforms::artifact::ArtifactMirror;
 use crate::serve::tls::MinVersion;
 
 #[derive(Debug, Parser)]
@@ -396,6 +397,11 @@ pub struct ClusterArgs {
     /// 30 s, jittered).
     #[arg(long, env = "BOOTIMAGE_WEBHOOK_TOUCH_BACKOFF", value_parser = duration, default_value = "2s")]
     pub touch_backoff: Duration,
+    /// Importers (vSphere, OpenStack): download the stream's artifacts from this HTTP(S)
+    /// directory, each under its own file name (the last part of the stream's URL),
+    /// instead of from the stream's host. The stream's checksums are checked all the same.
+    #[arg(long, env = "BOOTIMAGE_WEBHOOK_ARTIFACT_BASE_URL", value_parser = ArtifactMirror::parse)]
+    pub artifact_base_url: Option<ArtifactMirror>,
     #[command(flatten)]
     pub vsphere: VSphereArgs,
 }
@@ -455,7 +461,8 @@ impl VSphereAccessArgs {
 }
 
 impl VSphereArgs {
-    pub fn settings(&self) -> crate::cluster::vsphere::Settings {
+    /// The importer's settings, downloading from `mirror` when given (`--artifact-base-url`).
+    pub fn settings(&self, mirror: Option<&ArtifactMirror>) -> crate::cluster::vsphere::Settings {
         let (namespace, name) = self.access.secret();
         crate::cluster::vsphere::Settings {
             credentials_namespace: namespace.to_owned(),
@@ -465,6 +472,7 @@ impl VSphereArgs {
             max_ova_bytes: self.vsphere_ova_max_bytes,
             download_timeout: self.vsphere_ova_download_timeout,
             retention: self.vsphere_template_retention,
+            artifact_mirror: mirror.cloned(),
         }
     }
 }
@@ -641,6 +649,36 @@ mod tests {
             .is_err()
         );
         assert_eq!(cli.log.log_format, LogFormat::Text);
+    }
+
+    #[test]
+    fn the_artifact_base_url_is_an_http_directory_or_refused() {
+        let parse = |url: &str| {
+            Cli::try_parse_from(["bootimage-webhook", "serve", "--artifact-base-url", url])
+        };
+        let Command::Serve(s) = parse("https://mirror.internal/rhcos").unwrap().command else {
+            panic!()
+        };
+        let mirror = s.cluster.artifact_base_url.as_ref().unwrap();
+        assert_eq!(mirror.base(), "https://mirror.internal/rhcos/");
+        let settings = s.cluster.vsphere.settings(Some(mirror));
+        assert_eq!(settings.artifact_mirror.as_ref(), Some(mirror));
+        let err = parse("ftp://mirror.internal/rhcos/")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("ftp://mirror.internal/rhcos/")
+                && err.contains("--artifact-base-url")
+                && err.contains("not an http:// or https:// URL"),
+            "{err}"
+        );
+        let Command::Serve(s) = Cli::try_parse_from(["bootimage-webhook", "serve"])
+            .unwrap()
+            .command
+        else {
+            panic!()
+        };
+        assert_eq!(s.cluster.artifact_base_url, None);
     }
 
     #[test]

@@ -4,7 +4,8 @@
 //! line that grants another Secret updates both; nothing reads Secrets but by name, nor
 //! MachineConfigs, nor writes Secrets or ControlPlaneMachineSets, unless a component asks;
 //! the policy binds the webhook's ServiceAccount alone and knows the annotations the code
-//! writes. tests/e2e/permissions.rs tries the same on a real apiserver.
+//! writes; the vSphere component's cache and a disconnected site's documented patches fit
+//! the flags. tests/e2e/permissions.rs tries the same on a real apiserver.
 
 use crate::support;
 
@@ -14,9 +15,11 @@ use bootimage_webhook::cluster::apis::{self, Scope};
 use bootimage_webhook::core::decision::{
     BOOT_IMAGE_ANNOTATION, REVERTS_ANNOTATION, TOUCH_ANNOTATION,
 };
+use clap::Parser;
 use serde_json::Value;
 use support::render::{
-    find, render, render_with, render_with_component, strings, user_data_secrets_of,
+    find, render, render_with, render_with_component, render_with_documented, strings,
+    user_data_secrets_of,
 };
 
 const OWN_NAMESPACE: &str = "bootimage-webhook";
@@ -217,6 +220,44 @@ fn the_vsphere_component_mounts_the_ova_cache_where_the_flag_points() {
         .find(|v| v["name"] == "ova-cache")
         .expect("the OVA cache volume");
     assert!(volume["emptyDir"]["sizeLimit"].is_string(), "{volume}");
+}
+
+/// The documented patches of a disconnected site: the mirror's variable, which the flag
+/// reads and accepts, and its port opened beside vCenter's.
+#[test]
+fn the_documented_mirror_patches_set_the_flag_and_open_the_port() {
+    let _parallel = support::parallel();
+    let var = "BOOTIMAGE_WEBHOOK_ARTIFACT_BASE_URL";
+    let docs = render_with_documented(&["vsphere-import"], &[var, "bootimage-webhook-vsphere"]);
+    let deploy = find(&docs, "Deployment", "bootimage-webhook");
+    let env = &deploy["spec"]["template"]["spec"]["containers"][0]["env"];
+    let set: Vec<&Value> = env
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["name"] == var)
+        .collect();
+    assert_eq!(set.len(), 1, "{env:#}");
+    let url = set[0]["value"].as_str().unwrap();
+    let cli = bootimage_webhook::config::Cli::try_parse_from([
+        "bootimage-webhook",
+        "serve",
+        "--artifact-base-url",
+        url,
+    ]);
+    assert!(cli.is_ok(), "{url}: {:?}", cli.err());
+    let policy = find(&docs, "NetworkPolicy", "bootimage-webhook-vsphere");
+    let ports: Vec<&Value> = policy["spec"]["egress"][0]["ports"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| &p["port"])
+        .collect();
+    assert_eq!(ports, [&serde_json::json!(443), &serde_json::json!(8080)]);
+    // The component alone sets neither.
+    let plain = render_with_component("vsphere-import");
+    let deploy = find(&plain, "Deployment", "bootimage-webhook");
+    assert!(!deploy.to_string().contains(var));
 }
 
 fn component_sets_its_flag(component: &str, flag: &str) {

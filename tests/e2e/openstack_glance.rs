@@ -1,8 +1,9 @@
 //! The OpenStack cluster side against a real Keystone and Glance (scripts/openstack-servers),
 //! each test in a project of its own: the first import, a second run that uploads nothing,
 //! a customer's look-alike image left alone, a wrong checksum that imports nothing, Glance
-//! killed mid-upload and a retry, and the cloud's CA bundle honoured. The stream's
-//! qcow2.gz is a real small qcow2 (qemu-img), gzipped, served over HTTP on loopback.
+//! killed mid-upload and a retry, the cloud's CA bundle honoured, and a site's own mirror.
+//! The stream's qcow2.gz is a real small qcow2 (qemu-img), gzipped, served over HTTP on
+//! loopback.
 
 use crate::support;
 
@@ -14,6 +15,7 @@ use bootimage_webhook::cluster::egress::Proxy;
 use bootimage_webhook::cluster::openstack::{
     self, Credentials, Importer, OpenStackError, Qcow2Target, Settings, Want, image_name,
 };
+use bootimage_webhook::core::platforms::artifact::ArtifactMirror;
 use serde_json::json;
 use support::openstack::*;
 
@@ -54,6 +56,16 @@ impl Stream {
             max_bytes: 1 << 30,
             download_timeout: Duration::from_secs(120),
             active_timeout: Duration::from_secs(120),
+            artifact_mirror: None,
+        }
+    }
+
+    /// The settings of a site whose artifacts come from `mirror`'s `/rhcos/`.
+    fn mirrored(&self, mirror: &Files) -> Settings {
+        let base = ArtifactMirror::parse(&mirror.url("/rhcos")).unwrap();
+        Settings {
+            artifact_mirror: Some(base),
+            ..self.settings()
         }
     }
 }
@@ -325,6 +337,63 @@ async fn a_wrong_checksum_imports_nothing_and_names_the_url_and_both_digests() {
         .unwrap()
         .collect();
     assert!(cached.is_empty(), "{cached:?}");
+}
+
+/// A disconnected site: the stream's host cannot be reached, and `--artifact-base-url`
+/// names the site's own HTTP server. A file there that is not the stream's (the qcow2
+/// left uncompressed under the `.gz`'s name) imports nothing and is named; the right file
+/// is imported, checked against both of the stream's checksums.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mirror_serves_the_artifact_and_the_streams_checksums_still_decide() {
+    let _parallel = support::parallel();
+    let (servers, _turn) = Servers::shared().await;
+    let tenant = servers.tenant("mirror");
+    let stream = Stream::new(0, 7);
+    let (infra, named) = ("ci-os-mirror1", BTreeSet::new());
+    let file = GZ_PATH.rsplit('/').next().unwrap();
+    let target = Qcow2Target {
+        location: format!(
+            "https://rhcos.mirror.invalid/art/storage/prod/streams/rhel-9.8/builds/{RELEASE}/x86_64/{file}"
+        ),
+        ..stream.target.clone()
+    };
+    let at = format!("/rhcos/{file}");
+    let wrong = Files::serve(BTreeMap::from([(at.clone(), stream.qcow2.qcow2.clone())]));
+    let e = importer(&tenant, "openstack")
+        .ensure(&stream.mirrored(&wrong), &want(infra, &target, &named))
+        .await
+        .unwrap_err();
+    let text = e.to_string();
+    assert!(e.is_bad_artifact(), "{text}");
+    for part in [
+        &wrong.url(&at),
+        &stream.qcow2.gz_sha256,
+        &stream.qcow2.sha256,
+    ] {
+        assert!(text.contains(part.as_str()), "{part} not in {text}");
+    }
+    assert!(tenant.images_named(&image_name(infra, RELEASE)).is_empty());
+
+    let mirror = Files::serve(BTreeMap::from([(at.clone(), stream.qcow2.gz.clone())]));
+    let started = Instant::now();
+    let image = importer(&tenant, "openstack")
+        .ensure(&stream.mirrored(&mirror), &want(infra, &target, &named))
+        .await
+        .unwrap();
+    eprintln!("import from the mirror: {:?}", started.elapsed());
+    let held = tenant.images_named(&image_name(infra, RELEASE));
+    assert_eq!(held.len(), 1, "{held:?}");
+    assert_eq!(
+        (&held[0]["id"], &held[0]["status"]),
+        (&json!(image.id), &json!("active"))
+    );
+    assert_eq!(held[0]["os_hash_value"], json!(stream.qcow2.sha512));
+    assert_eq!(
+        held[0]["bootimage_webhook_qcow2_sha256"],
+        json!(stream.qcow2.sha256)
+    );
+    assert_eq!(mirror.hits.load(Ordering::SeqCst), 1);
+    assert_eq!(stream.files.hits.load(Ordering::SeqCst), 0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

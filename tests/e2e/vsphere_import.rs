@@ -8,11 +8,14 @@
 
 use crate::support;
 
+use std::collections::BTreeMap;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use bootimage_webhook::core::platforms::vsphere::template_name;
 use serde_json::json;
 use support::cluster::*;
+use support::openstack::Files;
 use support::vcsim::VCenter;
 use support::vsphere::*;
 
@@ -124,6 +127,38 @@ fn assert_one_import_per_failure_domain(a: &Replica) {
         assert!(line.contains(&format!("bytes={DISK_BYTES}")), "{line}");
         eprintln!("{line}");
     }
+}
+
+/// A disconnected site: the stream's host cannot be reached, and `--artifact-base-url`
+/// names the site's own HTTP server, which holds the OVA under its file name and nothing
+/// else. The template is imported from there, checked against the stream's checksum.
+#[test]
+fn a_disconnected_site_imports_the_ova_from_its_mirror() {
+    let _parallel = support::parallel();
+    let world = World::start(Ova::good());
+    let vc = world.vcenter();
+    let c = &world.cluster;
+    let ova = Ova::good();
+    let file = format!("rhcos-{RELEASE}-vmware.x86_64.ova");
+    let upstream = format!(
+        "https://rhcos.mirror.invalid/art/storage/prod/streams/rhel-9.8/builds/{RELEASE}/x86_64/{file}"
+    );
+    world.set_stream_at(RELEASE, &upstream, &ova.stream_sha256);
+    let at = format!("/rhcos/{file}");
+    let mirror = Files::serve(BTreeMap::from([(at.clone(), ova.bytes.to_vec())]));
+    let a = world.holder_with(&["--artifact-base-url", &mirror.url("/rhcos")]);
+    c.create(&vsphere_machineset("ms-a", "fd-a", INSTALLER_A));
+    let wanted = template_name(INFRA_ID, RELEASE, "fd-a");
+    wait_template(c, "ms-a", &wanted, &a);
+    let path = format!("{}/{wanted}", folder("fd-a"));
+    assert!(vc.is_template(&path), "{wanted} is not a template");
+    // Marked with the stream's checksum, which the download was checked against.
+    assert_tagged_and_marked(vc, &path, &[]);
+    let downloads = a.lines("downloading the RHCOS OVA");
+    assert_eq!(downloads.len(), 1, "{downloads:#?}");
+    assert!(downloads[0].contains(&mirror.url(&at)), "{}", downloads[0]);
+    assert_eq!(mirror.hits.load(Ordering::SeqCst), 1);
+    c.assert_nothing_refused(&[&a]);
 }
 
 /// vCenter down: nothing is denied, one log line says why, and once it is back the

@@ -285,12 +285,35 @@ fn serve_refuses_to_start_without_what_it_needs() {
             vec!["serve", "--log-level", "info,[["],
             "invalid log filter",
         ),
+        (
+            vec![
+                "serve",
+                "--artifact-base-url",
+                "ftp://mirror.internal/rhcos/",
+            ],
+            "not an http:// or https:// URL",
+        ),
     ] {
         let out = run(&args);
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(!out.status.success(), "{args:?}");
         assert!(err.contains(says), "{args:?}: {err}");
     }
+    // The Deployment sets it by its variable: refused the same way, before anything starts.
+    let out = Command::new(BIN)
+        .arg("serve")
+        .env(
+            "BOOTIMAGE_WEBHOOK_ARTIFACT_BASE_URL",
+            "mirror.internal/rhcos/",
+        )
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        err.contains("--artifact-base-url") && err.contains("not an http:// or https:// URL"),
+        "{err}"
+    );
     // Live mode with nowhere to find a cluster: a clear error, not a hang.
     support::dev_certs().write(dir.path()).unwrap();
     let out = Command::new(BIN)

@@ -1,7 +1,7 @@
 //! The shipped manifests rendered with kustomize (`kubectl kustomize`), as shipped, with
 //! opt-in components enabled, or with more user-data Secrets granted, each the way
 //! `manifests/kustomization.yaml` tells an administrator to (its commented-out entries
-//! uncommented, its one-line grant patch added).
+//! uncommented, its one-line grant patch added, its other example patches uncommented).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -55,6 +55,16 @@ pub fn render_with_components(components: &[&str]) -> Vec<Value> {
 /// the one-line patch manifests/kustomization.yaml documents (its example line, with the
 /// Secret's name).
 pub fn render_with(components: &[&str], grant: &[&str]) -> Vec<Value> {
+    render_edited(components, grant, &[])
+}
+
+/// The OpenShift build with `components` enabled and the example patch lines of
+/// manifests/kustomization.yaml that contain each of `marks`, uncommented as written.
+pub fn render_with_documented(components: &[&str], marks: &[&str]) -> Vec<Value> {
+    render_edited(components, &[], marks)
+}
+
+fn render_edited(components: &[&str], grant: &[&str], marks: &[&str]) -> Vec<Value> {
     let dir = tempfile::tempdir().unwrap();
     let copy = dir.path().join("manifests");
     copy_dir(
@@ -71,25 +81,21 @@ pub fn render_with(components: &[&str], grant: &[&str]) -> Vec<Value> {
         );
         text = text.replace(&commented, &format!("  - components/{component}\n"));
     }
-    if !grant.is_empty() {
-        let example = text
-            .lines()
-            .find(|l| {
-                l.starts_with(
-                    "#   - {target: {kind: Role, name: bootimage-webhook-user-data-secrets}",
-                )
-            })
-            .expect("manifests/kustomization.yaml documents the one-line grant")
-            .to_owned();
-        let mut patches = String::from("patches:\n");
-        for name in grant {
-            patches.push_str(
-                &example
-                    .trim_start_matches('#')
-                    .replace("infra-user-data-managed", name),
-            );
-            patches.push('\n');
-        }
+    let example = |mark: &str| {
+        text.lines()
+            .find(|l| l.starts_with("#   - {target: ") && l.contains(mark))
+            .unwrap_or_else(|| panic!("manifests/kustomization.yaml documents no {mark} patch"))
+            .trim_start_matches('#')
+            .to_owned()
+    };
+    let grant_line = "{kind: Role, name: bootimage-webhook-user-data-secrets}";
+    let mut lines: Vec<String> = grant
+        .iter()
+        .map(|name| example(grant_line).replace("infra-user-data-managed", name))
+        .collect();
+    lines.extend(marks.iter().map(|mark| example(mark)));
+    if !lines.is_empty() {
+        let patches = format!("patches:\n{}\n", lines.join("\n"));
         assert!(text.contains("\n# patches:\n"), "no commented-out patches:");
         text = text.replacen("\n# patches:\n", &format!("\n{patches}"), 1);
     }

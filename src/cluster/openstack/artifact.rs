@@ -1,8 +1,9 @@
 //! The stream's OpenStack artifact (`artifacts.openstack.formats["qcow2.gz"].disk`):
-//! downloaded once into the cache directory, its size bounded, the whole download bounded
-//! by a deadline, the SHA-256 of the `.gz` checked as it arrives and that of the qcow2
-//! (`uncompressed-sha256`) as it is inflated; only then is the qcow2 kept, under a name
-//! made of the URL and both checksums. Then streamed to Glance, hashed again on the way.
+//! downloaded once into the cache directory, from the stream's location or a mirror's,
+//! its size bounded, the whole download bounded by a deadline, the SHA-256 of the `.gz`
+//! checked as it arrives and that of the qcow2 (`uncompressed-sha256`) as it is inflated;
+//! only then is the qcow2 kept, under a name made of the URL fetched and both checksums.
+//! Then streamed to Glance, hashed again on the way.
 //!
 //! Inflated with flate2 (rust-lang's own crate, on its pure-Rust backend): the download
 //! is written whole first and inflated from the file on a blocking thread, so the network
@@ -21,6 +22,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::error::{Cause, cause};
 use super::https::{self, Body, Https};
+use crate::core::platforms::artifact::{ArtifactMirror, download_url};
 
 /// The stream's qcow2.gz of one release.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -110,15 +112,26 @@ pub fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// The qcow2 of `target` in `dir`, downloaded and inflated unless it is already there. It
-/// is renamed into place only once both checksums matched, so a file found there was
-/// checked; other qcow2 files there are removed (one release's is enough).
+/// The qcow2 of `target` in `dir`, downloaded (from `mirror` when given) and inflated
+/// unless it is already there. It is renamed into place only once both checksums matched,
+/// so a file found there was checked; other qcow2 files there are removed (one release's
+/// is enough).
 pub async fn fetch(
     http: &Https,
     dir: &Path,
     target: &Qcow2Target,
+    mirror: Option<&ArtifactMirror>,
     limits: Limits,
 ) -> Result<PathBuf, ArtifactError> {
+    let url = download_url(mirror, &target.location).map_err(|e| ArtifactError::Download {
+        url: target.location.clone(),
+        cause: cause(e),
+    })?;
+    // From here on the URL is the one fetched: the cache key and every message name it.
+    let target = &Qcow2Target {
+        location: url,
+        ..target.clone()
+    };
     let cache = |e: std::io::Error| ArtifactError::Cache {
         dir: dir.display().to_string(),
         cause: cause(e),
@@ -131,6 +144,7 @@ pub async fn fetch(
     remove_others(dir, &path).await.map_err(cache)?;
     let gz = path.with_extension("qcow2.gz.part");
     let part = path.with_extension("qcow2.part");
+    tracing::info!(url = %target.location, "downloading the RHCOS qcow2.gz");
     let downloaded = download(http, &gz, target, limits.max_bytes);
     let result = match tokio::time::timeout(limits.deadline, downloaded).await {
         Ok(result) => result,

@@ -18,6 +18,7 @@ use super::artifact::{self, ArtifactError, Qcow2Target};
 use super::error::{OpenStackError, cause};
 use super::glance::{Glance, Image};
 use super::marker::{self, Keep, Marker, image_name};
+use crate::core::platforms::artifact::ArtifactMirror;
 
 /// The importer's settings.
 #[derive(Debug, Clone)]
@@ -29,6 +30,9 @@ pub struct Settings {
     pub download_timeout: Duration,
     /// The longest Glance may take to make an uploaded image `active`.
     pub active_timeout: Duration,
+    /// Where the qcow2.gz is downloaded from instead of the stream's host
+    /// (`--artifact-base-url`).
+    pub artifact_mirror: Option<ArtifactMirror>,
 }
 
 /// What is wanted: the cluster's image of the stream's qcow2.
@@ -304,8 +308,11 @@ impl Importer {
             max_bytes: settings.max_bytes,
             deadline: settings.download_timeout,
         };
-        let fetched =
-            artifact::fetch(&self.glance.keystone.http, &settings.cache_dir, t, limits).await;
+        let (http, mirror) = (
+            &self.glance.keystone.http,
+            settings.artifact_mirror.as_ref(),
+        );
+        let fetched = artifact::fetch(http, &settings.cache_dir, t, mirror, limits).await;
         match fetched {
             Ok(path) => Ok(path),
             Err(e) => {

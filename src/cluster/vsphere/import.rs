@@ -110,7 +110,15 @@ async fn fetch(
         max_bytes: settings.max_ova_bytes,
         deadline: settings.download_timeout,
     };
-    let fetched = ova::fetch(&state.access.https, &settings.cache_dir, target, limits).await;
+    let mirror = settings.artifact_mirror.as_ref();
+    let fetched = ova::fetch(
+        &state.access.https,
+        &settings.cache_dir,
+        target,
+        mirror,
+        limits,
+    )
+    .await;
     let path = match fetched {
         Err(e) if e.is_bad_ova() => {
             state.bad_ova = Some((key, e.clone()));

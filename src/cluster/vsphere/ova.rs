@@ -1,6 +1,7 @@
-//! The stream's OVA: downloaded once into the cache directory (an `emptyDir`), its size
-//! bounded and its SHA-256 checked against the stream before it is kept; then read as the
-//! tar it is (the OVF descriptor, and where each disk lies in the file).
+//! The stream's OVA: downloaded once into the cache directory (an `emptyDir`), from the
+//! stream's location or a mirror's, its size bounded and its SHA-256 checked against the
+//! stream before it is kept; then read as the tar it is (the OVF descriptor, and where each
+//! disk lies in the file).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -13,6 +14,7 @@ use tokio::io::{AsyncReadExt, AsyncSeekExt, AsyncWriteExt};
 
 use super::https::{Body, Https};
 use crate::cluster::cause::{Cause, cause};
+use crate::core::platforms::artifact::{ArtifactMirror, download_url};
 use crate::core::platforms::vsphere::VSphereTarget;
 
 #[derive(Debug, Clone, thiserror::Error)]
@@ -90,15 +92,25 @@ pub fn cache_name(target: &VSphereTarget) -> String {
     format!("{hex}.ova")
 }
 
-/// The OVA of `target` in `dir`, downloaded unless it is already there. The file is renamed
-/// into place only once the checksum matched, so a file found there was checked; other OVAs
-/// there are removed (one release's is enough).
+/// The OVA of `target` in `dir`, downloaded (from `mirror` when given) unless it is
+/// already there. The file is renamed into place only once the checksum matched, so a file
+/// found there was checked; other OVAs there are removed (one release's is enough).
 pub async fn fetch(
     http: &Https,
     dir: &Path,
     target: &VSphereTarget,
+    mirror: Option<&ArtifactMirror>,
     limits: Limits,
 ) -> Result<PathBuf, OvaError> {
+    let url = download_url(mirror, &target.location).map_err(|e| OvaError::Download {
+        url: target.location.clone(),
+        cause: cause(e),
+    })?;
+    // From here on the URL is the one fetched: the cache key and every message name it.
+    let target = &VSphereTarget {
+        location: url,
+        ..target.clone()
+    };
     let cache = |e: std::io::Error| OvaError::Cache {
         dir: dir.display().to_string(),
         cause: cause(e),
@@ -110,6 +122,7 @@ pub async fn fetch(
     tokio::fs::create_dir_all(dir).await.map_err(cache)?;
     remove_others(dir, &path).await.map_err(cache)?;
     let part = path.with_extension("ova.part");
+    tracing::info!(url = %target.location, "downloading the RHCOS OVA");
     let downloaded = download(http, &part, target, limits.max_bytes);
     let result = match tokio::time::timeout(limits.deadline, downloaded).await {
         Ok(result) => result,

@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 
 use kube::runtime::events::Recorder;
 
+use crate::core::platforms::artifact::ArtifactMirror;
 use crate::core::platforms::vsphere::{FailureDomain, VSphereInfra, VSphereLearned, VSphereTarget};
 
 use super::access::Access;
@@ -24,6 +25,8 @@ pub struct Settings {
     /// The longest an OVA download may take, end to end.
     pub download_timeout: Duration,
     pub retention: Duration,
+    /// Where the OVA is downloaded from instead of the stream's host (`--artifact-base-url`).
+    pub artifact_mirror: Option<ArtifactMirror>,
 }
 
 /// A template's identity: the same VM whichever failure domain's pass finds it.

@@ -5,6 +5,9 @@
 //! (`<infra-id>-rhcos-<release>…`) and moves a MachineSet only once what the cluster side
 //! learned says that image is ready. vSphere's OVA is one; OpenStack's `qcow2.gz` and
 //! Nutanix's `qcow2` have the same shape.
+//!
+//! Where an importer downloads it is here too ([`download_url`]), so that every importer
+//! fetches from a mirror (`--artifact-base-url`) by the same rule.
 
 use std::sync::LazyLock;
 
@@ -67,6 +70,107 @@ impl Artifact {
     }
 }
 
+/// `--artifact-base-url`: the directory of an HTTP(S) server that holds the stream's
+/// artifacts under their own file names, as Red Hat's disconnected installs have them
+/// served. Only where a file is fetched from changes: the stream's checksums still decide.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ArtifactMirror {
+    /// Always ends with `/`.
+    base: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum MirrorError {
+    #[error("not an http:// or https:// URL: the importers download over HTTP(S) only")]
+    NotHttp,
+    #[error("no host in it")]
+    NoHost,
+    #[error(
+        "a user or password in the URL is not supported: it would be logged with every download"
+    )]
+    UserInfo,
+    #[error("it has a query or fragment: give the directory that holds the files")]
+    QueryOrFragment,
+    #[error("not a valid URL: {0}")]
+    Invalid(String),
+    #[error(
+        "the stream's location {location} ends in no file name to fetch from the mirror {base}"
+    )]
+    NoFileName { location: String, base: String },
+}
+
+impl ArtifactMirror {
+    /// The flag's value, read as a directory: `https://mirror.internal/rhcos` and
+    /// `https://mirror.internal/rhcos/` are the same one.
+    pub fn parse(url: &str) -> Result<ArtifactMirror, MirrorError> {
+        let (scheme, rest) = url.split_once("://").ok_or(MirrorError::NotHttp)?;
+        let scheme = scheme.to_ascii_lowercase();
+        if scheme != "http" && scheme != "https" {
+            return Err(MirrorError::NotHttp);
+        }
+        if rest.contains(['?', '#']) {
+            return Err(MirrorError::QueryOrFragment);
+        }
+        let authority = rest.split('/').next().unwrap_or_default();
+        if authority.contains('@') {
+            return Err(MirrorError::UserInfo);
+        }
+        if authority.is_empty() || authority.starts_with(':') {
+            return Err(MirrorError::NoHost);
+        }
+        let mut base = format!("{scheme}://{rest}");
+        if !base.ends_with('/') {
+            base.push('/');
+        }
+        // Refused now rather than by the first download: the same parser reads it then.
+        base.parse::<hyper::Uri>()
+            .map_err(|e| MirrorError::Invalid(e.to_string()))?;
+        Ok(ArtifactMirror { base })
+    }
+
+    /// The directory, ending with `/`.
+    pub fn base(&self) -> &str {
+        &self.base
+    }
+
+    /// The mirror's URL of the stream's `location`: the base followed by the location's
+    /// file name (its last path segment). A query or fragment was for the stream's host.
+    pub fn locate(&self, location: &str) -> Result<String, MirrorError> {
+        let no_file = || MirrorError::NoFileName {
+            location: location.to_owned(),
+            base: self.base.clone(),
+        };
+        let before_query = location.split(['?', '#']).next().unwrap_or_default();
+        let after_scheme = before_query
+            .split_once("://")
+            .map_or(before_query, |(_, rest)| rest);
+        let (_, path) = after_scheme.split_once('/').ok_or_else(no_file)?;
+        let file = path.rsplit('/').next().unwrap_or_default();
+        if file.is_empty() || file == "." || file == ".." {
+            return Err(no_file());
+        }
+        Ok(format!("{}{file}", self.base))
+    }
+}
+
+impl std::fmt::Display for ArtifactMirror {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.base)
+    }
+}
+
+/// Where an importer downloads the artifact the stream puts at `location`: from the
+/// mirror when there is one, else from the stream's own location.
+pub fn download_url(
+    mirror: Option<&ArtifactMirror>,
+    location: &str,
+) -> Result<String, MirrorError> {
+    match mirror {
+        Some(mirror) => mirror.locate(location),
+        None => Ok(location.to_owned()),
+    }
+}
+
 fn is_url(s: &str) -> bool {
     s.starts_with("https://") || s.starts_with("http://")
 }
@@ -123,6 +227,113 @@ mod tests {
         ] {
             assert!(!is_rhcos_release(loose), "{loose}");
         }
+    }
+
+    const QCOW2: &str = "https://rhcos.mirror.openshift.com/art/storage/prod/streams/rhel-9.8/builds/9.8.20260428-0/x86_64/rhcos-9.8.20260428-0-openstack.x86_64.qcow2.gz";
+
+    #[test]
+    fn the_mirror_serves_each_file_under_its_own_name() {
+        let file = "rhcos-9.8.20260428-0-openstack.x86_64.qcow2.gz";
+        for (base, dir) in [
+            (
+                "https://mirror.internal/rhcos/",
+                "https://mirror.internal/rhcos/",
+            ),
+            (
+                "https://mirror.internal/rhcos",
+                "https://mirror.internal/rhcos/",
+            ),
+            ("https://mirror.internal", "https://mirror.internal/"),
+            ("http://10.0.0.5:8080/a/b/", "http://10.0.0.5:8080/a/b/"),
+            (
+                "http://[fd00::5]:8080/rhcos",
+                "http://[fd00::5]:8080/rhcos/",
+            ),
+            (
+                "HTTPS://Mirror.internal/RHCOS",
+                "https://Mirror.internal/RHCOS/",
+            ),
+        ] {
+            let mirror = ArtifactMirror::parse(base).unwrap();
+            assert_eq!(mirror.base(), dir, "{base}");
+            assert_eq!(mirror.to_string(), dir);
+            assert_eq!(
+                download_url(Some(&mirror), QCOW2).unwrap(),
+                format!("{dir}{file}")
+            );
+        }
+        assert_eq!(download_url(None, QCOW2).unwrap(), QCOW2);
+        let mirror = ArtifactMirror::parse("https://m/rhcos/").unwrap();
+        // A query was for the stream's host.
+        assert_eq!(
+            mirror.locate("https://h/x/disk.ova?token=1#f").unwrap(),
+            "https://m/rhcos/disk.ova"
+        );
+        for nameless in ["https://h/x/", "https://h", "https://h/x/..", "https://h/."] {
+            assert_eq!(
+                mirror.locate(nameless).unwrap_err().to_string(),
+                format!(
+                    "the stream's location {nameless} ends in no file name to fetch from the mirror https://m/rhcos/"
+                )
+            );
+        }
+    }
+
+    /// The rule keeps only file names: it holds because RHCOS names every artifact of a
+    /// stream apart (release, platform, architecture, format in each name).
+    #[test]
+    fn no_two_artifacts_of_the_stream_share_a_file_name() {
+        let mirror = ArtifactMirror::parse("https://mirror.internal/rhcos").unwrap();
+        let text = crate::core::configmap::EMBEDDED_CONFIGMAP;
+        let locations: Vec<&str> = text
+            .split("\"location\": \"")
+            .skip(1)
+            .filter_map(|rest| rest.split('"').next())
+            .collect();
+        assert!(locations.len() > 40, "{}", locations.len());
+        assert!(locations.contains(&QCOW2));
+        let mirrored: std::collections::BTreeSet<String> = locations
+            .iter()
+            .map(|l| mirror.locate(l).unwrap())
+            .collect();
+        assert_eq!(mirrored.len(), locations.len());
+    }
+
+    #[test]
+    fn a_base_url_the_importers_cannot_use_is_refused() {
+        for (url, why) in [
+            ("ftp://mirror.internal/rhcos/", MirrorError::NotHttp),
+            ("file:///srv/rhcos/", MirrorError::NotHttp),
+            ("mirror.internal/rhcos/", MirrorError::NotHttp),
+            ("", MirrorError::NotHttp),
+            ("https://", MirrorError::NoHost),
+            ("https:///rhcos/", MirrorError::NoHost),
+            ("http://:8080/rhcos/", MirrorError::NoHost),
+            (
+                "https://admin:secret@mirror.internal/",
+                MirrorError::UserInfo,
+            ),
+            (
+                "https://mirror.internal/get?file=",
+                MirrorError::QueryOrFragment,
+            ),
+            (
+                "https://mirror.internal/rhcos/#x",
+                MirrorError::QueryOrFragment,
+            ),
+        ] {
+            assert_eq!(ArtifactMirror::parse(url), Err(why), "{url}");
+        }
+        for bad in ["https://mirror internal/", "https://mirror.internal/a b/"] {
+            assert!(
+                matches!(ArtifactMirror::parse(bad), Err(MirrorError::Invalid(_))),
+                "{bad}"
+            );
+        }
+        assert_eq!(
+            MirrorError::NotHttp.to_string(),
+            "not an http:// or https:// URL: the importers download over HTTP(S) only"
+        );
     }
 
     #[test]
