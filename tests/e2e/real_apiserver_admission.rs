@@ -182,9 +182,9 @@ fn left_alone_and_by_whom() -> Vec<(Value, Call)> {
             answered("UnsupportedOSStream", false),
         ),
         (
-            with("openstack", OLD, &|ms| {
+            with("ibmcloud", OLD, &|ms| {
                 ms["spec"]["template"]["spec"]["providerSpec"]["value"]["kind"] =
-                    json!("OpenstackProviderSpec");
+                    json!("IBMCloudMachineProviderSpec");
             }),
             Call::NotCalled,
         ),
@@ -247,7 +247,7 @@ fn the_match_conditions_left_out_four_and_never_failed(c: &Cluster) {
     assert_eq!(
         series("apiserver_admission_match_condition_exclusions_total"),
         4.0,
-        "Windows, vSphere, no providerSpec value, no providerSpec"
+        "Windows, IBM Cloud, no providerSpec value, no providerSpec"
     );
     assert_eq!(
         series("apiserver_admission_match_condition_evaluation_errors_total"),
