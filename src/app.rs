@@ -54,8 +54,9 @@ pub struct Running {
     pub snapshot: SharedSnapshot,
     /// Rung by the webhook for the background (EC2) when a decision waits on it.
     pub wanted: Arc<tokio::sync::Notify>,
-    /// Rung by the webhook when a MachineSet waits for a vSphere template.
-    pub wanted_template: Arc<tokio::sync::Notify>,
+    /// Rung by the webhook when a MachineSet waits for an import (a vSphere template, an
+    /// OpenStack image).
+    pub wanted_import: Arc<tokio::sync::Notify>,
     /// The TLS configuration new handshakes take; the cluster's profile changes it.
     pub tls: Arc<Serving>,
     stop_webhook: watch::Sender<bool>,
@@ -108,13 +109,13 @@ pub async fn start(
     let (stop_admin, stop_admin_rx) = watch::channel(false);
     let refusals: Arc<server::RefusalLog> = Arc::default();
     let wanted = Arc::new(tokio::sync::Notify::new());
-    let wanted_template = Arc::new(tokio::sync::Notify::new());
+    let wanted_import = Arc::new(tokio::sync::Notify::new());
     let state = AppState {
         snapshot: snapshot.clone(),
         metrics: metrics.clone(),
         health: health.clone(),
         wanted: wanted.clone(),
-        wanted_template: wanted_template.clone(),
+        wanted_import: wanted_import.clone(),
         body_timeout: settings.body_timeout,
         min_body_rate: settings.min_body_rate,
         refusals: refusals.clone(),
@@ -155,7 +156,7 @@ pub async fn start(
         metrics,
         snapshot,
         wanted,
-        wanted_template,
+        wanted_import,
         tls: serving,
         stop_webhook,
         stop_admin,
@@ -268,6 +269,7 @@ async fn start_cluster_side(
         .context("building the Kubernetes client (in-cluster service account or KUBECONFIG)")?;
     let learned = Arc::new(crate::cluster::ec2::LearnedCell::default());
     let learned_vsphere = learned.clone();
+    let learned_openstack = learned.clone();
     let watching = crate::cluster::watch::start(
         client.clone(),
         args.read.watch_settings(),
@@ -313,6 +315,17 @@ async fn start_cluster_side(
             stop.clone(),
         ));
     }
+    if args.openstack.openstack_import {
+        let leader = (!args.no_touch).then(|| leader_rx.clone());
+        tasks.push(start_openstack(
+            args,
+            running,
+            &client,
+            learned_openstack,
+            leader,
+            (watching.ids.clone(), stop.clone()),
+        ));
+    }
     if args.no_touch {
         tracing::info!("watching the cluster; not touching MachineSets (--no-touch)");
         return Ok(tasks);
@@ -343,7 +356,7 @@ fn start_vsphere(
             namespace: args.read.machine_api_namespace.clone(),
             snapshot: running.snapshot.clone(),
             learned,
-            wanted: running.wanted_template.clone(),
+            wanted: running.wanted_import.clone(),
             resync: args.touch_resync,
             settings: args.vsphere.settings(),
             leader,
@@ -351,6 +364,30 @@ fn start_vsphere(
         }
         .run(client.clone(), changes, stop),
     )
+}
+
+/// The OpenStack importer: every replica looks in Glance, the Lease holder imports.
+fn start_openstack(
+    args: &crate::config::ClusterArgs,
+    running: &Running,
+    client: &kube::Client,
+    learned: Arc<crate::cluster::ec2::LearnedCell>,
+    leader: Option<watch::Receiver<bool>>,
+    (changes, stop): (watch::Receiver<String>, watch::Receiver<bool>),
+) -> JoinHandle<()> {
+    let frame = crate::cluster::importer::Frame {
+        namespace: args.read.machine_api_namespace.clone(),
+        snapshot: running.snapshot.clone(),
+        learned,
+        wanted: running.wanted_import.clone(),
+        resync: args.touch_resync,
+        leader,
+        identity: identity(args),
+        retention: args.openstack.openstack_image_retention,
+    };
+    let plugin =
+        crate::cluster::openstack::Background::new(client.clone(), args.openstack.settings());
+    tokio::spawn(frame.run(plugin, client.clone(), changes, stop))
 }
 
 /// The Lease holder identity: the pod's name, else the host's.
