@@ -305,14 +305,14 @@ async fn start_cluster_side(
     let mut tasks = vec![ec2, profile];
     let (leader_tx, leader_rx) = watch::channel(false);
     if args.vsphere.vsphere_import {
-        tasks.push(start_vsphere(
+        let leader = (!args.no_touch).then(|| leader_rx.clone());
+        tasks.extend(start_vsphere(
             args,
             running,
             &client,
             learned_vsphere,
-            (!args.no_touch).then(|| leader_rx.clone()),
-            watching.ids.clone(),
-            stop.clone(),
+            leader,
+            (watching.ids.clone(), stop.clone()),
         ));
     }
     if args.openstack.openstack_import {
@@ -348,22 +348,43 @@ fn start_vsphere(
     client: &kube::Client,
     learned: Arc<crate::cluster::ec2::LearnedCell>,
     leader: Option<watch::Receiver<bool>>,
-    changes: watch::Receiver<String>,
-    stop: watch::Receiver<bool>,
-) -> JoinHandle<()> {
-    tokio::spawn(
-        crate::cluster::vsphere::Background {
-            namespace: args.read.machine_api_namespace.clone(),
-            snapshot: running.snapshot.clone(),
-            learned,
-            wanted: running.wanted_import.clone(),
-            resync: args.touch_resync,
-            settings: args.vsphere.settings(),
-            leader,
-            identity: identity(args),
+    (changes, stop): (watch::Receiver<String>, watch::Receiver<bool>),
+) -> Option<JoinHandle<()>> {
+    let settings = args.vsphere.settings();
+    let frame = importer_frame(args, running, learned, leader, settings.retention);
+    let plugin = match crate::cluster::vsphere::Background::new(client.clone(), settings) {
+        Ok(p) => p,
+        Err(e) => {
+            tracing::error!(error = %e, "cannot set up HTTPS for vCenter: vSphere templates are never imported");
+            return None;
         }
-        .run(client.clone(), changes, stop),
-    )
+    };
+    Some(tokio::spawn(frame.run(
+        plugin,
+        client.clone(),
+        changes,
+        stop,
+    )))
+}
+
+/// The frame an importer runs in, on this replica.
+fn importer_frame(
+    args: &crate::config::ClusterArgs,
+    running: &Running,
+    learned: Arc<crate::cluster::ec2::LearnedCell>,
+    leader: Option<watch::Receiver<bool>>,
+    retention: Duration,
+) -> crate::cluster::importer::Frame {
+    crate::cluster::importer::Frame {
+        namespace: args.read.machine_api_namespace.clone(),
+        snapshot: running.snapshot.clone(),
+        learned,
+        wanted: running.wanted_import.clone(),
+        resync: args.touch_resync,
+        leader,
+        identity: identity(args),
+        retention,
+    }
 }
 
 /// The OpenStack importer: every replica looks in Glance, the Lease holder imports.
@@ -375,18 +396,10 @@ fn start_openstack(
     leader: Option<watch::Receiver<bool>>,
     (changes, stop): (watch::Receiver<String>, watch::Receiver<bool>),
 ) -> JoinHandle<()> {
-    let frame = crate::cluster::importer::Frame {
-        namespace: args.read.machine_api_namespace.clone(),
-        snapshot: running.snapshot.clone(),
-        learned,
-        wanted: running.wanted_import.clone(),
-        resync: args.touch_resync,
-        leader,
-        identity: identity(args),
-        retention: args.openstack.openstack_image_retention,
-    };
-    let plugin =
-        crate::cluster::openstack::Background::new(client.clone(), args.openstack.settings());
+    let retention = args.openstack.openstack_image_retention;
+    let frame = importer_frame(args, running, learned, leader, retention);
+    let settings = args.openstack.settings();
+    let plugin = crate::cluster::openstack::Background::new(client.clone(), settings);
     tokio::spawn(frame.run(plugin, client.clone(), changes, stop))
 }
 

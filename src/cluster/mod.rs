@@ -2,7 +2,7 @@
 //! toucher ([`touch`]) and its Lease ([`lease`]), what is learned in the background (EC2:
 //! [`ec2`]; the user-data Secrets' stub Ignition: [`stubs`], upgraded by
 //! [`stub_upgrade`]; vSphere templates and OpenStack images, imported by the Lease holder:
-//! [`vsphere`], [`openstack`], the latter on the frame of [`importer`]), the
+//! [`vsphere`], [`openstack`], both on the frame of [`importer`]), the
 //! cluster's TLS security profile ([`tls_profile`]), and the one
 //! list of API calls the code makes ([`apis`]).
 
