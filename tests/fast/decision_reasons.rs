@@ -180,7 +180,7 @@ fn inputs_up_to_the_platform_rule() -> Vec<(Value, Snapshot)> {
     check(
         with(&|m| {
             m["spec"]["template"]["spec"]["providerSpec"]["value"]["kind"] =
-                json!("OpenstackProviderSpec")
+                json!("NutanixMachineProviderConfig")
         }),
         &snap,
     );
@@ -202,8 +202,8 @@ fn gcp_with(f: &dyn Fn(&mut Value)) -> Value {
 }
 
 /// Rules 8 and 9, the clouds' side: vSphere without and with its failure domains, a
-/// marketplace AMI, each cloud's own reasons, an architecture the stream lacks, an image
-/// that is not RHCOS.
+/// marketplace AMI, each cloud's own reasons, OpenStack's image not imported and its
+/// ControlPlaneMachineSet, an architecture the stream lacks, an image that is not RHCOS.
 fn inputs_for_the_platform_rules() -> Vec<(Value, Snapshot)> {
     let snap = offline_snapshot();
     let mut inputs = Vec::new();
@@ -229,6 +229,15 @@ fn inputs_for_the_platform_rules() -> Vec<(Value, Snapshot)> {
     for (case, _) in cloud_cases() {
         check(case, &snap);
     }
+    // OpenStack: its image not imported, and its ControlPlaneMachineSet left alone.
+    let openstack = support::example("machineset-openstack.yaml");
+    let on_openstack = snap_with(|c| c.infrastructure_name = Some("ostest-x7k2p".into()));
+    let cpms = json!({"apiVersion": "machine.openshift.io/v1", "kind": "ControlPlaneMachineSet",
+        "metadata": {"name": "cluster", "namespace": "openshift-machine-api"},
+        "spec": {"template": {"machineType": "machines_v1beta1_machine_openshift_io",
+            "machines_v1beta1_machine_openshift_io": {"spec": openstack["spec"]["template"]["spec"].clone()}}}});
+    check(openstack, &on_openstack);
+    check(cpms, &on_openstack);
     check(
         gcp_with(&|m| annotate(m, decision::ARCH_ANNOTATION, "kubernetes.io/arch=s390x")),
         &snap,
