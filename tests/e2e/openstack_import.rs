@@ -271,6 +271,65 @@ fn the_next_release_retires_ours_alone(world: &World, a: &Replica, installer: &s
     }
 }
 
+/// Without the machine API's Secret nothing moves and one line says why; with it, an image
+/// under our name that is not ours blocks the import (a Warning Event names it) until it
+/// is removed; then the image is imported, the MachineSet moves, and the log says the
+/// trouble is over.
+#[test]
+fn no_secret_then_a_foreign_image_then_the_import() {
+    let _parallel = support::parallel();
+    let (servers, _turn) = block_on(Servers::shared());
+    let world = World::start(servers, "bgforeign", None);
+    let c = &world.cluster;
+    let ours = world.ours(RELEASE);
+    c.kubectl(&["delete", "secret", "openstack-cloud-credentials", "-n", NS]);
+    let installer = format!("{}-rhcos", world.infra);
+    world.image(&installer);
+    let foreign = world.image(&ours);
+    let a = world.holder();
+    c.create(&openstack_machineset("ms-a", &installer, false));
+    a.wait_line("cannot import the OpenStack image");
+    let first = a.lines("cannot import the OpenStack image");
+    assert!(
+        first[0].contains("openstack-cloud-credentials"),
+        "{}",
+        first[0]
+    );
+    assert_answered(c, "ms-a", "ImageNotImported");
+
+    world.openstack_cluster();
+    let taken = format!("taken by {}", foreign["id"].as_str().unwrap());
+    let events = eventually(
+        "a Warning Event on ms-a naming the foreign image",
+        Duration::from_secs(180),
+        || a.served.log_text(),
+        || {
+            let e = events_of(c, "ImageNotImported", "ms-a");
+            e.iter()
+                .any(|e| e["note"].as_str().is_some_and(|n| n.contains(&taken)))
+                .then_some(e)
+        },
+    );
+    assert_eq!(events.len(), 1, "{events:#?}");
+    assert_eq!(field(&c.get("ms-a"), "image"), installer);
+    assert_eq!(world.files.hits.load(Ordering::SeqCst), 0);
+
+    world.tenant.glance(
+        "DELETE",
+        &format!("/v2/images/{}", foreign["id"].as_str().unwrap()),
+        None,
+    );
+    eventually(
+        &format!("ms-a to move to {ours}"),
+        Duration::from_secs(240),
+        || a.served.log_text(),
+        || (field(&c.get("ms-a"), "image") == ours).then_some(()),
+    );
+    a.wait_line("Glance answers again");
+    assert_eq!(a.lines("cannot import the OpenStack image").len(), 2);
+    c.assert_nothing_refused(&[&a]);
+}
+
 /// The stream's checksum does not match the qcow2.gz: nothing is imported, the MachineSet
 /// keeps its image, one Warning Event on it says why, and so does one log line.
 #[test]
