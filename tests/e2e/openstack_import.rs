@@ -272,9 +272,9 @@ fn the_next_release_retires_ours_alone(world: &World, a: &Replica, installer: &s
 }
 
 /// Without the machine API's Secret nothing moves and one line says why; with it, an image
-/// under our name that is not ours blocks the import (a Warning Event names it) until it
-/// is removed; then the image is imported, the MachineSet moves, and the log says the
-/// trouble is over.
+/// under our name that is not ours blocks the import (a Warning Event and `status` name it)
+/// until it is removed; then the image is imported, the MachineSet moves, and the log says
+/// the trouble is over.
 #[test]
 fn no_secret_then_a_foreign_image_then_the_import() {
     let _parallel = support::parallel();
@@ -313,6 +313,13 @@ fn no_secret_then_a_foreign_image_then_the_import() {
     assert_eq!(events.len(), 1, "{events:#?}");
     assert_eq!(field(&c.get("ms-a"), "image"), installer);
     assert_eq!(world.files.hits.load(Ordering::SeqCst), 0);
+    // `status` looks in Glance itself, and adds the importer's Event.
+    let report = status_json(c);
+    let row = status_row(&report, "ms-a");
+    let message = row["message"].as_str().unwrap_or_default();
+    assert_eq!(row["reason"], "ImageNotImported", "{row:#}");
+    assert!(message.contains(&taken), "{message}");
+    assert!(message.contains("the importer says: image"), "{message}");
 
     world.tenant.glance(
         "DELETE",

@@ -131,6 +131,46 @@ pub fn work(snap: &Snapshot) -> Option<Work> {
     (!work.wanted.is_empty() || !work.clashes.is_empty()).then_some(work)
 }
 
+/// Which of the stream's images are usable in Glance, looked at without changing anything
+/// (`status`); `None` when this is not an OpenStack cluster with a qcow2 in its stream.
+pub async fn look(client: &kube::Client, snap: &Snapshot) -> Option<OpenStackLearned> {
+    let work = work(snap)?;
+    let mut learned = OpenStackLearned {
+        unavailable: work.clashes.values().next().cloned(),
+        ..OpenStackLearned::default()
+    };
+    let connected = access::read(client).await;
+    let mut importer = match connected.and_then(|creds| access::connect(&creds)) {
+        Ok(importer) => importer,
+        Err(e) => {
+            learned.unavailable = Some(e.to_string());
+            return Some(learned);
+        }
+    };
+    for wanted in &work.wanted {
+        let want = Want {
+            infra_id: &work.infra_id,
+            target: &wanted.target,
+            named: None,
+            carried: BTreeMap::new(),
+        };
+        let why = match importer.look(&want).await {
+            Ok(look) if look.usable().is_some() => {
+                learned.images.insert(wanted.name.clone());
+                continue;
+            }
+            Ok(look) if !look.taken.is_empty() => OpenStackError::NameTaken {
+                name: wanted.name.clone(),
+                ids: look.taken.iter().map(|i| i.id.clone()).collect(),
+            },
+            Ok(_) => continue,
+            Err(e) => e,
+        };
+        learned.unavailable.get_or_insert(why.to_string());
+    }
+    Some(learned)
+}
+
 /// The images an object names: its `image`, and its root volume's `sourceUUID`.
 fn named(object: &Value) -> Vec<String> {
     let Some(value) = provider_value(object) else {

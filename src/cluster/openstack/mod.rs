@@ -25,7 +25,7 @@ mod marker;
 
 pub use access::{Credentials, connect, connect_cloud, read};
 pub use artifact::{ArtifactError, Qcow2Target};
-pub use background::{Background, Wanted, Work, work};
+pub use background::{Background, Wanted, Work, look, work};
 pub use clouds::{CLOUD_NAME, Cloud, parse as parse_clouds};
 pub use error::OpenStackError;
 pub use glance::{Glance, Image};
