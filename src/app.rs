@@ -54,8 +54,9 @@ pub struct Running {
     pub snapshot: SharedSnapshot,
     /// Rung by the webhook for the background (EC2) when a decision waits on it.
     pub wanted: Arc<tokio::sync::Notify>,
-    /// Rung by the webhook when a MachineSet waits for a vSphere template.
-    pub wanted_template: Arc<tokio::sync::Notify>,
+    /// Rung by the webhook when a MachineSet waits for an import (a vSphere template, an
+    /// OpenStack image).
+    pub wanted_import: Arc<tokio::sync::Notify>,
     /// The TLS configuration new handshakes take; the cluster's profile changes it.
     pub tls: Arc<Serving>,
     stop_webhook: watch::Sender<bool>,
@@ -108,13 +109,13 @@ pub async fn start(
     let (stop_admin, stop_admin_rx) = watch::channel(false);
     let refusals: Arc<server::RefusalLog> = Arc::default();
     let wanted = Arc::new(tokio::sync::Notify::new());
-    let wanted_template = Arc::new(tokio::sync::Notify::new());
+    let wanted_import = Arc::new(tokio::sync::Notify::new());
     let state = AppState {
         snapshot: snapshot.clone(),
         metrics: metrics.clone(),
         health: health.clone(),
         wanted: wanted.clone(),
-        wanted_template: wanted_template.clone(),
+        wanted_import: wanted_import.clone(),
         body_timeout: settings.body_timeout,
         min_body_rate: settings.min_body_rate,
         refusals: refusals.clone(),
@@ -155,7 +156,7 @@ pub async fn start(
         metrics,
         snapshot,
         wanted,
-        wanted_template,
+        wanted_import,
         tls: serving,
         stop_webhook,
         stop_admin,
@@ -268,6 +269,7 @@ async fn start_cluster_side(
         .context("building the Kubernetes client (in-cluster service account or KUBECONFIG)")?;
     let learned = Arc::new(crate::cluster::ec2::LearnedCell::default());
     let learned_vsphere = learned.clone();
+    let learned_openstack = learned.clone();
     let watching = crate::cluster::watch::start(
         client.clone(),
         args.read.watch_settings(),
@@ -303,14 +305,25 @@ async fn start_cluster_side(
     let mut tasks = vec![ec2, profile];
     let (leader_tx, leader_rx) = watch::channel(false);
     if args.vsphere.vsphere_import {
-        tasks.push(start_vsphere(
+        let leader = (!args.no_touch).then(|| leader_rx.clone());
+        tasks.extend(start_vsphere(
             args,
             running,
             &client,
             learned_vsphere,
-            (!args.no_touch).then(|| leader_rx.clone()),
-            watching.ids.clone(),
-            stop.clone(),
+            leader,
+            (watching.ids.clone(), stop.clone()),
+        ));
+    }
+    if args.openstack.openstack_import {
+        let leader = (!args.no_touch).then(|| leader_rx.clone());
+        tasks.push(start_openstack(
+            args,
+            running,
+            &client,
+            learned_openstack,
+            leader,
+            (watching.ids.clone(), stop.clone()),
         ));
     }
     if args.no_touch {
@@ -335,22 +348,59 @@ fn start_vsphere(
     client: &kube::Client,
     learned: Arc<crate::cluster::ec2::LearnedCell>,
     leader: Option<watch::Receiver<bool>>,
-    changes: watch::Receiver<String>,
-    stop: watch::Receiver<bool>,
-) -> JoinHandle<()> {
-    tokio::spawn(
-        crate::cluster::vsphere::Background {
-            namespace: args.read.machine_api_namespace.clone(),
-            snapshot: running.snapshot.clone(),
-            learned,
-            wanted: running.wanted_template.clone(),
-            resync: args.touch_resync,
-            settings: args.vsphere.settings(args.artifact_base_url.as_ref()),
-            leader,
-            identity: identity(args),
+    (changes, stop): (watch::Receiver<String>, watch::Receiver<bool>),
+) -> Option<JoinHandle<()>> {
+    let settings = args.vsphere.settings(args.artifact_base_url.as_ref());
+    let frame = importer_frame(args, running, learned, leader, settings.retention);
+    let plugin = match crate::cluster::vsphere::Background::new(client.clone(), settings) {
+        Ok(p) => p,
+        Err(e) => {
+            tracing::error!(error = %e, "cannot set up HTTPS for vCenter: vSphere templates are never imported");
+            return None;
         }
-        .run(client.clone(), changes, stop),
-    )
+    };
+    Some(tokio::spawn(frame.run(
+        plugin,
+        client.clone(),
+        changes,
+        stop,
+    )))
+}
+
+/// The frame an importer runs in, on this replica.
+fn importer_frame(
+    args: &crate::config::ClusterArgs,
+    running: &Running,
+    learned: Arc<crate::cluster::ec2::LearnedCell>,
+    leader: Option<watch::Receiver<bool>>,
+    retention: Duration,
+) -> crate::cluster::importer::Frame {
+    crate::cluster::importer::Frame {
+        namespace: args.read.machine_api_namespace.clone(),
+        snapshot: running.snapshot.clone(),
+        learned,
+        wanted: running.wanted_import.clone(),
+        resync: args.touch_resync,
+        leader,
+        identity: identity(args),
+        retention,
+    }
+}
+
+/// The OpenStack importer: every replica looks in Glance, the Lease holder imports.
+fn start_openstack(
+    args: &crate::config::ClusterArgs,
+    running: &Running,
+    client: &kube::Client,
+    learned: Arc<crate::cluster::ec2::LearnedCell>,
+    leader: Option<watch::Receiver<bool>>,
+    (changes, stop): (watch::Receiver<String>, watch::Receiver<bool>),
+) -> JoinHandle<()> {
+    let retention = args.openstack.openstack_image_retention;
+    let frame = importer_frame(args, running, learned, leader, retention);
+    let settings = args.openstack.settings(args.artifact_base_url.as_ref());
+    let plugin = crate::cluster::openstack::Background::new(client.clone(), settings);
+    tokio::spawn(frame.run(plugin, client.clone(), changes, stop))
 }
 
 /// The Lease holder identity: the pod's name, else the host's.

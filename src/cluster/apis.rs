@@ -148,7 +148,7 @@ pub const MACHINESET: Call = Call {
     scope: Scope::Namespace(MACHINE_API_NAMESPACE),
     names: &[],
     verbs: &["list", "watch", "patch"],
-    why: "touch::Toucher::pass: list, then merge-patch the touch annotation; touch::wall: a server-side dry-run merge patch of spec.replicas, which the admission policy must deny; watch::start_stubs: watched, to wake the toucher; vsphere::Background::list: which templates are waited for and named",
+    why: "touch::Toucher::pass: list, then merge-patch the touch annotation; touch::wall: a server-side dry-run merge patch of spec.replicas, which the admission policy must deny; watch::start_stubs: watched, to wake the toucher; importer::Lister::list: which images are waited for and named",
 };
 pub const CONTROLPLANEMACHINESET: Call = Call {
     group: "machine.openshift.io",
@@ -158,7 +158,7 @@ pub const CONTROLPLANEMACHINESET: Call = Call {
     scope: Scope::Namespace(MACHINE_API_NAMESPACE),
     names: &[],
     verbs: &["list", "watch", "patch"],
-    why: "touch::Toucher::pass, status: with --control-plane-machine-sets, list, then merge-patch the touch annotation; touch::wall: with no MachineSet, a server-side dry-run merge patch of a label, which the admission policy must deny; watch::start_stubs: watched, to wake the toucher",
+    why: "touch::Toucher::pass, status: with --control-plane-machine-sets, list, then merge-patch the touch annotation; touch::wall: with no MachineSet, a server-side dry-run merge patch of a label, which the admission policy must deny; watch::start_stubs: watched, to wake the toucher; importer::Lister::list: the images they name",
 };
 pub(crate) const EVENT: Call = Call {
     group: "events.k8s.io",
@@ -168,7 +168,7 @@ pub(crate) const EVENT: Call = Call {
     scope: Scope::Namespace(MACHINE_API_NAMESPACE),
     names: &[],
     verbs: &["create", "patch"],
-    why: "touch::Toucher::give_up, touch::wall, vsphere::Background::warn: kube-runtime Recorder (create, then patch a repeat)",
+    why: "touch::Toucher::give_up, touch::wall, importer::Warnings::warn: kube-runtime Recorder (create, then patch a repeat)",
 };
 pub const LEASE: Call = Call {
     group: "coordination.k8s.io",
@@ -259,7 +259,37 @@ pub(crate) const VSPHERE_MACHINE: Call = Call {
     scope: Scope::Namespace(MACHINE_API_NAMESPACE),
     names: &[],
     verbs: &["list"],
-    why: "vsphere::Background::list: with --vsphere-import, the templates Machines name (never deleted)",
+    why: "importer::Lister::list: with --vsphere-import, the templates Machines name (never deleted)",
+};
+
+/// With `--openstack-import` only: granted by `manifests/components/openstack-import`.
+pub(crate) const OPENSTACK_CREDENTIALS: Call = Call {
+    group: "",
+    version: "v1",
+    kind: "Secret",
+    plural: "secrets",
+    scope: Scope::Namespace(MACHINE_API_NAMESPACE),
+    names: &["openstack-cloud-credentials"],
+    verbs: &["get"],
+    why: "openstack::read: with --openstack-import, the machine API's clouds.yaml (get by name)",
+};
+
+/// With `--openstack-import` only: the CA bundle the installer keeps for the cloud.
+pub(crate) const OPENSTACK_CA_BUNDLE: Call = Call {
+    group: "",
+    version: "v1",
+    kind: "ConfigMap",
+    plural: "configmaps",
+    scope: Scope::Namespace("openshift-config"),
+    names: &["cloud-provider-config"],
+    verbs: &["get"],
+    why: "openstack::read: with --openstack-import, the cloud's CA bundle, ca-bundle.pem (get by name)",
+};
+
+/// With `--openstack-import` only: the Machines' images are never deleted.
+pub(crate) const OPENSTACK_MACHINE: Call = Call {
+    why: "importer::Lister::list: with --openstack-import, the images Machines name (never deleted)",
+    ..VSPHERE_MACHINE
 };
 
 /// The calls of opt-in kustomize components, by component directory under
@@ -271,6 +301,14 @@ pub const COMPONENTS: &[(&str, &[Call])] = &[
     ("control-plane-machine-sets", &[CONTROLPLANEMACHINESET]),
     ("master-pool-gate", &[MACHINECONFIGPOOL, MACHINECONFIG]),
     ("upgrade-stub-ignition", &[USER_DATA_SECRET_WRITE]),
+    (
+        "openstack-import",
+        &[
+            OPENSTACK_CREDENTIALS,
+            OPENSTACK_CA_BUNDLE,
+            OPENSTACK_MACHINE,
+        ],
+    ),
     (
         "vsphere-import",
         &[VSPHERE_CREDENTIALS, VSPHERE_INSTALL_CONFIG, VSPHERE_MACHINE],

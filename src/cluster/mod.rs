@@ -1,7 +1,8 @@
 //! The cluster side: watchers that keep the snapshot ([`watch`]), the Lease-elected
 //! toucher ([`touch`]) and its Lease ([`lease`]), what is learned in the background (EC2:
 //! [`ec2`]; the user-data Secrets' stub Ignition: [`stubs`], upgraded by
-//! [`stub_upgrade`]; vSphere templates, imported by the Lease holder: [`vsphere`]), the
+//! [`stub_upgrade`]; vSphere templates and OpenStack images, imported by the Lease holder:
+//! [`vsphere`], [`openstack`], both on the frame of [`importer`]), the
 //! cluster's TLS security profile ([`tls_profile`]), and the one
 //! list of API calls the code makes ([`apis`]).
 
@@ -10,6 +11,7 @@ pub(crate) mod aws_credentials;
 pub(crate) mod cause;
 pub(crate) mod ec2;
 pub mod egress;
+pub(crate) mod importer;
 pub(crate) mod lease;
 pub mod openstack;
 pub(crate) mod stub_upgrade;

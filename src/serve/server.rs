@@ -40,8 +40,9 @@ pub(crate) struct AppState {
     /// Rung when a decision waits on something the background learns (an AMI EC2 has not
     /// classified yet), so that it need not wait for the next resync.
     pub wanted: Arc<Notify>,
-    /// The same, for a vSphere template the importer has not made ready yet.
-    pub wanted_template: Arc<Notify>,
+    /// The same, for an image an importer has not made ready yet (a vSphere template, an
+    /// OpenStack image).
+    pub wanted_import: Arc<Notify>,
     /// Time allowed for the body to arrive once the headers are in.
     pub body_timeout: Duration,
     /// Bytes a second a body must keep up, on average, once its grace is over.
@@ -238,7 +239,9 @@ async fn mutate(State(st): St, req: Request) -> Response {
             // Not an await: a flag the background task picks up.
             match r.decision.reason {
                 Reason::AMIUnclassified => st.wanted.notify_one(),
-                Reason::TemplateNotImported => st.wanted_template.notify_one(),
+                Reason::TemplateNotImported | Reason::ImageNotImported => {
+                    st.wanted_import.notify_one()
+                }
                 _ => {}
             }
             let reason = RequestReason::Decided(r.decision.reason);

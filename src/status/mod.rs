@@ -265,22 +265,28 @@ fn not_moved(events: &[Value], uid: &str, target: &str) -> bool {
         })
 }
 
-/// A `TemplateNotImported` message with what the importer last said about that template
-/// on this object (its Warning Event: a bad OVA, a VM in the way that is not ours).
+/// A `TemplateNotImported` or `ImageNotImported` message with what the importer last said
+/// about that template or image on this object (its Warning Event: a bad artifact, something
+/// in the way that is not ours).
 fn with_importer_note(
     message: String,
     events: &[Value],
     ms: &Value,
+    reason: Reason,
     target: Option<&str>,
 ) -> String {
     let uid = ms["metadata"]["uid"].as_str().unwrap_or_default();
     let Some(target) = target.filter(|_| !uid.is_empty()) else {
         return message;
     };
-    let about = format!("template {target} ");
+    let what = match reason {
+        Reason::TemplateNotImported => "template",
+        _ => "image",
+    };
+    let about = format!("{what} {target} ");
     let note = events
         .iter()
-        .filter(|e| e["reason"] == "TemplateNotImported" && e["regarding"]["uid"] == uid)
+        .filter(|e| e["reason"] == reason.as_str() && e["regarding"]["uid"] == uid)
         .filter_map(|e| {
             Some((
                 e["eventTime"].as_str().unwrap_or_default(),
@@ -314,9 +320,10 @@ pub fn rows(machinesets: &[Value], events: &[Value], snap: &Snapshot) -> Vec<Row
                     .unwrap_or_default()
                     .to_owned()
             };
+            let target = d.target.as_deref();
             let message = match d.reason {
-                Reason::TemplateNotImported => {
-                    with_importer_note(d.message, events, ms, d.target.as_deref())
+                Reason::TemplateNotImported | Reason::ImageNotImported => {
+                    with_importer_note(d.message, events, ms, d.reason, target)
                 }
                 _ => d.message,
             };
@@ -422,6 +429,7 @@ async fn report_on(client: &kube::Client, args: &StatusArgs) -> anyhow::Result<R
     let admission_policy = policy::policy(&client, &events).await;
     let (snap, ec2) = ask_ec2(&client, args, &objects, &snapshot).await;
     let snap = ask_vcenter(&client, args, snap).await;
+    let snap = ask_glance(&client, snap).await;
     let machine_sets = rows(&objects, &events, &snap);
     Ok(Report {
         gate: (&snap.cluster.gate).into(),
@@ -535,6 +543,19 @@ async fn ask_vcenter(client: &kube::Client, args: &StatusArgs, snap: Snapshot) -
         Some(learned) => {
             let mut snap = snap;
             snap.cluster.learned = snap.cluster.learned.with_vsphere(learned);
+            snap
+        }
+        None => snap,
+    }
+}
+
+/// OpenStack MachineSets are decided with what Glance holds: the stream's images are looked
+/// for (read-only, with the machine API's Secret), as every replica does.
+async fn ask_glance(client: &kube::Client, snap: Snapshot) -> Snapshot {
+    match crate::cluster::openstack::look(client, &snap).await {
+        Some(learned) => {
+            let mut snap = snap;
+            snap.cluster.learned = snap.cluster.learned.with_openstack(learned);
             snap
         }
         None => snap,

@@ -22,6 +22,7 @@ mod image_multiarch;
 mod manifests;
 mod manifests_rbac;
 mod openstack_glance;
+mod openstack_import;
 mod permissions;
 #[cfg(feature = "ec2")]
 mod proxy;

@@ -187,38 +187,57 @@ fn each_component_sets_its_flag() {
             "BOOTIMAGE_WEBHOOK_UPGRADE_STUB_IGNITION",
         ),
         ("vsphere-import", "BOOTIMAGE_WEBHOOK_VSPHERE_IMPORT"),
+        ("openstack-import", "BOOTIMAGE_WEBHOOK_OPENSTACK_IMPORT"),
     ] {
         component_sets_its_flag(component, flag);
     }
 }
 
-/// The vSphere importer downloads the OVA into an emptyDir, bounded, mounted where
-/// `--vsphere-ova-cache` points by default (the root file system is read-only).
+/// Each importer downloads into an emptyDir, bounded, mounted where its cache flag points
+/// by default (the root file system is read-only); the two never share a mount.
 #[test]
-fn the_vsphere_component_mounts_the_ova_cache_where_the_flag_points() {
+fn the_import_components_mount_their_cache_where_the_flag_points() {
     let _parallel = support::parallel();
-    let docs = render_with_component("vsphere-import");
+    for (component, volume, flag) in [
+        ("vsphere-import", "ova-cache", "vsphere_ova_cache"),
+        ("openstack-import", "qcow2-cache", "openstack_image_cache"),
+    ] {
+        cache_mounted_where_the_flag_points(component, volume, flag);
+    }
+    let both = render_with(&["vsphere-import", "openstack-import"], &[]);
+    let spec = &find(&both, "Deployment", "bootimage-webhook")["spec"]["template"]["spec"];
+    let mounts = spec["containers"][0]["volumeMounts"].as_array().unwrap();
+    let paths: Vec<&str> = mounts
+        .iter()
+        .filter_map(|m| m["mountPath"].as_str())
+        .collect();
+    let unique: BTreeSet<&str> = paths.iter().copied().collect();
+    assert_eq!(unique.len(), paths.len(), "{paths:?}");
+}
+
+fn cache_mounted_where_the_flag_points(component: &str, volume: &str, flag: &str) {
+    let docs = render_with_component(component);
     let spec = &find(&docs, "Deployment", "bootimage-webhook")["spec"]["template"]["spec"];
     let mount = spec["containers"][0]["volumeMounts"]
         .as_array()
         .unwrap()
         .iter()
-        .find(|m| m["name"] == "ova-cache")
-        .expect("the OVA cache is mounted");
+        .find(|m| m["name"] == volume)
+        .unwrap_or_else(|| panic!("{component}: the cache is mounted"));
     let cli = <bootimage_webhook::config::Cli as clap::CommandFactory>::command();
     let serve = cli.find_subcommand("serve").unwrap();
     let default = serve
         .get_arguments()
-        .find(|a| a.get_id() == "vsphere_ova_cache")
+        .find(|a| a.get_id() == flag)
         .and_then(|a| a.get_default_values().first().cloned())
-        .expect("--vsphere-ova-cache has a default");
-    assert_eq!(mount["mountPath"].as_str(), default.to_str());
+        .unwrap_or_else(|| panic!("{flag} has a default"));
+    assert_eq!(mount["mountPath"].as_str(), default.to_str(), "{component}");
     let volume = spec["volumes"]
         .as_array()
         .unwrap()
         .iter()
-        .find(|v| v["name"] == "ova-cache")
-        .expect("the OVA cache volume");
+        .find(|v| v["name"] == volume)
+        .unwrap_or_else(|| panic!("{component}: the cache volume"));
     assert!(volume["emptyDir"]["sizeLimit"].is_string(), "{volume}");
 }
 

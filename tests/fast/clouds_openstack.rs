@@ -1,6 +1,6 @@
 //! OpenStack through the one decision: the image a MachineSet boots from moves to the
 //! stream's qcow2 imported into Glance, `<infra-id>-rhcos-<release>`, once the importer
-//! reports it usable (behaviour §4.10). The MachineSet is examples/machineset-openstack.yaml;
+//! reports it usable (behaviour §4, rule 9). The MachineSet is examples/machineset-openstack.yaml;
 //! the images usable in Glance are what the importer learns, given to the snapshot here.
 //! Every patch is checked as in tests/support/clouds.rs.
 

@@ -13,7 +13,7 @@ use super::keystone::Keystone;
 use crate::cluster::egress::Proxy;
 
 /// What the Secret and the ConfigMap hold, as read.
-#[derive(Default)]
+#[derive(Default, PartialEq, Eq)]
 pub struct Credentials {
     pub clouds_yaml: String,
     /// The Secret's `cacert` key.
@@ -22,7 +22,7 @@ pub struct Credentials {
     pub configmap_ca: Option<String>,
 }
 
-fn secret_name() -> String {
+pub(super) fn secret_name() -> String {
     format!(
         "Secret {}/{}",
         clouds::SECRET_NAMESPACE,

@@ -6,13 +6,15 @@
 //! deleted; an image under our name without our marker is never touched, and nothing is
 //! imported beside it (the machine API needs image names to be unique).
 //!
-//! The files, each using only those below it: `access` (the credentials Secret and the CA
+//! The files, each using only those below it: `background` (the importer on the frame of
+//! [`importer`](crate::cluster::importer)), `access` (the credentials Secret and the CA
 //! bundle, through the Kubernetes API), `import` (what the background loop calls),
 //! `artifact` (the qcow2.gz: download, checksums, cache), `glance`, `keystone`, `https`,
 //! and the pure rules: `clouds` (`clouds.yaml`), `marker`, `error`.
 
 mod access;
 mod artifact;
+mod background;
 mod clouds;
 mod error;
 mod glance;
@@ -23,6 +25,7 @@ mod marker;
 
 pub use access::{Credentials, connect, connect_cloud, read};
 pub use artifact::{ArtifactError, Qcow2Target};
+pub use background::{Background, Wanted, Work, look, work};
 pub use clouds::{CLOUD_NAME, Cloud, parse as parse_clouds};
 pub use error::OpenStackError;
 pub use glance::{Glance, Image};

@@ -8,10 +8,11 @@
 //! Nothing is deleted on the strength of its name: every VM imported here carries a marker
 //! from its creation (`marker`), and is read again right before it is deleted.
 //!
-//! The files, each using only those below it: `background` (the loop), `import` and
-//! `retention` (what the Lease holder does), `place` (what is where in vCenter), `state`,
-//! `access` (credentials and sessions), `error`, `marker` and `objects` (pure rules), and
-//! the protocols: `vim` (SOAP), `xml` (its messages), `tags` (vAPI), `ova`, `https`.
+//! The files, each using only those below it: `background` (its pass on the frame of
+//! [`importer`](crate::cluster::importer)), `import` and `retention` (what the Lease holder
+//! does), `place` (what is where in vCenter), `state`, `access` (credentials and sessions),
+//! `error`, `marker` and `objects` (pure rules), and the protocols: `vim` (SOAP), `xml` (its
+//! messages), `tags` (vAPI), `ova`, `https`.
 
 mod access;
 mod background;

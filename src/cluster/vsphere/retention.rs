@@ -5,13 +5,14 @@
 //! domains' passes over one folder keep one clock.
 
 use std::collections::BTreeSet;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
+use crate::cluster::importer::{Listed, Retention};
 use crate::core::platforms::vsphere::{TemplateName, VSphereInfra, VSphereTarget};
 
 use super::marker::{Keep, Marker};
 use super::place::{Place, see};
-use super::state::{Identity, Listed, State, Want};
+use super::state::{Identity, State, Want};
 use super::vim::{Moref, Vim};
 
 /// A template due for deletion, as found; it is read again right before.
@@ -44,16 +45,11 @@ pub fn in_use(
         })
 }
 
-/// Whether a template unused since `since` has been unused for the retention.
-pub fn expired(since: Instant, now: Instant, retention: Duration) -> bool {
-    now.saturating_duration_since(since) >= retention
-}
-
 /// The templates of ours in the failure domain's folder that have been unused for the
 /// retention. Names that read as ours but carry no marker of this cluster are reported
 /// once and never become candidates.
 pub async fn due(
-    retention: Duration,
+    clock: &mut Retention<Identity>,
     state: &mut State,
     vim: &Vim,
     place: &Place,
@@ -70,7 +66,7 @@ pub async fn due(
         let parsed = TemplateName::parse(&name, &infra.infra_id, &infra.failure_domains);
         let Some(parsed) = parsed.filter(|_| !in_use(&name, &listed.named, infra, want.targets))
         else {
-            state.unused_since.remove(&identity);
+            clock.forget(&identity);
             continue;
         };
         let marked = match vim.extra_config(&vm).await {
@@ -87,11 +83,7 @@ pub async fn due(
             }
             continue;
         }
-        let since = *state
-            .unused_since
-            .entry(identity.clone())
-            .or_insert_with(Instant::now);
-        if expired(since, Instant::now(), retention) {
+        if clock.due(&identity, false, Instant::now()) {
             due.push(Due {
                 release: parsed.release.to_owned(),
                 failure_domain: parsed.failure_domain.to_owned(),
@@ -108,7 +100,7 @@ pub async fn due(
 /// was (called so, a template, marked by this cluster for its release) and the objects
 /// listed right now (`named`) do not name it.
 pub async fn delete(
-    state: &mut State,
+    clock: &mut Retention<Identity>,
     vim: &Vim,
     due: &Due,
     infra: &VSphereInfra,
@@ -124,13 +116,13 @@ pub async fn delete(
     };
     if let Err(why) = allowed {
         tracing::info!(template = %due.name, failure_domain = %due.failure_domain, reason = %why, "a template of ours due for deletion is kept");
-        state.unused_since.remove(&due.identity);
+        clock.forget(&due.identity);
         return;
     }
     match vim.destroy(&due.vm).await {
         Ok(()) => {
             tracing::info!(template = %due.name, failure_domain = %due.failure_domain, folder = %due.identity.folder, "deleted a template of ours that nothing has named for the retention");
-            state.unused_since.remove(&due.identity);
+            clock.forget(&due.identity);
         }
         Err(e) => {
             tracing::warn!(template = %due.name, failure_domain = %due.failure_domain, error = %e, "cannot delete an unused template of ours")
@@ -197,9 +189,5 @@ mod tests {
             Identity::new(a, "/DC0/vm/shared", "t"),
             Identity::new(&other_server, "/DC0/vm/shared", "t")
         );
-        let start = Instant::now();
-        let week = Duration::from_secs(7 * 86400);
-        assert!(!expired(start, start + week - Duration::from_secs(1), week));
-        assert!(expired(start, start + week, week));
     }
 }

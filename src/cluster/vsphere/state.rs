@@ -1,16 +1,15 @@
-//! What the importer keeps between passes, and what one pass works on.
+//! What the importer keeps between passes (beside what the frame keeps), and what one pass
+//! works on.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use kube::runtime::events::Recorder;
-
+use crate::cluster::importer::Listed;
 use crate::core::platforms::artifact::ArtifactMirror;
-use crate::core::platforms::vsphere::{FailureDomain, VSphereInfra, VSphereLearned, VSphereTarget};
+use crate::core::platforms::vsphere::{FailureDomain, VSphereInfra, VSphereTarget};
 
 use super::access::Access;
-use super::error::ImportError;
 use super::ova::OvaError;
 
 /// The importer's settings (`--vsphere-*`).
@@ -49,37 +48,10 @@ impl Identity {
     }
 }
 
-/// What the Lease holder lists each pass.
-#[derive(Default)]
-pub struct Listed {
-    /// MachineSets and ControlPlaneMachineSets, which may wait for a template.
-    pub sets: Vec<serde_json::Value>,
-    /// The template (last path element) of each of those and of each Machine.
-    pub named: BTreeSet<String>,
-}
-
-/// What a pass found.
-pub struct Pass {
-    pub ready: BTreeSet<(String, String)>,
-    /// The first trouble met, for `TemplateNotImported` messages.
-    pub trouble: Option<ImportError>,
-}
-
 pub struct State {
     pub access: Access,
-    /// Templates of ours seen unused, since when.
-    pub unused_since: BTreeMap<Identity, Instant>,
     /// Templates named like ours but not marked as ours, already logged.
     pub unmarked_reported: BTreeSet<Identity>,
-    /// Events already sent, so a repeated failure is one Event, not one per pass.
-    pub warned: BTreeSet<String>,
-    pub recorder: Recorder,
-    /// The trouble last logged: one line per kind of trouble, not one per retry.
-    pub reported: Option<String>,
-    pub backoff: Duration,
-    pub published: Option<VSphereLearned>,
-    /// No pass before this (trouble's backoff), whatever wakes the loop.
-    pub next_try: Option<tokio::time::Instant>,
     /// VMs of our failed imports that could not be deleted then.
     pub failed_imports: BTreeSet<String>,
     /// The OVA (location and checksum) found bad, and why: not downloaded again until the

@@ -1,5 +1,5 @@
 //! OpenStack: the image a MachineSet boots from becomes the stream's qcow2 imported into
-//! Glance as `<infra-id>-rhcos-<release>` (behaviour §4.10, docs/openstack.md).
+//! Glance as `<infra-id>-rhcos-<release>` (behaviour §4, rule 9; docs/openstack.md).
 //!
 //! OpenShift has no boot image management here: Red Hat's procedure is to upload the qcow2
 //! by hand and edit every MachineSet. The machine API resolves the image by name, and a
