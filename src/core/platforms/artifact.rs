@@ -84,6 +84,18 @@ fn is_release(s: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || c == b'.' || c == b'-' || c == b'_')
 }
 
+/// The name the OpenStack and Nutanix importers give the image of a release:
+/// `<infra-id>-rhcos-<release>`.
+pub fn image_name(infra_id: &str, release: &str) -> String {
+    format!("{infra_id}-rhcos-{release}")
+}
+
+/// The RHCOS release of a name of that form, for any infrastructure id.
+pub(crate) fn release_in_name(name: &str) -> Option<&str> {
+    let (prefix, release) = name.rsplit_once("-rhcos-")?;
+    (!prefix.is_empty() && is_rhcos_release(release)).then_some(release)
+}
+
 /// An RHCOS release exactly as RHCOS writes them: `9.8.20260428-0` (RHEL version and
 /// build date) or `418.94.202511191518-0` (OpenShift and RHEL versions, build time). An
 /// imported name is read back as ours only with such a release in it.

@@ -18,7 +18,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::artifact::{Artifact, is_rhcos_release};
+pub use super::artifact::image_name;
+use super::artifact::{Artifact, is_rhcos_release, release_in_name};
 use super::{Context, Edit, EntryError, Outcome, Reading, Rules, per_arch};
 use crate::core::arch::Arch;
 use crate::core::lenient::{Field, Object};
@@ -93,20 +94,9 @@ pub struct OpenStackLearned {
     pub unavailable: Option<String>,
 }
 
-/// The name this project gives the image of a release: `<infra-id>-rhcos-<release>`.
-pub fn image_name(infra_id: &str, release: &str) -> String {
-    format!("{infra_id}-rhcos-{release}")
-}
-
 /// The installer's image name, `<infra-id>-rhcos` (when it uploaded the image itself).
 fn installer_name(infra_id: &str) -> String {
     format!("{infra_id}-rhcos")
-}
-
-/// The RHCOS release of a name of our form, for any infrastructure id.
-fn release_in_name(name: &str) -> Option<&str> {
-    let (prefix, release) = name.rsplit_once("-rhcos-")?;
-    (!prefix.is_empty() && is_rhcos_release(release)).then_some(release)
 }
 
 /// Whether an image name is one a MachineSet may be moved away from: the installer's, or
