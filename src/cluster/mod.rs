@@ -11,6 +11,7 @@ pub(crate) mod cause;
 pub(crate) mod ec2;
 pub mod egress;
 pub(crate) mod lease;
+pub mod nutanix;
 pub mod openstack;
 pub(crate) mod stub_upgrade;
 pub(crate) mod stubs;
