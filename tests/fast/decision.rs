@@ -320,11 +320,11 @@ fn rule_8_unsupported_platform() {
     let _parallel = support::parallel();
     let snap = offline_snapshot();
     let aws = fixture("machineset-aws-build01-ci-tests-worker-us-east-1a.yaml");
-    let mut openstack = gcp_ms();
-    openstack["spec"]["template"]["spec"]["providerSpec"]["value"]["kind"] =
-        json!("OpenstackProviderSpec");
-    let d = expect(&openstack, &snap, Reason::UnsupportedPlatform);
-    assert!(d.message.contains("OpenStack"), "{}", d.message);
+    let mut ibm = gcp_ms();
+    ibm["spec"]["template"]["spec"]["providerSpec"]["value"]["kind"] =
+        json!("IBMCloudMachineProviderSpec");
+    let d = expect(&ibm, &snap, Reason::UnsupportedPlatform);
+    assert!(d.message.contains("IBMCloud"), "{}", d.message);
     let on_stack = snap_with(|c| c.platform = Some("AzureStackCloud".into()));
     expect(&azure_ms(), &on_stack, Reason::UnsupportedPlatform);
     let mut weird = gcp_ms();
