@@ -6,12 +6,14 @@
 //! learned says that image is ready. vSphere's OVA is one; OpenStack's `qcow2.gz` and
 //! Nutanix's `qcow2` have the same shape.
 
+use std::collections::BTreeSet;
 use std::sync::LazyLock;
 
 use regex::Regex;
 use serde_json::Value;
 
-use super::EntryError;
+use super::{EntryError, Outcome};
+use crate::core::reason::Reason;
 
 /// One architecture's artifact of a platform, in one format.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -82,6 +84,57 @@ fn is_release(s: &str) -> bool {
         && s.as_bytes()[0].is_ascii_digit()
         && s.bytes()
             .all(|c| c.is_ascii_alphanumeric() || c == b'.' || c == b'-' || c == b'_')
+}
+
+/// What an importer found in its cloud (Glance, Prism Central): the names of images of
+/// ours that are ready and alone under their name, which a MachineSet may be given.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Imported {
+    pub images: BTreeSet<String>,
+    /// Why nothing can be imported now (no credentials, the cloud unreachable, a bad
+    /// checksum), for the messages of the MachineSets that wait.
+    pub unavailable: Option<String>,
+}
+
+impl Imported {
+    /// Nothing while `wanted` is usable; else the skip of a MachineSet that waits for it,
+    /// with the platform's `reason` and what is `not_yet` ("not active in Glance yet").
+    pub(crate) fn waiting(
+        learned: Option<&Imported>,
+        reason: Reason,
+        wanted: &str,
+        release: &str,
+        not_yet: &str,
+    ) -> Option<Outcome> {
+        if learned.is_some_and(|l| l.images.contains(wanted)) {
+            return None;
+        }
+        let why = match learned {
+            Some(l) => l
+                .unavailable
+                .as_deref()
+                .map(|u| format!(" ({u})"))
+                .unwrap_or_default(),
+            None => " (no importer has reported here)".to_owned(),
+        };
+        Some(Outcome::Skip {
+            reason,
+            message: format!(
+                "image {wanted} (RHCOS {release}) is {not_yet}{why}: the MachineSet moves once it is"
+            ),
+            current: None,
+            target: Some(wanted.to_owned()),
+        })
+    }
+}
+
+/// Whether a MachineSet may be moved away from an image name: empty, the installer's
+/// (`<infra-id>-rhcos`, when it made the image itself), or one of ours of any release. Any
+/// other is the customer's.
+pub(crate) fn may_move_from(name: &str, infra_id: &str) -> bool {
+    name.is_empty()
+        || name == format!("{infra_id}-rhcos")
+        || release_in_name(name).is_some_and(|r| name == image_name(infra_id, r))
 }
 
 /// The name the OpenStack and Nutanix importers give the image of a release:

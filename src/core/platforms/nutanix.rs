@@ -15,12 +15,12 @@
 //! control-plane machine.
 
 use std::borrow::Cow;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::artifact::{Artifact, image_name, release_in_name};
+use super::artifact::{Artifact, Imported, image_name, may_move_from, release_in_name};
 use super::{Context, Edit, EntryError, Outcome, Reading, Rules, per_arch};
 use crate::core::arch::Arch;
 use crate::core::lenient::{Field, Object};
@@ -83,29 +83,11 @@ impl Rules for Nutanix {
 /// release is part of the image's name, its SHA-256 what Prism Central must report.
 pub(crate) type NutanixTarget = Artifact;
 
-/// What the importer found in Prism Central: the names of images of ours that are complete
-/// and alone under their name, which a MachineSet may be given.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct NutanixLearned {
-    pub images: BTreeSet<String>,
-    /// Why nothing can be imported now (no credentials, Prism Central unreachable, a bad
-    /// checksum), for `ImageNotImported` messages.
-    pub unavailable: Option<String>,
-}
-
-/// The installer's image name, `<infra-id>-rhcos` (without `preloadedOSImageName`).
-fn installer_name(infra_id: &str) -> String {
-    format!("{infra_id}-rhcos")
-}
-
-/// Whether an image name is one a MachineSet may be moved away from: the installer's, or
-/// one of ours of any release. A preloaded image or one made by Red Hat's manual procedure
-/// is the customer's.
-fn may_move_from(name: &str, infra_id: &str) -> bool {
-    name.is_empty()
-        || name == installer_name(infra_id)
-        || release_in_name(name).is_some_and(|r| name == image_name(infra_id, r))
-}
+/// What the importer found in Prism Central: the names of images of ours that are
+/// complete and alone under their name, which a MachineSet may be given. A preloaded image
+/// (`preloadedOSImageName`) or one made by Red Hat's manual procedure is never moved away
+/// from.
+pub type NutanixLearned = Imported;
 
 /// `providerSpec.value.image`, as far as the rule reads it.
 #[derive(Debug, Default, Deserialize)]
@@ -217,26 +199,14 @@ fn reconcile(spec: &SpecFields<'_>, target: &NutanixTarget, ctx: &Context<'_>) -
 /// `ImageNotImported` until the importer reports the image usable.
 fn not_imported(wanted: &str, target: &NutanixTarget, ctx: &Context<'_>) -> Option<Outcome> {
     let learned = ctx.cluster.learned.nutanix.as_deref();
-    if learned.is_some_and(|l| l.images.contains(wanted)) {
-        return None;
-    }
-    let why = match learned {
-        Some(l) => l
-            .unavailable
-            .as_deref()
-            .map(|u| format!(" ({u})"))
-            .unwrap_or_default(),
-        None => " (no importer has reported here)".to_owned(),
-    };
-    Some(Outcome::Skip {
-        reason: Reason::ImageNotImported,
-        message: format!(
-            "image {wanted} (RHCOS {}) is not complete in Prism Central yet{why}: the MachineSet moves once it is",
-            target.release
-        ),
-        current: None,
-        target: Some(wanted.to_owned()),
-    })
+    let not_yet = "not complete in Prism Central yet";
+    Imported::waiting(
+        learned,
+        Reason::ImageNotImported,
+        wanted,
+        &target.release,
+        not_yet,
+    )
 }
 
 #[cfg(test)]

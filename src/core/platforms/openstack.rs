@@ -13,13 +13,13 @@
 //! OpenStack providerSpec whole, so a new image would replace every control-plane machine.
 
 use std::borrow::Cow;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 use serde::Deserialize;
 use serde_json::Value;
 
 pub use super::artifact::image_name;
-use super::artifact::{Artifact, is_rhcos_release, release_in_name};
+use super::artifact::{Artifact, Imported, may_move_from, release_in_name};
 use super::{Context, Edit, EntryError, Outcome, Reading, Rules, per_arch};
 use crate::core::arch::Arch;
 use crate::core::lenient::{Field, Object};
@@ -85,31 +85,9 @@ impl Rules for OpenStack {
 pub(crate) type OpenStackTarget = Artifact;
 
 /// What the importer found in Glance: the names of images of ours that are `active` and
-/// alone under their name, which a MachineSet may be given.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct OpenStackLearned {
-    pub images: BTreeSet<String>,
-    /// Why nothing can be imported now (no credentials, Glance unreachable, a bad
-    /// checksum), for `ImageNotImported` messages.
-    pub unavailable: Option<String>,
-}
-
-/// The installer's image name, `<infra-id>-rhcos` (when it uploaded the image itself).
-fn installer_name(infra_id: &str) -> String {
-    format!("{infra_id}-rhcos")
-}
-
-/// Whether an image name is one a MachineSet may be moved away from: the installer's, or
-/// one of ours of any release. A customer's own image (`clusterOSImage` naming an image of
-/// theirs) is not.
-fn may_move_from(name: &str, infra_id: &str) -> bool {
-    name.is_empty()
-        || name == installer_name(infra_id)
-        || name
-            .strip_prefix(infra_id)
-            .and_then(|rest| rest.strip_prefix("-rhcos-"))
-            .is_some_and(is_rhcos_release)
-}
+/// alone under their name, which a MachineSet may be given. A customer's own image
+/// (`clusterOSImage` naming an image of theirs) is never moved away from.
+pub type OpenStackLearned = Imported;
 
 /// The field that boots the machine, as the machine API reads it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -239,26 +217,14 @@ fn reconcile(spec: &SpecFields<'_>, target: &OpenStackTarget, ctx: &Context<'_>)
 /// `ImageNotImported` until the importer reports the image usable.
 fn not_imported(wanted: &str, target: &OpenStackTarget, ctx: &Context<'_>) -> Option<Outcome> {
     let learned = ctx.cluster.learned.openstack.as_deref();
-    if learned.is_some_and(|l| l.images.contains(wanted)) {
-        return None;
-    }
-    let why = match learned {
-        Some(l) => l
-            .unavailable
-            .as_deref()
-            .map(|u| format!(" ({u})"))
-            .unwrap_or_default(),
-        None => " (no importer has reported here)".to_owned(),
-    };
-    Some(Outcome::Skip {
-        reason: Reason::ImageNotImported,
-        message: format!(
-            "image {wanted} (RHCOS {}) is not active in Glance yet{why}: the MachineSet moves once it is",
-            target.release
-        ),
-        current: None,
-        target: Some(wanted.to_owned()),
-    })
+    let not_yet = "not active in Glance yet";
+    Imported::waiting(
+        learned,
+        Reason::ImageNotImported,
+        wanted,
+        &target.release,
+        not_yet,
+    )
 }
 
 /// A root-volume MachineSet whose `image` names the same image as its volume keeps the
