@@ -128,10 +128,48 @@ impl Imported {
     }
 }
 
+/// The image a MachineSet naming `current` in `field` moves to, `<infra-id>-rhcos-<release>`,
+/// or what stops it: no infrastructure id yet (`NotReady`), already there (`UpToDate`), or a
+/// name that is the customer's (`CustomImage`).
+pub(crate) fn move_to(
+    current: &str,
+    field: &str,
+    release: &str,
+    infra_id: Option<&str>,
+) -> Result<String, Outcome> {
+    let Some(infra_id) = infra_id else {
+        return Err(Outcome::skip(
+            Reason::NotReady,
+            "Infrastructure cluster names no infrastructure id yet: the image's name is not known",
+        )
+        .with_current(current));
+    };
+    let wanted = image_name(infra_id, release);
+    if current == wanted {
+        return Err(Outcome::UpToDate {
+            current: current.to_owned(),
+            target: wanted,
+        });
+    }
+    if !may_move_from(current, infra_id) {
+        return Err(Outcome::Skip {
+            reason: Reason::CustomImage,
+            message: format!(
+                "{field} {current:?} is neither the installer's image nor one this webhook imports: the customer's, leaving the MachineSet alone"
+            ),
+            current: Some(current.to_owned()),
+            target: Some(wanted),
+        });
+    }
+    Ok(wanted)
+}
+
 /// Whether a MachineSet may be moved away from an image name: empty, the installer's
 /// (`<infra-id>-rhcos`, when it made the image itself), or one of ours of any release. Any
-/// other is the customer's.
-pub(crate) fn may_move_from(name: &str, infra_id: &str) -> bool {
+/// other is the customer's (OpenStack's `clusterOSImage` or Nutanix's
+/// `preloadedOSImageName` naming an image of theirs, an image made by Red Hat's manual
+/// procedure).
+fn may_move_from(name: &str, infra_id: &str) -> bool {
     name.is_empty()
         || name == format!("{infra_id}-rhcos")
         || release_in_name(name).is_some_and(|r| name == image_name(infra_id, r))
@@ -187,6 +225,31 @@ mod tests {
             "9.8.20260428-0a",
         ] {
             assert!(!is_rhcos_release(loose), "{loose}");
+        }
+    }
+
+    #[test]
+    fn names_of_ours_and_the_installers_may_move() {
+        let infra = "ostest-x7k2p";
+        for ok in [
+            "",
+            "ostest-x7k2p-rhcos",
+            "ostest-x7k2p-rhcos-9.6.20250402-0",
+            "ostest-x7k2p-rhcos-418.94.202410090804-0",
+        ] {
+            assert!(may_move_from(ok, infra), "{ok}");
+        }
+        for customer in [
+            "rhcos",
+            "rhcos-4.16",
+            "rhcos-9.6-boot-image",
+            "my-golden-rhcos",
+            "ostest-x7k2p-rhcos-golden",
+            "ostest-x7k2p-rhcos-9.6",
+            "other-abcde-rhcos-9.6.20250402-0",
+            "ostest-x7k2p-rhcos-9.6.20250402-0-copy",
+        ] {
+            assert!(!may_move_from(customer, infra), "{customer}");
         }
     }
 

@@ -20,7 +20,7 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::artifact::{Artifact, Imported, image_name, may_move_from, release_in_name};
+use super::artifact::{Artifact, Imported, move_to, release_in_name};
 use super::{Context, Edit, EntryError, Outcome, Reading, Rules, per_arch};
 use crate::core::arch::Arch;
 use crate::core::lenient::{Field, Object};
@@ -158,30 +158,11 @@ fn reconcile(spec: &SpecFields<'_>, target: &NutanixTarget, ctx: &Context<'_>) -
         }
         Err(skip) => return skip,
     };
-    let Some(infra_id) = ctx.cluster.infrastructure_name.as_deref() else {
-        return Outcome::skip(
-            Reason::NotReady,
-            "Infrastructure cluster names no infrastructure id yet: the image's name is not known",
-        )
-        .with_current(&current);
+    let infra_id = ctx.cluster.infrastructure_name.as_deref();
+    let wanted = match move_to(&current, "image.name", &target.release, infra_id) {
+        Ok(wanted) => wanted,
+        Err(stop) => return stop,
     };
-    let wanted = image_name(infra_id, &target.release);
-    if current == wanted {
-        return Outcome::UpToDate {
-            current: current.into_owned(),
-            target: wanted,
-        };
-    }
-    if !may_move_from(&current, infra_id) {
-        return Outcome::Skip {
-            reason: Reason::CustomImage,
-            message: format!(
-                "image.name {current:?} is neither the installer's image nor one this webhook imports: the customer's, leaving the MachineSet alone"
-            ),
-            current: Some(current.into_owned()),
-            target: Some(wanted),
-        };
-    }
     if let Some(skip) = not_imported(&wanted, target, ctx) {
         return skip.with_current(&current);
     }
@@ -212,28 +193,6 @@ fn not_imported(wanted: &str, target: &NutanixTarget, ctx: &Context<'_>) -> Opti
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn names_of_ours_and_the_installers_may_move() {
-        let infra = "ntnx-x7k2p";
-        for ok in [
-            "",
-            "ntnx-x7k2p-rhcos",
-            "ntnx-x7k2p-rhcos-9.6.20250402-0",
-            "ntnx-x7k2p-rhcos-418.94.202410090804-0",
-        ] {
-            assert!(may_move_from(ok, infra), "{ok}");
-        }
-        for customer in [
-            "rhcos-9.6-boot-image",
-            "my-preloaded-rhcos",
-            "ntnx-x7k2p-rhcos-golden",
-            "other-abcde-rhcos-9.6.20250402-0",
-            "ntnx-x7k2p-rhcos-9.6.20250402-0-copy",
-        ] {
-            assert!(!may_move_from(customer, infra), "{customer}");
-        }
-    }
 
     #[test]
     fn the_image_is_read_by_name_or_uuid() {
