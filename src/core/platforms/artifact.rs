@@ -12,8 +12,9 @@ use std::sync::LazyLock;
 use regex::Regex;
 use serde_json::Value;
 
-use super::{EntryError, Outcome};
+use super::{EntryError, Outcome, Reading};
 use crate::core::reason::Reason;
+use crate::core::skew::{self, Source, Version};
 
 /// One architecture's artifact of a platform, in one format.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -181,6 +182,14 @@ pub fn image_name(infra_id: &str, release: &str) -> String {
     format!("{infra_id}-rhcos-{release}")
 }
 
+/// The version a name of that form carries (`Other`: not of that form).
+pub(crate) fn version_in_name(image: &str) -> Reading<Version> {
+    match release_in_name(image) {
+        Some(release) => Reading::Ours(skew::from_release(release, Source::Name)),
+        None => Reading::Other,
+    }
+}
+
 /// The RHCOS release of a name of that form, for any infrastructure id.
 pub(crate) fn release_in_name(name: &str) -> Option<&str> {
     let (prefix, release) = name.rsplit_once("-rhcos-")?;
@@ -251,6 +260,17 @@ mod tests {
         ] {
             assert!(!may_move_from(customer, infra), "{customer}");
         }
+    }
+
+    #[test]
+    fn a_name_of_ours_carries_its_release() {
+        assert_eq!(
+            release_in_name("ostest-x7k2p-rhcos-9.8.20260428-0"),
+            Some("9.8.20260428-0")
+        );
+        assert_eq!(release_in_name("ostest-x7k2p-rhcos"), None);
+        assert_eq!(release_in_name("-rhcos-9.8.20260428-0"), None);
+        assert_eq!(release_in_name("rhcos-9-8-20260428-0-gcp-x86-64"), None);
     }
 
     #[test]

@@ -20,12 +20,12 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::artifact::{Artifact, Imported, move_to, release_in_name};
+use super::artifact::{self, Artifact, Imported, move_to};
 use super::{Context, Edit, EntryError, Outcome, Reading, Rules, per_arch};
 use crate::core::arch::Arch;
 use crate::core::lenient::{Field, Object};
 use crate::core::reason::Reason;
-use crate::core::skew::{self, Source, Version};
+use crate::core::skew::Version;
 use crate::core::view::SpecFields;
 
 /// Nutanix's [`Rules`].
@@ -72,10 +72,7 @@ impl Rules for Nutanix {
 
     /// The release in a name of ours, `<infra-id>-rhcos-<release>`.
     fn version_in_name(image: &str) -> Reading<Version> {
-        match release_in_name(image) {
-            Some(release) => Reading::Ours(skew::from_release(release, Source::Name)),
-            None => Reading::Other,
-        }
+        artifact::version_in_name(image)
     }
 }
 

@@ -19,12 +19,12 @@ use serde::Deserialize;
 use serde_json::Value;
 
 pub use super::artifact::image_name;
-use super::artifact::{Artifact, Imported, move_to, release_in_name};
+use super::artifact::{self, Artifact, Imported, move_to};
 use super::{Context, Edit, EntryError, Outcome, Reading, Rules, per_arch};
 use crate::core::arch::Arch;
 use crate::core::lenient::{Field, Object};
 use crate::core::reason::Reason;
-use crate::core::skew::{self, Source, Version};
+use crate::core::skew::Version;
 use crate::core::view::SpecFields;
 
 /// OpenStack's [`Rules`].
@@ -73,10 +73,7 @@ impl Rules for OpenStack {
 
     /// The release in a name of ours, `<infra-id>-rhcos-<release>`.
     fn version_in_name(image: &str) -> Reading<Version> {
-        match release_in_name(image) {
-            Some(release) => Reading::Ours(skew::from_release(release, Source::Name)),
-            None => Reading::Other,
-        }
+        artifact::version_in_name(image)
     }
 }
 
@@ -225,20 +222,4 @@ fn image_beside_root_volume(
         exists: true,
         value: Value::String(wanted.to_owned()),
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_name_of_ours_carries_its_release() {
-        assert_eq!(
-            release_in_name("ostest-x7k2p-rhcos-9.8.20260428-0"),
-            Some("9.8.20260428-0")
-        );
-        assert_eq!(release_in_name("ostest-x7k2p-rhcos"), None);
-        assert_eq!(release_in_name("-rhcos-9.8.20260428-0"), None);
-        assert_eq!(release_in_name("rhcos-9-8-20260428-0-gcp-x86-64"), None);
-    }
 }
