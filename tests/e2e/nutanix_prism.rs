@@ -1,8 +1,9 @@
 //! The Nutanix cluster side against the Prism Central double (tests/support/prism_double.rs,
 //! no emulator exists): the first import from the stream's URL, a second run that fetches
 //! nothing, a second release beside the first and the retention, a customer's look-alike
-//! never touched, a wrong checksum that imports nothing, a name clash after the import, and
-//! credentials Prism Central refuses. The stream's qcow2 is served over HTTP on loopback.
+//! never touched, a wrong checksum that imports nothing, a URL Prism Central cannot reach
+//! uploaded from here, a name clash after the import, and credentials Prism Central
+//! refuses. The stream's qcow2 is served over HTTP on loopback.
 
 use crate::support;
 
@@ -46,6 +47,7 @@ struct World {
     prism: PrismDouble,
     files: Files,
     data: BTreeMap<&'static str, Vec<u8>>,
+    cache: tempfile::TempDir,
 }
 
 impl World {
@@ -58,6 +60,15 @@ impl World {
             prism,
             files: Files::serve(served),
             data,
+            cache: tempfile::tempdir().unwrap(),
+        }
+    }
+
+    /// Uploads from here when Prism Central cannot fetch the URL.
+    fn settings(&self) -> Settings {
+        Settings {
+            cache_dir: Some(self.cache.path().join("nutanix")),
+            ..settings()
         }
     }
 
@@ -82,10 +93,12 @@ impl World {
     }
 }
 
+/// No upload from here: Prism Central fetches the URL or nothing is imported.
 fn settings() -> Settings {
     Settings {
         task_timeout: Duration::from_secs(60),
         poll: Duration::from_millis(50),
+        ..Settings::default()
     }
 }
 
@@ -274,7 +287,9 @@ async fn nutanix_prism_a_wrong_checksum_imports_nothing() {
         ..world.artifact(RELEASE_A)
     };
     let named = BTreeSet::new();
+    let name = image_name(INFRA, RELEASE_A);
     let mut importer = world.importer(PASSWORD);
+    // Prism Central fetches it and refuses it; the failed image is deleted.
     let e = importer
         .ensure(&settings(), &want(&wrong, &named))
         .await
@@ -285,9 +300,22 @@ async fn nutanix_prism_a_wrong_checksum_imports_nothing() {
         text.contains("FAILED") && text.contains(&"0".repeat(64)),
         "{text}"
     );
-    // Prism Central fetched it, refused it, and the failed image is gone.
     assert_eq!(world.prism.fetches(), 1);
-    let left = until_none_named(&world.prism, &image_name(INFRA, RELEASE_A));
+    let left = until_none_named(&world.prism, &name);
+    assert!(left.is_empty(), "{left:?}");
+    // With a cache, the download here refuses it too, and nothing is uploaded.
+    let e = importer
+        .ensure(&world.settings(), &want(&wrong, &named))
+        .await
+        .unwrap_err();
+    let text = e.to_string();
+    assert!(matches!(e, NutanixError::Artifact(_)), "{text}");
+    assert!(
+        text.contains(&wrong.location) && text.contains(&"0".repeat(64)),
+        "{text}"
+    );
+    assert_eq!(world.files.hits.load(Ordering::SeqCst), 3);
+    let left = until_none_named(&world.prism, &name);
     assert!(left.is_empty(), "{left:?}");
     assert!(
         importer
@@ -296,6 +324,49 @@ async fn nutanix_prism_a_wrong_checksum_imports_nothing() {
             .unwrap()
             .ready
             .is_none()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nutanix_prism_a_url_prism_central_cannot_reach_is_uploaded_from_here() {
+    let _parallel = support::parallel();
+    let world = World::new();
+    let (a, named) = (world.artifact(RELEASE_A), BTreeSet::new());
+    world.prism.cannot_reach(&world.files.url("/"));
+    let mut importer = world.importer(PASSWORD);
+    // Without a cache, nothing can be done, and what was tried is gone.
+    let e = importer
+        .ensure(&settings(), &want(&a, &named))
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("Could not access the URL"), "{e}");
+    assert!(until_none_named(&world.prism, &image_name(INFRA, RELEASE_A)).is_empty());
+    let started = Instant::now();
+    let image = importer
+        .ensure(&world.settings(), &want(&a, &named))
+        .await
+        .unwrap();
+    eprintln!("import by upload: {:?}", started.elapsed());
+    // Downloaded here once, uploaded with its checksum, marked as ours.
+    assert_eq!(world.files.hits.load(Ordering::SeqCst), 1);
+    assert_eq!(
+        world.prism.data(&image.uuid).as_deref(),
+        Some(&world.data[RELEASE_A][..])
+    );
+    assert_eq!(image.checksum, Some(("SHA_256".into(), a.sha256.clone())));
+    assert_eq!(image.source_uri, None);
+    assert_eq!(
+        image.marker().map(|m| m.release),
+        Some(RELEASE_A.to_owned())
+    );
+    let look = importer.look(&want(&a, &named)).await.unwrap();
+    assert_eq!(look.usable().map(|i| &i.uuid), Some(&image.uuid));
+    assert_eq!(
+        world
+            .prism
+            .images_named(&image_name(INFRA, RELEASE_A))
+            .len(),
+        1
     );
 }
 

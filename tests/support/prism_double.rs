@@ -64,6 +64,8 @@ struct Shared {
     /// How long a task stays queued, then running.
     delay: Duration,
     fetches: AtomicUsize,
+    /// URLs (by prefix) Prism Central cannot reach, as behind a site's firewall.
+    unreachable: Mutex<Vec<String>>,
 }
 
 type St = Arc<Shared>;
@@ -92,6 +94,7 @@ impl PrismDouble {
             authorization: format!("Basic {pair}"),
             delay: Duration::from_millis(100),
             fetches: AtomicUsize::new(0),
+            unreachable: Mutex::new(Vec::new()),
         });
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
@@ -168,6 +171,11 @@ impl PrismDouble {
     pub fn data(&self, uuid: &str) -> Option<Vec<u8>> {
         let w = self.shared.world.lock().unwrap();
         w.images.get(uuid).and_then(|i| i.data.clone())
+    }
+
+    /// Makes the URLs that start with `prefix` unreachable from Prism Central.
+    pub fn cannot_reach(&self, prefix: &str) {
+        self.shared.unreachable.lock().unwrap().push(prefix.to_owned());
     }
 
     /// How many `source_uri` fetches it made.
@@ -387,7 +395,13 @@ async fn run_create(s: St, image: String, task: String) {
         None => Ok(None),
         Some(uri) => {
             s.fetches.fetch_add(1, Ordering::SeqCst);
-            fetch(&uri).await.and_then(|data| verify(&data, checksum.as_ref()).map(|()| Some(data)))
+            let blocked = s.unreachable.lock().unwrap().iter().any(|p| uri.starts_with(p));
+            match blocked {
+                true => Err(format!("Could not access the URL {uri}: connection timed out")),
+                false => fetch(&uri)
+                    .await
+                    .and_then(|data| verify(&data, checksum.as_ref()).map(|()| Some(data))),
+            }
         }
     };
     tokio::time::sleep(s.delay).await;

@@ -3,6 +3,7 @@
 
 use super::marker::Keep;
 pub use crate::cluster::cause::{Cause, cause, chain};
+use crate::cluster::openstack::ArtifactError;
 
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum NutanixError {
@@ -65,6 +66,8 @@ pub enum NutanixError {
         prism: String,
         stream: String,
     },
+    #[error(transparent)]
+    Artifact(#[from] ArtifactError),
     #[error("Prism Central image {name} ({uuid}) is {state} after its import{}: not used", if .said.is_empty() { String::new() } else { format!(" ({})", .said) })]
     Failed {
         name: String,

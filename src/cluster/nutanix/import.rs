@@ -6,18 +6,22 @@
 //! An import: the image created with the marker in its description and `source_uri` set to
 //! the stream's URL, with the stream's SHA-256 as its checksum, so that Prism Central fetches
 //! the qcow2 and checks it; its task followed to the end; the image read back, complete, with
-//! the checksum it reports compared to the stream's. What a failed import created is
-//! deleted, after reading it again.
+//! the checksum it reports compared to the stream's. When that task fails and there is a
+//! cache, the qcow2 is downloaded here (the OpenStack importer's download, checked as it
+//! arrives) and uploaded to an empty image with its checksum. What a failed import created
+//! is deleted, after reading it again.
 
 use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use serde_json::{Value, json};
 
-use super::error::NutanixError;
+use super::error::{NutanixError, cause};
 use super::marker::{self, Keep, Marker, image_name};
 use super::prism::{Image, Prism};
+use crate::cluster::openstack::artifact::{self, ArtifactError};
 use crate::core::platforms::artifact::Artifact;
 
 /// The importer's settings.
@@ -27,6 +31,13 @@ pub struct Settings {
     pub task_timeout: Duration,
     /// The first pause between two reads of a task (doubling up to five seconds).
     pub poll: Duration,
+    /// Where the qcow2 is kept when Prism Central cannot fetch it and it is uploaded from
+    /// here (`None`: it is not).
+    pub cache_dir: Option<PathBuf>,
+    /// The qcow2 downloaded here, at most.
+    pub max_bytes: u64,
+    /// The longest a download here may take, end to end.
+    pub download_timeout: Duration,
 }
 
 impl Default for Settings {
@@ -34,6 +45,9 @@ impl Default for Settings {
         Settings {
             task_timeout: Duration::from_secs(3600),
             poll: Duration::from_secs(2),
+            cache_dir: None,
+            max_bytes: 16 << 30,
+            download_timeout: Duration::from_secs(7200),
         }
     }
 }
@@ -178,7 +192,8 @@ impl Importer {
         Ok(())
     }
 
-    /// The import itself; what it created is deleted when it fails.
+    /// The import itself: from the stream's URL, or, when Prism Central could not fetch it
+    /// and there is a cache, downloaded here and uploaded.
     async fn import(
         &mut self,
         settings: &Settings,
@@ -186,53 +201,66 @@ impl Importer {
         now: Option<Timestamp>,
     ) -> Result<Image, NutanixError> {
         let started = Instant::now();
-        let name = want.name();
-        let a = want.artifact;
-        let budget = marker::import_budget(None).max(settings.task_timeout);
-        let marker = Marker {
-            infra_id: want.infra_id.to_owned(),
-            stream: want.stream.to_owned(),
-            release: a.release.clone(),
-            sha256: a.sha256.clone(),
-            // Prism Central sent no Date: the pod's clock.
-            import_deadline: now
-                .or_else(|| Some(Timestamp::now()))
-                .and_then(|n| n.checked_add(SignedDuration::try_from(budget).ok()?).ok()),
-        };
+        let (name, a) = (want.name(), want.artifact);
+        let marker = marker_for(settings, want, now);
         let categories = self.categories(want.infra_id).await?;
-        let input = json!({
-            "api_version": "3.1",
-            "metadata": {"kind": "image", "categories": categories},
-            "spec": {
-                "name": name,
-                "description": marker.description(),
-                "resources": {
-                    "image_type": "DISK_IMAGE",
-                    "source_uri": a.location,
-                    "checksum": {"checksum_algorithm": "SHA_256", "checksum_value": a.sha256},
-                },
-            },
-        });
+        let input = |source: Option<&str>| image_input(&name, &marker, &categories, a, source);
         tracing::info!(image = %name, url = %a.location, "importing the RHCOS qcow2 into Prism Central from its URL");
-        let (image, task) = self.prism.create(&input).await?;
+        let from_url = self
+            .attempt(settings, want, &input(Some(&a.location)), None)
+            .await;
+        let done = match (from_url, &settings.cache_dir) {
+            (Err(e @ NutanixError::Task { .. }), Some(dir)) => {
+                tracing::warn!(image = %name, error = %e, "Prism Central did not import the qcow2 from its URL: downloading it here and uploading it");
+                let limits = artifact::Limits {
+                    max_bytes: settings.max_bytes,
+                    deadline: settings.download_timeout,
+                };
+                let http = self.prism.http();
+                let path = artifact::fetch_plain(http, dir, &a.location, &a.sha256, limits).await?;
+                self.attempt(settings, want, &input(None), Some(&path))
+                    .await
+            }
+            (result, _) => result,
+        }?;
+        tracing::info!(image = %name, uuid = %done.uuid, seconds = started.elapsed().as_secs_f64(), bytes = ?done.size, "imported the RHCOS qcow2 into Prism Central");
+        Ok(done)
+    }
+
+    /// One image made from `input` (from a URL, or empty and then uploaded from `file`),
+    /// followed to the end and checked; deleted when any of it fails.
+    async fn attempt(
+        &mut self,
+        settings: &Settings,
+        want: &Want<'_>,
+        input: &Value,
+        file: Option<&Path>,
+    ) -> Result<Image, NutanixError> {
+        let name = want.name();
+        let (image, task) = self.prism.create(input).await?;
         let result = async {
             if let Some(task) = &task {
-                self.wait_task(task, &format!("create image {name}"), settings)
-                    .await?;
+                let what = format!("create image {name}");
+                self.wait_task(task, &what, settings).await?;
             }
-            self.complete(&image, a, settings).await
+            if let Some(path) = file {
+                let (body, size, _) =
+                    artifact::body(path)
+                        .await
+                        .map_err(|e| ArtifactError::Cache {
+                            dir: path.display().to_string(),
+                            cause: cause(e),
+                        })?;
+                let sha256 = &want.artifact.sha256;
+                self.prism.upload(&image.uuid, body, size, sha256).await?;
+            }
+            self.complete(&image, want.artifact, settings).await
         }
         .await;
-        match result {
-            Ok(done) => {
-                tracing::info!(image = %name, uuid = %done.uuid, seconds = started.elapsed().as_secs_f64(), bytes = ?done.size, "imported the RHCOS qcow2 into Prism Central");
-                Ok(done)
-            }
-            Err(e) => {
-                self.discard(want, &image).await;
-                Err(e)
-            }
+        if result.is_err() {
+            self.discard(want, &image).await;
         }
+        result
     }
 
     /// The installer's category for the cluster, where Prism Central has it: v3 refuses an
@@ -384,6 +412,43 @@ impl Importer {
         tracing::info!(image = %name, uuid, "deleting an image of ours that nothing has named for the retention");
         self.prism.delete(uuid).await.map(drop)
     }
+}
+
+/// The marker of an import starting now, by Prism Central's clock where it said.
+fn marker_for(settings: &Settings, want: &Want<'_>, now: Option<Timestamp>) -> Marker {
+    let budget = marker::import_budget(None).max(settings.task_timeout);
+    Marker {
+        infra_id: want.infra_id.to_owned(),
+        stream: want.stream.to_owned(),
+        release: want.artifact.release.clone(),
+        sha256: want.artifact.sha256.clone(),
+        // Prism Central sent no Date: the pod's clock.
+        import_deadline: now
+            .or_else(|| Some(Timestamp::now()))
+            .and_then(|n| n.checked_add(SignedDuration::try_from(budget).ok()?).ok()),
+    }
+}
+
+/// An `image_intent_input`: from `source` with the stream's SHA-256 for Prism Central to
+/// check, or empty, for an upload that carries the checksum itself.
+fn image_input(
+    name: &str,
+    marker: &Marker,
+    categories: &Value,
+    a: &Artifact,
+    source: Option<&str>,
+) -> Value {
+    let mut resources = json!({"image_type": "DISK_IMAGE"});
+    if let Some(uri) = source {
+        resources["source_uri"] = json!(uri);
+        resources["checksum"] =
+            json!({"checksum_algorithm": "SHA_256", "checksum_value": a.sha256});
+    }
+    json!({
+        "api_version": "3.1",
+        "metadata": {"kind": "image", "categories": categories},
+        "spec": {"name": name, "description": marker.description(), "resources": resources},
+    })
 }
 
 /// Whether what Prism Central reports of an image's data agrees with `sha256` (an image

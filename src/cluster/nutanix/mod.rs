@@ -9,7 +9,8 @@
 //!
 //! The files, each using only those below it: `access` (the credentials Secret and
 //! Infrastructure, through the Kubernetes API), `import` (what a background loop calls),
-//! `prism` (Prism Central's v3 API, over the OpenStack client's HTTPS), and the pure rules:
+//! `prism` (Prism Central's v3 API, over the OpenStack client's HTTPS and beside its
+//! download), and the pure rules:
 //! `credentials`, `marker`, `error`.
 
 mod access;

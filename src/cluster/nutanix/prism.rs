@@ -152,6 +152,11 @@ impl Prism {
         }
     }
 
+    /// The HTTPS client, for a download that goes where Prism Central's calls go.
+    pub(crate) fn http(&self) -> &Https {
+        &self.http
+    }
+
     /// A call; a read whose connection broke is sent once more (a kept-alive connection
     /// closed just as it was reused). A create is never sent twice: it could make a twin.
     async fn call(

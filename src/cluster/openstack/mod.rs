@@ -12,7 +12,7 @@
 //! and the pure rules: `clouds` (`clouds.yaml`), `marker`, `error`.
 
 mod access;
-mod artifact;
+pub(crate) mod artifact;
 mod clouds;
 mod error;
 mod glance;
