@@ -2,8 +2,8 @@
 //! no emulator exists): the first import from the stream's URL, a second run that fetches
 //! nothing, a second release beside the first and the retention, a customer's look-alike
 //! never touched, a wrong checksum that imports nothing, a URL Prism Central cannot reach
-//! uploaded from here, a name clash after the import, and credentials Prism Central
-//! refuses. The stream's qcow2 is served over HTTP on loopback.
+//! uploaded from here, a name clash after the import, a list longer than a page, and
+//! credentials Prism Central refuses. The stream's qcow2 is served over HTTP on loopback.
 
 use crate::support;
 
@@ -413,4 +413,36 @@ async fn nutanix_prism_credentials_prism_central_refuses_are_said() {
         "{text}"
     );
     assert!(text.contains("AUTHENTICATION_REQUIRED"), "{text}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nutanix_prism_every_page_of_a_long_list_is_read() {
+    let _parallel = support::parallel();
+    let world = World::new();
+    let (a, named) = (world.artifact(RELEASE_A), BTreeSet::new());
+    let mut importer = world.importer(PASSWORD);
+    let ours = importer
+        .ensure(&settings(), &want(&a, &named))
+        .await
+        .unwrap();
+    // More images than one page holds, ours among the first and a twin of it on the last.
+    for n in 0..250 {
+        world
+            .prism
+            .add_image(&format!("someone-{n}"), "theirs", b"x");
+    }
+    let twin = world
+        .prism
+        .add_image(&image_name(INFRA, RELEASE_A), "a copy", b"x");
+    let found = importer.ours(INFRA).await.unwrap();
+    assert_eq!(
+        found.iter().map(|i| &i.uuid).collect::<Vec<_>>(),
+        [&ours.uuid]
+    );
+    let look = importer.look(&want(&a, &named)).await.unwrap();
+    assert_eq!(
+        look.taken.iter().map(|i| &i.uuid).collect::<Vec<_>>(),
+        [&twin]
+    );
+    assert!(look.usable().is_none());
 }
