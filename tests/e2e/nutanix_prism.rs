@@ -2,8 +2,9 @@
 //! no emulator exists): the first import from the stream's URL, a second run that fetches
 //! nothing, a second release beside the first and the retention, a customer's look-alike
 //! never touched, a wrong checksum that imports nothing, a URL Prism Central cannot reach
-//! uploaded from here, a name clash after the import, a list longer than a page, and
-//! credentials Prism Central refuses. The stream's qcow2 is served over HTTP on loopback.
+//! uploaded from here, a failed import left behind and deleted on the next pass, a name
+//! clash after the import, a list longer than a page, and credentials Prism Central
+//! refuses. The stream's qcow2 is served over HTTP on loopback.
 
 use crate::support;
 
@@ -445,4 +446,57 @@ async fn nutanix_prism_every_page_of_a_long_list_is_read() {
         [&twin]
     );
     assert!(look.usable().is_none());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nutanix_prism_a_failed_import_that_could_not_be_deleted_is_deleted_next_time() {
+    let _parallel = support::parallel();
+    let world = World::new();
+    let (a, named) = (world.artifact(RELEASE_A), BTreeSet::new());
+    let name = image_name(INFRA, RELEASE_A);
+    world.prism.cannot_reach(&world.files.url("/"));
+    world.prism.fail_deletes(1);
+    let mut importer = world.importer(PASSWORD);
+    importer
+        .ensure(&settings(), &want(&a, &named))
+        .await
+        .unwrap_err();
+    // Failed, so Prism Central lists it no more; the delete was refused, so it is there.
+    let failed = world.prism.images_named(&name);
+    assert_eq!(failed.len(), 1, "{failed:?}");
+    assert_eq!(failed[0]["status"]["state"], "ERROR");
+    assert!(
+        importer
+            .look(&want(&a, &named))
+            .await
+            .unwrap()
+            .unfinished
+            .is_empty()
+    );
+    // The next pass deletes it by its uuid, then imports.
+    world.prism.reach_everything();
+    let image = importer
+        .ensure(&settings(), &want(&a, &named))
+        .await
+        .unwrap();
+    let failed_uuid = failed[0]["metadata"]["uuid"].as_str().unwrap().to_owned();
+    assert_ne!(image.uuid, failed_uuid);
+    let held = until_none_named_but(&world.prism, &name, &image.uuid);
+    assert_eq!(held, [json!(image.uuid)]);
+}
+
+/// Until Prism Central holds nothing called `name` but `keep`: the uuids it holds.
+fn until_none_named_but(prism: &PrismDouble, name: &str, keep: &str) -> Vec<Value> {
+    let since = Instant::now();
+    loop {
+        let held: Vec<Value> = prism
+            .images_named(name)
+            .iter()
+            .map(|i| i["metadata"]["uuid"].clone())
+            .collect();
+        if held == [json!(keep)] || since.elapsed() > Duration::from_secs(10) {
+            return held;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }

@@ -66,6 +66,8 @@ struct Shared {
     fetches: AtomicUsize,
     /// URLs (by prefix) Prism Central cannot reach, as behind a site's firewall.
     unreachable: Mutex<Vec<String>>,
+    /// Deletes still to refuse (500), as a Prism Central that is failing.
+    failing_deletes: AtomicUsize,
 }
 
 type St = Arc<Shared>;
@@ -95,6 +97,7 @@ impl PrismDouble {
             delay: Duration::from_millis(100),
             fetches: AtomicUsize::new(0),
             unreachable: Mutex::new(Vec::new()),
+            failing_deletes: AtomicUsize::new(0),
         });
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
@@ -176,6 +179,16 @@ impl PrismDouble {
     /// Makes the URLs that start with `prefix` unreachable from Prism Central.
     pub fn cannot_reach(&self, prefix: &str) {
         self.shared.unreachable.lock().unwrap().push(prefix.to_owned());
+    }
+
+    /// Makes every URL reachable again.
+    pub fn reach_everything(&self) {
+        self.shared.unreachable.lock().unwrap().clear();
+    }
+
+    /// Refuses the next `n` deletes.
+    pub fn fail_deletes(&self, n: usize) {
+        self.shared.failing_deletes.store(n, Ordering::SeqCst);
     }
 
     /// How many `source_uri` fetches it made.
@@ -453,6 +466,11 @@ async fn read(State(s): State<St>, headers: HeaderMap, Path(uuid): Path<String>)
 async fn delete(State(s): State<St>, headers: HeaderMap, Path(uuid): Path<String>) -> Response {
     if let Some(r) = refused(&s, &headers) {
         return r;
+    }
+    let failing = s.failing_deletes.load(Ordering::SeqCst);
+    if failing > 0 {
+        s.failing_deletes.store(failing - 1, Ordering::SeqCst);
+        return error(StatusCode::INTERNAL_SERVER_ERROR, "INTERNAL_ERROR", "the double refuses this delete");
     }
     let mut w = s.world.lock().unwrap();
     if !w.images.contains_key(&uuid) {

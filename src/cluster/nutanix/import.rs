@@ -161,8 +161,9 @@ impl Importer {
         if let Some(stale) = look.stale.first() {
             return Err(stale_error(stale, want));
         }
+        self.retry_discards(want).await;
         for leftover in &look.unfinished {
-            self.clear_leftover(want, leftover).await?;
+            self.clear_leftover(want, &leftover.uuid).await?;
         }
         match look.ready {
             Some(image) => Ok(image),
@@ -171,25 +172,32 @@ impl Importer {
     }
 
     /// Deletes what an import of ours left when Prism Central says, right now, that it may go.
-    async fn clear_leftover(&mut self, want: &Want<'_>, image: &Image) -> Result<(), NutanixError> {
-        let (now_image, now) = self.prism.get(&image.uuid).await?;
+    async fn clear_leftover(&mut self, want: &Want<'_>, uuid: &str) -> Result<(), NutanixError> {
+        let (now_image, now) = self.prism.get(uuid).await?;
         let Some(seen_image) = now_image else {
-            self.failed_here.remove(&image.uuid);
+            self.failed_here.remove(uuid);
             return Ok(());
         };
-        let failed_here = self.failed_here.contains(&image.uuid);
+        let failed_here = self.failed_here.contains(uuid);
         let seen = seen_image.seen(now);
-        seen.clearable(
-            &want.name(),
-            want.infra_id,
-            want.names(&seen_image),
-            failed_here,
-        )
-        .map_err(|why| busy(&seen_image, why))?;
-        tracing::info!(image = %want.name(), uuid = %image.uuid, state = %seen.state, prism_time = ?now, "deleting an image a failed import of ours left");
-        self.prism.delete(&image.uuid).await?;
-        self.failed_here.remove(&image.uuid);
+        let named = want.names(&seen_image);
+        seen.clearable(&want.name(), want.infra_id, named, failed_here)
+            .map_err(|why| busy(&seen_image, why))?;
+        tracing::info!(image = %want.name(), uuid, state = %seen.state, prism_time = ?now, "deleting an image a failed import of ours left");
+        self.prism.delete(uuid).await?;
+        self.failed_here.remove(uuid);
         Ok(())
+    }
+
+    /// This replica's failed imports that could not be deleted then, read again by uuid:
+    /// Prism Central lists no image that was not created successfully.
+    async fn retry_discards(&mut self, want: &Want<'_>) {
+        let uuids: Vec<String> = self.failed_here.iter().cloned().collect();
+        for uuid in uuids {
+            if let Err(e) = self.clear_leftover(want, &uuid).await {
+                tracing::debug!(uuid, error = %e, "a failed import of ours is not deleted yet");
+            }
+        }
     }
 
     /// The import itself: from the stream's URL, or, when Prism Central could not fetch it
