@@ -1,5 +1,6 @@
-//! What an error of the importers (vSphere, OpenStack) keeps of its cause: the underlying error itself where
-//! there is one, so its own sources stay reachable, else what was wrong, in words.
+//! What an error of the importers (vSphere, OpenStack, Nutanix) keeps of its cause: the
+//! underlying error itself where there is one, so its own sources stay reachable, else what
+//! was wrong, in words.
 
 use std::error::Error;
 use std::sync::Arc;

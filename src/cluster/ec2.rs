@@ -503,6 +503,10 @@ impl LearnedCell {
     ) {
         self.publish(|now| now.with_openstack(openstack.clone()));
     }
+
+    pub fn publish_nutanix(&self, nutanix: crate::core::platforms::nutanix::NutanixLearned) {
+        self.publish(|now| now.with_nutanix(nutanix.clone()));
+    }
 }
 
 /// How often a marketplace product's list is asked again (new images are published).

@@ -13,6 +13,7 @@ pub(crate) mod ec2;
 pub mod egress;
 pub(crate) mod importer;
 pub(crate) mod lease;
+pub mod nutanix;
 pub mod openstack;
 pub(crate) mod stub_upgrade;
 pub(crate) mod stubs;

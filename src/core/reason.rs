@@ -7,12 +7,10 @@ use std::fmt;
 use super::platforms::Platform;
 
 /// One list makes the enum, [`Reason::ALL`], [`Reason::as_str`] (the variant's name is
-/// the code) and [`Reason::platform`] (`for <Platform>` after a name: only that platform's
-/// rule gives it).
+/// the code) and [`Reason::platforms`] (`for <Platform> | <Platform>` after a name: only
+/// those platforms' rules give it).
 macro_rules! reasons {
-    (@platform) => { None };
-    (@platform $platform:ident) => { Some(Platform::$platform) };
-    ($($(#[$doc:meta])* $name:ident $(for $platform:ident)?,)*) => {
+    ($($(#[$doc:meta])* $name:ident $(for $($platform:ident)|+)?,)*) => {
         /// Stable reason codes (behaviour §4), used in logs, metrics, warnings and events.
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
         pub enum Reason {
@@ -28,11 +26,14 @@ macro_rules! reasons {
                 }
             }
 
-            /// The platform whose rule alone gives this reason (`None`: the decision's own,
+            /// The platforms whose rules alone give this reason (none: the decision's own,
             /// or any platform's).
-            pub fn platform(self) -> Option<Platform> {
+            pub fn platforms(self) -> &'static [Platform] {
                 match self {
-                    $(Reason::$name => reasons!(@platform $($platform)?),)*
+                    $(Reason::$name => {
+                        let platforms: &'static [Platform] = &[$($(Platform::$platform),+)?];
+                        platforms
+                    })*
                 }
             }
         }
@@ -81,12 +82,14 @@ reasons! {
     /// vSphere: the stream's template is not imported in the MachineSet's failure domain yet;
     /// the MachineSet moves once the background importer has made it.
     TemplateNotImported for VSphere,
-    /// OpenStack: the stream's image is not `active` and alone under its name in Glance
-    /// yet; the MachineSet moves once the background importer has made it.
-    ImageNotImported for OpenStack,
-    /// OpenStack: a ControlPlaneMachineSet, whose operator compares the providerSpec whole
-    /// (a new image would replace every control-plane machine): left alone.
-    ControlPlaneNotManaged for OpenStack,
+    /// OpenStack, Nutanix: the stream's image is not ready and alone under its name in
+    /// Glance or Prism Central yet; the MachineSet moves once the background importer has
+    /// made it.
+    ImageNotImported for OpenStack | Nutanix,
+    /// OpenStack, Nutanix: a ControlPlaneMachineSet, whose operator compares the
+    /// providerSpec whole (a new image would replace every control-plane machine): left
+    /// alone.
+    ControlPlaneNotManaged for OpenStack | Nutanix,
     /// GCP: no disk is marked `boot: true`: there is no boot image to move.
     NoBootDisk for Gcp,
     /// The user-data Secret's stub Ignition is not spec 3: new images cannot boot with it.

@@ -20,6 +20,7 @@ pub use super::document::{parse_document, parse_documents};
 pub use super::facts::{ClusterFacts, Enrollment, Gate, Stub, Stubs};
 pub use super::platforms::Learned;
 use super::platforms::aws::AwsLearned;
+use super::platforms::nutanix::NutanixLearned;
 use super::platforms::openstack::OpenStackLearned;
 use super::platforms::vsphere::VSphereLearned;
 
@@ -131,6 +132,13 @@ impl Snapshot {
                         ..Default::default()
                     })
                     .with_openstack(OpenStackLearned {
+                        unavailable: Some(
+                            "nothing imports offline: this is the image the importer would make"
+                                .into(),
+                        ),
+                        ..Default::default()
+                    })
+                    .with_nutanix(NutanixLearned {
                         unavailable: Some(
                             "nothing imports offline: this is the image the importer would make"
                                 .into(),

@@ -242,6 +242,18 @@ fn inputs_for_the_platform_rules() -> Vec<(Value, Snapshot)> {
     for (case, _) in cloud_cases() {
         check(case, &snap);
     }
+    // An imported image not there yet, and a control plane whose operator compares the
+    // providerSpec whole (Nutanix's, as OpenStack's).
+    let nutanix = support::example("machineset-nutanix.yaml");
+    let with_id = snap_with(|c| c.infrastructure_name = Some("ntnx-x7k2p".into()));
+    check(nutanix.clone(), &with_id);
+    let cpms = json!({"apiVersion": "machine.openshift.io/v1", "kind": "ControlPlaneMachineSet",
+        "metadata": {"name": "cluster", "namespace": "openshift-machine-api"},
+        "spec": {"replicas": 3, "state": "Active", "template": {
+            "machineType": "machines_v1beta1_machine_openshift_io",
+            "machines_v1beta1_machine_openshift_io":
+                {"metadata": {}, "spec": nutanix["spec"]["template"]["spec"]}}}});
+    check(cpms, &with_id);
     check(
         gcp_with(&|m| annotate(m, decision::ARCH_ANNOTATION, "kubernetes.io/arch=s390x")),
         &snap,

@@ -16,6 +16,7 @@ mod support;
 mod certs;
 mod cli;
 mod clouds;
+mod clouds_nutanix;
 mod clouds_openstack;
 mod clouds_vsphere;
 mod decision;

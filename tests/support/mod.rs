@@ -33,6 +33,7 @@
 //! - `vsphere`, `vcsim`: the vSphere tests' world (a vSphere cluster, vcsim, the OVA).
 //! - `openstack`: the OpenStack tests' world (a real Keystone and Glance, a project per
 //!   test, the qcow2.gz served over HTTP, forwarders for TLS and a slow upload).
+//! - `prism_double`: a test double of Prism Central's v3 image API (no emulator exists).
 //!
 //! The most used items are re-exported here (`support::fixture`, `support::Https`, ...).
 
@@ -72,6 +73,7 @@ e2e_only! {
     pub mod image;
     pub mod moto;
     pub mod openstack;
+    pub mod prism_double;
     pub mod proxy;
     pub mod rbac;
     pub mod render;

@@ -103,6 +103,21 @@ pub fn platform_cases() -> Vec<FieldCase> {
                 json!({"diskSize": 30, "sourceUUID": "infra1-rhcos-9.8.20260428-0"}),
             ],
         },
+        FieldCase {
+            name: "ms-nutanix",
+            value: json!({"kind": "NutanixMachineProviderConfig",
+                          "image": {"type": "name", "name": "infra1-rhcos"},
+                          "vcpuSockets": 4, "credentialsSecret": {"name": "nutanix-credentials"}}),
+            field: "image",
+            target: json!({"type": "name", "name": "infra1-rhcos-9.8.20260428-0"}),
+            others: vec![
+                json!({"type": "name", "name": "evil-image"}),
+                json!({"type": "name", "name": "infra1-rhcos-9.9.20990101-0"}),
+                json!({"type": "uuid", "uuid": "3f2c8a0e-6f0c-4b7e-9d55-5b1f4f0c2a11"}),
+                json!({"type": "name", "name": "infra1-rhcos-9.8.20260428-0",
+                       "uuid": "3f2c8a0e-6f0c-4b7e-9d55-5b1f4f0c2a11"}),
+            ],
+        },
     ]
 }
 

@@ -237,7 +237,12 @@ async fn download(
     if got != target.sha256 {
         return Err(ArtifactError::Checksum {
             url: url.clone(),
-            what: "qcow2.gz",
+            // A plain qcow2 (Nutanix's, through fetch_plain) has this one checksum only.
+            what: if url.ends_with(".gz") {
+                "qcow2.gz"
+            } else {
+                "qcow2"
+            },
             want: target.sha256.clone(),
             got,
         });
@@ -308,6 +313,52 @@ fn inflate(gz: &Path, part: &Path, target: &Qcow2Target, max: u64) -> Result<(),
         });
     }
     Ok(())
+}
+
+/// A qcow2 the stream gives uncompressed (Nutanix's) in `dir`, downloaded unless it is
+/// already there: its size bounded, the whole download bounded by a deadline, its SHA-256
+/// checked as it arrives; kept under a name made of the URL and the checksum, as
+/// [`fetch`] keeps its qcow2.
+pub async fn fetch_plain(
+    http: &Https,
+    dir: &Path,
+    url: &str,
+    sha256: &str,
+    limits: Limits,
+) -> Result<PathBuf, ArtifactError> {
+    let target = Qcow2Target {
+        stream: String::new(),
+        release: String::new(),
+        location: url.to_owned(),
+        sha256: sha256.to_owned(),
+        uncompressed_sha256: sha256.to_owned(),
+    };
+    let cache = |e: std::io::Error| ArtifactError::Cache {
+        dir: dir.display().to_string(),
+        cause: cause(e),
+    };
+    let path = dir.join(cache_name(&target));
+    if tokio::fs::try_exists(&path).await.map_err(cache)? {
+        return Ok(path);
+    }
+    tokio::fs::create_dir_all(dir).await.map_err(cache)?;
+    remove_others(dir, &path).await.map_err(cache)?;
+    let part = path.with_extension("qcow2.part");
+    let downloaded = download(http, &part, &target, limits.max_bytes);
+    let result = tokio::time::timeout(limits.deadline, downloaded)
+        .await
+        .unwrap_or_else(|_| {
+            Err(ArtifactError::Deadline {
+                url: url.to_owned(),
+                limit: limits.deadline,
+            })
+        });
+    if let Err(e) = result {
+        let _ = tokio::fs::remove_file(&part).await;
+        return Err(e);
+    }
+    tokio::fs::rename(&part, &path).await.map_err(cache)?;
+    Ok(path)
 }
 
 /// The SHA-256 and SHA-512 of what a [`body`] sent, once it is sent.

@@ -13,12 +13,12 @@
 //! and the pure rules: `clouds` (`clouds.yaml`), `marker`, `error`.
 
 mod access;
-mod artifact;
+pub(crate) mod artifact;
 mod background;
 mod clouds;
 mod error;
 mod glance;
-mod https;
+pub(crate) mod https;
 mod import;
 mod keystone;
 mod marker;
@@ -28,6 +28,7 @@ pub use artifact::{ArtifactError, Qcow2Target};
 pub use background::{Background, Wanted, Work, look, work};
 pub use clouds::{CLOUD_NAME, Cloud, parse as parse_clouds};
 pub use error::OpenStackError;
+pub(crate) use glance::encode;
 pub use glance::{Glance, Image};
 pub use import::{Importer, Look, Settings, Want};
 pub use marker::{INFRASTRUCTURE, Keep, Marker, QCOW2_SHA256, RELEASE, STREAM, image_name};

@@ -9,12 +9,15 @@
 //! Where an importer downloads it is here too ([`download_url`]), so that every importer
 //! fetches from a mirror (`--artifact-base-url`) by the same rule.
 
+use std::collections::BTreeSet;
 use std::sync::LazyLock;
 
 use regex::Regex;
 use serde_json::Value;
 
-use super::EntryError;
+use super::{EntryError, Outcome, Reading};
+use crate::core::reason::Reason;
+use crate::core::skew::{self, Source, Version};
 
 /// One architecture's artifact of a platform, in one format.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -188,6 +191,115 @@ fn is_release(s: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || c == b'.' || c == b'-' || c == b'_')
 }
 
+/// What an importer found in its cloud (Glance, Prism Central): the names of images of
+/// ours that are ready and alone under their name, which a MachineSet may be given.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Imported {
+    pub images: BTreeSet<String>,
+    /// Why nothing can be imported now (no credentials, the cloud unreachable, a bad
+    /// checksum), for the messages of the MachineSets that wait.
+    pub unavailable: Option<String>,
+}
+
+impl Imported {
+    /// Nothing while `wanted` is usable; else the skip of a MachineSet that waits for it,
+    /// with the platform's `reason` and what is `not_yet` ("not active in Glance yet").
+    pub(crate) fn waiting(
+        learned: Option<&Imported>,
+        reason: Reason,
+        wanted: &str,
+        release: &str,
+        not_yet: &str,
+    ) -> Option<Outcome> {
+        if learned.is_some_and(|l| l.images.contains(wanted)) {
+            return None;
+        }
+        let why = match learned {
+            Some(l) => l
+                .unavailable
+                .as_deref()
+                .map(|u| format!(" ({u})"))
+                .unwrap_or_default(),
+            None => " (no importer has reported here)".to_owned(),
+        };
+        Some(Outcome::Skip {
+            reason,
+            message: format!(
+                "image {wanted} (RHCOS {release}) is {not_yet}{why}: the MachineSet moves once it is"
+            ),
+            current: None,
+            target: Some(wanted.to_owned()),
+        })
+    }
+}
+
+/// The image a MachineSet naming `current` in `field` moves to, `<infra-id>-rhcos-<release>`,
+/// or what stops it: no infrastructure id yet (`NotReady`), already there (`UpToDate`), or a
+/// name that is the customer's (`CustomImage`).
+pub(crate) fn move_to(
+    current: &str,
+    field: &str,
+    release: &str,
+    infra_id: Option<&str>,
+) -> Result<String, Outcome> {
+    let Some(infra_id) = infra_id else {
+        return Err(Outcome::skip(
+            Reason::NotReady,
+            "Infrastructure cluster names no infrastructure id yet: the image's name is not known",
+        )
+        .with_current(current));
+    };
+    let wanted = image_name(infra_id, release);
+    if current == wanted {
+        return Err(Outcome::UpToDate {
+            current: current.to_owned(),
+            target: wanted,
+        });
+    }
+    if !may_move_from(current, infra_id) {
+        return Err(Outcome::Skip {
+            reason: Reason::CustomImage,
+            message: format!(
+                "{field} {current:?} is neither the installer's image nor one this webhook imports: the customer's, leaving the MachineSet alone"
+            ),
+            current: Some(current.to_owned()),
+            target: Some(wanted),
+        });
+    }
+    Ok(wanted)
+}
+
+/// Whether a MachineSet may be moved away from an image name: empty, the installer's
+/// (`<infra-id>-rhcos`, when it made the image itself), or one of ours of any release. Any
+/// other is the customer's (OpenStack's `clusterOSImage` or Nutanix's
+/// `preloadedOSImageName` naming an image of theirs, an image made by Red Hat's manual
+/// procedure).
+fn may_move_from(name: &str, infra_id: &str) -> bool {
+    name.is_empty()
+        || name == format!("{infra_id}-rhcos")
+        || release_in_name(name).is_some_and(|r| name == image_name(infra_id, r))
+}
+
+/// The name the OpenStack and Nutanix importers give the image of a release:
+/// `<infra-id>-rhcos-<release>`.
+pub fn image_name(infra_id: &str, release: &str) -> String {
+    format!("{infra_id}-rhcos-{release}")
+}
+
+/// The version a name of that form carries (`Other`: not of that form).
+pub(crate) fn version_in_name(image: &str) -> Reading<Version> {
+    match release_in_name(image) {
+        Some(release) => Reading::Ours(skew::from_release(release, Source::Name)),
+        None => Reading::Other,
+    }
+}
+
+/// The RHCOS release of a name of that form, for any infrastructure id.
+pub(crate) fn release_in_name(name: &str) -> Option<&str> {
+    let (prefix, release) = name.rsplit_once("-rhcos-")?;
+    (!prefix.is_empty() && is_rhcos_release(release)).then_some(release)
+}
+
 /// An RHCOS release exactly as RHCOS writes them: `9.8.20260428-0` (RHEL version and
 /// build date) or `418.94.202511191518-0` (OpenShift and RHEL versions, build time). An
 /// imported name is read back as ours only with such a release in it.
@@ -334,6 +446,42 @@ mod tests {
             MirrorError::NotHttp.to_string(),
             "not an http:// or https:// URL: the importers download over HTTP(S) only"
         );
+    }
+
+    #[test]
+    fn names_of_ours_and_the_installers_may_move() {
+        let infra = "ostest-x7k2p";
+        for ok in [
+            "",
+            "ostest-x7k2p-rhcos",
+            "ostest-x7k2p-rhcos-9.6.20250402-0",
+            "ostest-x7k2p-rhcos-418.94.202410090804-0",
+        ] {
+            assert!(may_move_from(ok, infra), "{ok}");
+        }
+        for customer in [
+            "rhcos",
+            "rhcos-4.16",
+            "rhcos-9.6-boot-image",
+            "my-golden-rhcos",
+            "ostest-x7k2p-rhcos-golden",
+            "ostest-x7k2p-rhcos-9.6",
+            "other-abcde-rhcos-9.6.20250402-0",
+            "ostest-x7k2p-rhcos-9.6.20250402-0-copy",
+        ] {
+            assert!(!may_move_from(customer, infra), "{customer}");
+        }
+    }
+
+    #[test]
+    fn a_name_of_ours_carries_its_release() {
+        assert_eq!(
+            release_in_name("ostest-x7k2p-rhcos-9.8.20260428-0"),
+            Some("9.8.20260428-0")
+        );
+        assert_eq!(release_in_name("ostest-x7k2p-rhcos"), None);
+        assert_eq!(release_in_name("-rhcos-9.8.20260428-0"), None);
+        assert_eq!(release_in_name("rhcos-9-8-20260428-0-gcp-x86-64"), None);
     }
 
     #[test]

@@ -22,6 +22,7 @@ pub mod artifact;
 pub mod aws;
 pub mod azure;
 mod gcp;
+pub mod nutanix;
 pub mod openstack;
 pub mod vsphere;
 
@@ -34,6 +35,8 @@ pub struct Learned {
     pub vsphere: Option<Arc<vsphere::VSphereLearned>>,
     /// The Glance images the importer found usable.
     pub openstack: Option<Arc<openstack::OpenStackLearned>>,
+    /// The Prism Central images the importer found usable.
+    pub nutanix: Option<Arc<nutanix::NutanixLearned>>,
     /// Moves whenever anything here changes: part of the snapshot id.
     pub generation: u64,
 }
@@ -61,6 +64,15 @@ impl Learned {
     pub fn with_openstack(&self, openstack: openstack::OpenStackLearned) -> Learned {
         Learned {
             openstack: Some(Arc::new(openstack)),
+            generation: self.generation + 1,
+            ..self.clone()
+        }
+    }
+
+    /// These facts with the Nutanix importer's images replaced.
+    pub fn with_nutanix(&self, nutanix: nutanix::NutanixLearned) -> Learned {
+        Learned {
+            nutanix: Some(Arc::new(nutanix)),
             generation: self.generation + 1,
             ..self.clone()
         }
@@ -293,6 +305,7 @@ platforms! {
     Azure(azure::Azure),
     VSphere(vsphere::VSphere),
     OpenStack(openstack::OpenStack),
+    Nutanix(nutanix::Nutanix),
 }
 
 /// What a platform's rule gets besides the providerSpec and its target.
@@ -446,7 +459,6 @@ impl Outcome {
 pub(crate) fn known_platform_of_kind(kind: &str) -> Option<&'static str> {
     Platform::by_kind(kind).map(Platform::name).or(match kind {
         "IBMCloudMachineProviderSpec" => Some("IBMCloud"),
-        "NutanixMachineProviderConfig" => Some("Nutanix"),
         _ => None,
     })
 }

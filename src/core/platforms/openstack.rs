@@ -13,17 +13,18 @@
 //! OpenStack providerSpec whole, so a new image would replace every control-plane machine.
 
 use std::borrow::Cow;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::artifact::{Artifact, is_rhcos_release};
+pub use super::artifact::image_name;
+use super::artifact::{self, Artifact, Imported, move_to};
 use super::{Context, Edit, EntryError, Outcome, Reading, Rules, per_arch};
 use crate::core::arch::Arch;
 use crate::core::lenient::{Field, Object};
 use crate::core::reason::Reason;
-use crate::core::skew::{self, Source, Version};
+use crate::core::skew::Version;
 use crate::core::view::SpecFields;
 
 /// OpenStack's [`Rules`].
@@ -72,10 +73,7 @@ impl Rules for OpenStack {
 
     /// The release in a name of ours, `<infra-id>-rhcos-<release>`.
     fn version_in_name(image: &str) -> Reading<Version> {
-        match release_in_name(image) {
-            Some(release) => Reading::Ours(skew::from_release(release, Source::Name)),
-            None => Reading::Other,
-        }
+        artifact::version_in_name(image)
     }
 }
 
@@ -84,42 +82,9 @@ impl Rules for OpenStack {
 pub(crate) type OpenStackTarget = Artifact;
 
 /// What the importer found in Glance: the names of images of ours that are `active` and
-/// alone under their name, which a MachineSet may be given.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct OpenStackLearned {
-    pub images: BTreeSet<String>,
-    /// Why nothing can be imported now (no credentials, Glance unreachable, a bad
-    /// checksum), for `ImageNotImported` messages.
-    pub unavailable: Option<String>,
-}
-
-/// The name this project gives the image of a release: `<infra-id>-rhcos-<release>`.
-pub fn image_name(infra_id: &str, release: &str) -> String {
-    format!("{infra_id}-rhcos-{release}")
-}
-
-/// The installer's image name, `<infra-id>-rhcos` (when it uploaded the image itself).
-fn installer_name(infra_id: &str) -> String {
-    format!("{infra_id}-rhcos")
-}
-
-/// The RHCOS release of a name of our form, for any infrastructure id.
-fn release_in_name(name: &str) -> Option<&str> {
-    let (prefix, release) = name.rsplit_once("-rhcos-")?;
-    (!prefix.is_empty() && is_rhcos_release(release)).then_some(release)
-}
-
-/// Whether an image name is one a MachineSet may be moved away from: the installer's, or
-/// one of ours of any release. A customer's own image (`clusterOSImage` naming an image of
-/// theirs) is not.
-fn may_move_from(name: &str, infra_id: &str) -> bool {
-    name.is_empty()
-        || name == installer_name(infra_id)
-        || name
-            .strip_prefix(infra_id)
-            .and_then(|rest| rest.strip_prefix("-rhcos-"))
-            .is_some_and(is_rhcos_release)
-}
+/// alone under their name, which a MachineSet may be given. A customer's own image
+/// (`clusterOSImage` naming an image of theirs) is never moved away from.
+pub type OpenStackLearned = Imported;
 
 /// The field that boots the machine, as the machine API reads it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -205,31 +170,11 @@ fn reconcile(spec: &SpecFields<'_>, target: &OpenStackTarget, ctx: &Context<'_>)
         Ok(c) => c,
         Err(skip) => return skip,
     };
-    let Some(infra_id) = ctx.cluster.infrastructure_name.as_deref() else {
-        return Outcome::skip(
-            Reason::NotReady,
-            "Infrastructure cluster names no infrastructure id yet: the image's name is not known",
-        )
-        .with_current(&current);
+    let infra_id = ctx.cluster.infrastructure_name.as_deref();
+    let wanted = match move_to(&current, boot.path(), &target.release, infra_id) {
+        Ok(wanted) => wanted,
+        Err(stop) => return stop,
     };
-    let wanted = image_name(infra_id, &target.release);
-    if current == wanted {
-        return Outcome::UpToDate {
-            current: current.into_owned(),
-            target: wanted,
-        };
-    }
-    if !may_move_from(&current, infra_id) {
-        return Outcome::Skip {
-            reason: Reason::CustomImage,
-            message: format!(
-                "{} {current:?} is neither the installer's image nor one this webhook imports: the customer's, leaving the MachineSet alone",
-                boot.path()
-            ),
-            current: Some(current.into_owned()),
-            target: Some(wanted),
-        };
-    }
     if let Some(skip) = not_imported(&wanted, target, ctx) {
         return skip.with_current(&current);
     }
@@ -249,26 +194,14 @@ fn reconcile(spec: &SpecFields<'_>, target: &OpenStackTarget, ctx: &Context<'_>)
 /// `ImageNotImported` until the importer reports the image usable.
 fn not_imported(wanted: &str, target: &OpenStackTarget, ctx: &Context<'_>) -> Option<Outcome> {
     let learned = ctx.cluster.learned.openstack.as_deref();
-    if learned.is_some_and(|l| l.images.contains(wanted)) {
-        return None;
-    }
-    let why = match learned {
-        Some(l) => l
-            .unavailable
-            .as_deref()
-            .map(|u| format!(" ({u})"))
-            .unwrap_or_default(),
-        None => " (no importer has reported here)".to_owned(),
-    };
-    Some(Outcome::Skip {
-        reason: Reason::ImageNotImported,
-        message: format!(
-            "image {wanted} (RHCOS {}) is not active in Glance yet{why}: the MachineSet moves once it is",
-            target.release
-        ),
-        current: None,
-        target: Some(wanted.to_owned()),
-    })
+    let not_yet = "not active in Glance yet";
+    Imported::waiting(
+        learned,
+        Reason::ImageNotImported,
+        wanted,
+        &target.release,
+        not_yet,
+    )
 }
 
 /// A root-volume MachineSet whose `image` names the same image as its volume keeps the
@@ -289,44 +222,4 @@ fn image_beside_root_volume(
         exists: true,
         value: Value::String(wanted.to_owned()),
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn names_of_ours_and_the_installers_may_move() {
-        let infra = "ostest-x7k2p";
-        for ok in [
-            "",
-            "ostest-x7k2p-rhcos",
-            "ostest-x7k2p-rhcos-9.6.20250402-0",
-            "ostest-x7k2p-rhcos-418.94.202410090804-0",
-        ] {
-            assert!(may_move_from(ok, infra), "{ok}");
-        }
-        for customer in [
-            "rhcos",
-            "rhcos-4.16",
-            "my-golden-rhcos",
-            "ostest-x7k2p-rhcos-golden",
-            "ostest-x7k2p-rhcos-9.6",
-            "other-abcde-rhcos-9.6.20250402-0",
-            "ostest-x7k2p-rhcos-9.6.20250402-0-copy",
-        ] {
-            assert!(!may_move_from(customer, infra), "{customer}");
-        }
-    }
-
-    #[test]
-    fn a_name_of_ours_carries_its_release() {
-        assert_eq!(
-            release_in_name("ostest-x7k2p-rhcos-9.8.20260428-0"),
-            Some("9.8.20260428-0")
-        );
-        assert_eq!(release_in_name("ostest-x7k2p-rhcos"), None);
-        assert_eq!(release_in_name("-rhcos-9.8.20260428-0"), None);
-        assert_eq!(release_in_name("rhcos-9-8-20260428-0-gcp-x86-64"), None);
-    }
 }

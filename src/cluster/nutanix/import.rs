@@ -1,0 +1,507 @@
+//! What a background loop calls: [`Importer::look`] (read-only, every replica: the image
+//! MachineSets may move to, if there is one), [`Importer::ensure`] (the Lease holder: that
+//! image, imported when missing, after clearing what a failed import of ours left),
+//! [`Importer::ours`] and [`Importer::retire`] (retention).
+//!
+//! An import: the image created with the marker in its description and `source_uri` set to
+//! the stream's URL, with the stream's SHA-256 as its checksum, so that Prism Central fetches
+//! the qcow2 and checks it; its task followed to the end; the image read back, complete, with
+//! the checksum it reports compared to the stream's. When that task fails and there is a
+//! cache, the qcow2 is downloaded here (the OpenStack importer's download, checked as it
+//! arrives) and uploaded to an empty image with its checksum. What a failed import created
+//! is deleted, after reading it again.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
+use serde_json::{Value, json};
+
+use super::error::{NutanixError, cause};
+use super::marker::{self, Keep, Marker, image_name};
+use super::prism::{Image, Prism};
+use crate::cluster::openstack::artifact::{self, ArtifactError};
+use crate::core::platforms::artifact::Artifact;
+
+/// The importer's settings.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// The longest a Prism Central task (the create from the URL) may take.
+    pub task_timeout: Duration,
+    /// The first pause between two reads of a task (doubling up to five seconds).
+    pub poll: Duration,
+    /// Where the qcow2 is kept when Prism Central cannot fetch it and it is uploaded from
+    /// here (`None`: it is not).
+    pub cache_dir: Option<PathBuf>,
+    /// The qcow2 downloaded here, at most.
+    pub max_bytes: u64,
+    /// The longest a download here may take, end to end.
+    pub download_timeout: Duration,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            task_timeout: Duration::from_secs(3600),
+            poll: Duration::from_secs(2),
+            cache_dir: None,
+            max_bytes: 16 << 30,
+            download_timeout: Duration::from_secs(7200),
+        }
+    }
+}
+
+/// What is wanted: the cluster's image of the stream's qcow2.
+#[derive(Debug, Clone)]
+pub struct Want<'a> {
+    pub infra_id: &'a str,
+    /// The stream the artifact is of (`rhel-9`), for the marker.
+    pub stream: &'a str,
+    pub artifact: &'a Artifact,
+    /// The images MachineSets, ControlPlaneMachineSets and Machines name (by name or
+    /// uuid), as listed right now; `None` when they could not be listed (nothing is deleted).
+    pub named: Option<&'a BTreeSet<String>>,
+}
+
+impl Want<'_> {
+    pub fn name(&self) -> String {
+        image_name(self.infra_id, &self.artifact.release)
+    }
+
+    fn names(&self, image: &Image) -> bool {
+        self.named.is_none_or(|n| {
+            n.contains(&image.uuid) || image.name.as_ref().is_some_and(|name| n.contains(name))
+        })
+    }
+}
+
+/// What Prism Central holds under the wanted name.
+#[derive(Debug, Default)]
+pub struct Look {
+    /// Ours, complete, of the stream's qcow2: MachineSets may move to it.
+    pub ready: Option<Image>,
+    /// Ours, not complete: an import under way, or one that failed.
+    pub unfinished: Vec<Image>,
+    /// Ours, of another qcow2 than the stream's, or holding other data than its marker says.
+    pub stale: Vec<Image>,
+    /// Not marked by this cluster: never touched, and nothing is imported beside them.
+    pub taken: Vec<Image>,
+    /// Prism Central's clock when it answered.
+    pub now: Option<Timestamp>,
+}
+
+impl Look {
+    /// The image MachineSets may move to: ready, and the only image under its name (the
+    /// machine API resolves the name and refuses one that names several).
+    pub fn usable(&self) -> Option<&Image> {
+        let alone = self.unfinished.is_empty() && self.stale.is_empty() && self.taken.is_empty();
+        self.ready.as_ref().filter(|_| alone)
+    }
+}
+
+pub struct Importer {
+    pub prism: Prism,
+    /// Images of this replica's imports that failed and could not be deleted then.
+    failed_here: BTreeSet<String>,
+}
+
+impl Importer {
+    pub fn new(prism: Prism) -> Importer {
+        Importer {
+            prism,
+            failed_here: BTreeSet::new(),
+        }
+    }
+
+    /// What Prism Central holds under the wanted name (read-only).
+    pub async fn look(&self, want: &Want<'_>) -> Result<Look, NutanixError> {
+        let name = want.name();
+        let (images, now) = self.prism.list(Some(&format!("name=={name}"))).await?;
+        let mut look = Look {
+            now,
+            ..Look::default()
+        };
+        let a = want.artifact;
+        // The filter's matching is Prism Central's: the name is compared exactly here.
+        for image in images
+            .into_iter()
+            .filter(|i| i.name.as_deref() == Some(&name))
+        {
+            match image
+                .seen(now)
+                .usable(&name, want.infra_id, &a.release, &a.sha256)
+            {
+                Ok(()) if look.ready.is_none() && holds(&image, &a.sha256) => {
+                    look.ready = Some(image)
+                }
+                Ok(()) | Err(Keep::OtherImage { .. }) => look.stale.push(image),
+                Err(Keep::NotComplete(_)) => look.unfinished.push(image),
+                Err(_) => look.taken.push(image),
+            }
+        }
+        Ok(look)
+    }
+
+    /// The wanted image, imported when missing (the Lease holder), and alone under its
+    /// name. An image under the name that is not ours stops it; so does one of ours that
+    /// may still be written.
+    pub async fn ensure(
+        &mut self,
+        settings: &Settings,
+        want: &Want<'_>,
+    ) -> Result<Image, NutanixError> {
+        let look = self.look(want).await?;
+        if !look.taken.is_empty() {
+            return Err(NutanixError::NameTaken {
+                name: want.name(),
+                uuids: look.taken.iter().map(|i| i.uuid.clone()).collect(),
+            });
+        }
+        if let Some(stale) = look.stale.first() {
+            return Err(stale_error(stale, want));
+        }
+        self.retry_discards(want).await;
+        for leftover in &look.unfinished {
+            self.clear_leftover(want, &leftover.uuid).await?;
+        }
+        match look.ready {
+            Some(image) => Ok(image),
+            None => self.import(settings, want, look.now).await,
+        }
+    }
+
+    /// Deletes what an import of ours left when Prism Central says, right now, that it may go.
+    async fn clear_leftover(&mut self, want: &Want<'_>, uuid: &str) -> Result<(), NutanixError> {
+        let (now_image, now) = self.prism.get(uuid).await?;
+        let Some(seen_image) = now_image else {
+            self.failed_here.remove(uuid);
+            return Ok(());
+        };
+        let failed_here = self.failed_here.contains(uuid);
+        let seen = seen_image.seen(now);
+        let named = want.names(&seen_image);
+        seen.clearable(&want.name(), want.infra_id, named, failed_here)
+            .map_err(|why| busy(&seen_image, why))?;
+        tracing::info!(image = %want.name(), uuid, state = %seen.state, prism_time = ?now, "deleting an image a failed import of ours left");
+        self.prism.delete(uuid).await?;
+        self.failed_here.remove(uuid);
+        Ok(())
+    }
+
+    /// This replica's failed imports that could not be deleted then, read again by uuid:
+    /// Prism Central lists no image that was not created successfully.
+    async fn retry_discards(&mut self, want: &Want<'_>) {
+        let uuids: Vec<String> = self.failed_here.iter().cloned().collect();
+        for uuid in uuids {
+            if let Err(e) = self.clear_leftover(want, &uuid).await {
+                tracing::debug!(uuid, error = %e, "a failed import of ours is not deleted yet");
+            }
+        }
+    }
+
+    /// The import itself: from the stream's URL, or, when Prism Central could not fetch it
+    /// and there is a cache, downloaded here and uploaded.
+    async fn import(
+        &mut self,
+        settings: &Settings,
+        want: &Want<'_>,
+        now: Option<Timestamp>,
+    ) -> Result<Image, NutanixError> {
+        let started = Instant::now();
+        let (name, a) = (want.name(), want.artifact);
+        let marker = marker_for(settings, want, now);
+        let categories = self.categories(want.infra_id).await?;
+        let input = |source: Option<&str>| image_input(&name, &marker, &categories, a, source);
+        tracing::info!(image = %name, url = %a.location, "importing the RHCOS qcow2 into Prism Central from its URL");
+        let from_url = self
+            .attempt(settings, want, &input(Some(&a.location)), None)
+            .await;
+        let done = match (from_url, &settings.cache_dir) {
+            (Err(e @ NutanixError::Task { .. }), Some(dir)) => {
+                tracing::warn!(image = %name, error = %e, "Prism Central did not import the qcow2 from its URL: downloading it here and uploading it");
+                let limits = artifact::Limits {
+                    max_bytes: settings.max_bytes,
+                    deadline: settings.download_timeout,
+                };
+                let http = self.prism.http();
+                let path = artifact::fetch_plain(http, dir, &a.location, &a.sha256, limits).await?;
+                self.attempt(settings, want, &input(None), Some(&path))
+                    .await
+            }
+            (result, _) => result,
+        }?;
+        tracing::info!(image = %name, uuid = %done.uuid, seconds = started.elapsed().as_secs_f64(), bytes = ?done.size, "imported the RHCOS qcow2 into Prism Central");
+        Ok(done)
+    }
+
+    /// One image made from `input` (from a URL, or empty and then uploaded from `file`),
+    /// followed to the end and checked; deleted when any of it fails.
+    async fn attempt(
+        &mut self,
+        settings: &Settings,
+        want: &Want<'_>,
+        input: &Value,
+        file: Option<&Path>,
+    ) -> Result<Image, NutanixError> {
+        let name = want.name();
+        let (image, task) = self.prism.create(input).await?;
+        let result = async {
+            if let Some(task) = &task {
+                let what = format!("create image {name}");
+                self.wait_task(task, &what, settings).await?;
+            }
+            if let Some(path) = file {
+                let (body, size, _) =
+                    artifact::body(path)
+                        .await
+                        .map_err(|e| ArtifactError::Cache {
+                            dir: path.display().to_string(),
+                            cause: cause(e),
+                        })?;
+                let sha256 = &want.artifact.sha256;
+                self.prism.upload(&image.uuid, body, size, sha256).await?;
+            }
+            self.complete(&image, want.artifact, settings).await
+        }
+        .await;
+        if result.is_err() {
+            self.discard(want, &image).await;
+        }
+        result
+    }
+
+    /// The installer's category for the cluster, where Prism Central has it: v3 refuses an
+    /// image naming a category that does not exist.
+    async fn categories(&self, infra_id: &str) -> Result<Value, NutanixError> {
+        let key = format!("kubernetes-io-cluster-{infra_id}");
+        let mut categories = serde_json::Map::new();
+        if self.prism.category_exists(&key, "owned").await? {
+            categories.insert(key, json!("owned"));
+        }
+        Ok(Value::Object(categories))
+    }
+
+    /// Reads the task until it ends; anything but `SUCCEEDED` is a failure.
+    async fn wait_task(
+        &self,
+        task: &str,
+        what: &str,
+        settings: &Settings,
+    ) -> Result<(), NutanixError> {
+        let since = Instant::now();
+        let mut pause = settings.poll;
+        loop {
+            let now = self.prism.task(task).await?;
+            match now.status.as_str() {
+                "SUCCEEDED" => return Ok(()),
+                "QUEUED" | "RUNNING" => {}
+                _ => {
+                    return Err(NutanixError::Task {
+                        what: what.to_owned(),
+                        task: task.to_owned(),
+                        status: now.status,
+                        detail: now.detail,
+                    });
+                }
+            }
+            if since.elapsed() >= settings.task_timeout {
+                return Err(NutanixError::TaskTimeout {
+                    what: what.to_owned(),
+                    task: task.to_owned(),
+                    limit: settings.task_timeout,
+                });
+            }
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(Duration::from_secs(5));
+        }
+    }
+
+    /// The image once its task is done: complete, and holding what the stream says.
+    async fn complete(
+        &self,
+        image: &Image,
+        a: &Artifact,
+        settings: &Settings,
+    ) -> Result<Image, NutanixError> {
+        let name = image.name.clone().unwrap_or_default();
+        let since = Instant::now();
+        loop {
+            let (now, _) = self.prism.get(&image.uuid).await?;
+            let Some(now) = now else {
+                return Err(failed(image, "DELETED"));
+            };
+            let state = now.state.clone();
+            match state.as_str() {
+                "COMPLETE" if holds(&now, &a.sha256) => return Ok(now),
+                "COMPLETE" => {
+                    return Err(NutanixError::Mismatch {
+                        name,
+                        uuid: now.uuid.clone(),
+                        what: "SHA-256",
+                        prism: now.checksum.map(|c| c.1).unwrap_or_default(),
+                        stream: a.sha256.clone(),
+                    });
+                }
+                "PENDING" | "RUNNING" if since.elapsed() < settings.task_timeout => {
+                    tokio::time::sleep(settings.poll).await;
+                }
+                _ => return Err(failed(&now, &now.state)),
+            }
+        }
+    }
+
+    /// Deletes the image of this replica's failed import, once Prism Central says it is
+    /// still that: called so, marked by this cluster, named by nothing. Else remembered, so
+    /// that the next pass may delete it without waiting for its deadline.
+    async fn discard(&mut self, want: &Want<'_>, image: &Image) {
+        let name = want.name();
+        let allowed = match self.prism.get(&image.uuid).await {
+            Ok((None, _)) => return,
+            Ok((Some(now), clock)) => {
+                let seen = now.seen(clock);
+                let named = want.names(&now);
+                match seen.state.as_str() {
+                    "COMPLETE" => seen.retirable(&name, want.infra_id, named),
+                    _ => seen.clearable(&name, want.infra_id, named, true),
+                }
+                .map_err(|why| why.to_string())
+            }
+            Err(e) => Err(e.to_string()),
+        };
+        let deleted = match allowed {
+            Ok(()) => self
+                .prism
+                .delete(&image.uuid)
+                .await
+                .map(drop)
+                .map_err(|e| e.to_string()),
+            Err(why) => Err(why),
+        };
+        match deleted {
+            Ok(()) => {
+                tracing::info!(image = %name, uuid = %image.uuid, "deleted the image of a failed import")
+            }
+            Err(why) => {
+                tracing::warn!(image = %name, uuid = %image.uuid, error = %why, "cannot delete the image of a failed import; the next import tries again");
+                self.failed_here.insert(image.uuid.clone());
+            }
+        }
+    }
+
+    /// Every image this cluster marked, whatever its name (for retention and `status`).
+    pub async fn ours(&self, infra_id: &str) -> Result<Vec<Image>, NutanixError> {
+        let (images, _) = self.prism.list(None).await?;
+        Ok(images
+            .into_iter()
+            .filter(|i| i.marker().is_some_and(|m| m.infra_id == infra_id))
+            .collect())
+    }
+
+    /// Deletes an image of ours found unused for the retention, once Prism Central says,
+    /// right now, that it still is what it was (its release's name, marked by this cluster,
+    /// complete) and `named` (listed right now) does not name it.
+    pub async fn retire(
+        &self,
+        uuid: &str,
+        infra_id: &str,
+        named: &BTreeSet<String>,
+    ) -> Result<(), NutanixError> {
+        let (now, _) = self.prism.get(uuid).await?;
+        let Some(image) = now else {
+            return Ok(());
+        };
+        let name = image.name.clone().unwrap_or_default();
+        let is_named = named.contains(uuid) || named.contains(&name);
+        image
+            .seen(None)
+            .retirable(&name, infra_id, is_named)
+            .map_err(|why| busy(&image, why))?;
+        tracing::info!(image = %name, uuid, "deleting an image of ours that nothing has named for the retention");
+        self.prism.delete(uuid).await.map(drop)
+    }
+}
+
+/// The marker of an import starting now, by Prism Central's clock where it said.
+fn marker_for(settings: &Settings, want: &Want<'_>, now: Option<Timestamp>) -> Marker {
+    let budget = marker::import_budget(None).max(settings.task_timeout);
+    Marker {
+        infra_id: want.infra_id.to_owned(),
+        stream: want.stream.to_owned(),
+        release: want.artifact.release.clone(),
+        sha256: want.artifact.sha256.clone(),
+        // Prism Central sent no Date: the pod's clock.
+        import_deadline: now
+            .or_else(|| Some(Timestamp::now()))
+            .and_then(|n| n.checked_add(SignedDuration::try_from(budget).ok()?).ok()),
+    }
+}
+
+/// An `image_intent_input`: from `source` with the stream's SHA-256 for Prism Central to
+/// check, or empty, for an upload that carries the checksum itself.
+fn image_input(
+    name: &str,
+    marker: &Marker,
+    categories: &Value,
+    a: &Artifact,
+    source: Option<&str>,
+) -> Value {
+    let mut resources = json!({"image_type": "DISK_IMAGE"});
+    if let Some(uri) = source {
+        resources["source_uri"] = json!(uri);
+        resources["checksum"] =
+            json!({"checksum_algorithm": "SHA_256", "checksum_value": a.sha256});
+    }
+    json!({
+        "api_version": "3.1",
+        "metadata": {"kind": "image", "categories": categories},
+        "spec": {"name": name, "description": marker.description(), "resources": resources},
+    })
+}
+
+/// Whether what Prism Central reports of an image's data agrees with `sha256` (an image
+/// reported with no SHA-256 cannot be checked, and is taken on its marker).
+fn holds(image: &Image, sha256: &str) -> bool {
+    match &image.checksum {
+        Some((alg, value)) if alg == "SHA_256" => value == sha256,
+        _ => true,
+    }
+}
+
+fn stale_error(image: &Image, want: &Want<'_>) -> NutanixError {
+    let a = want.artifact;
+    match image.marker() {
+        Some(m) if m.release == a.release && m.sha256 == a.sha256 => NutanixError::Mismatch {
+            name: want.name(),
+            uuid: image.uuid.clone(),
+            what: "SHA-256",
+            prism: image.checksum.clone().map(|c| c.1).unwrap_or_default(),
+            stream: a.sha256.clone(),
+        },
+        m => busy(
+            image,
+            Keep::OtherImage {
+                marked: m.as_ref().map(|m| m.release.clone()).unwrap_or_default(),
+                sha256: m.map(|m| m.sha256).unwrap_or_default(),
+                wanted: format!("{} and qcow2 {}", a.release, a.sha256),
+            },
+        ),
+    }
+}
+
+fn busy(image: &Image, why: Keep) -> NutanixError {
+    NutanixError::Busy {
+        name: image.name.clone().unwrap_or_default(),
+        uuid: image.uuid.clone(),
+        why,
+    }
+}
+
+fn failed(image: &Image, state: &str) -> NutanixError {
+    NutanixError::Failed {
+        name: image.name.clone().unwrap_or_default(),
+        uuid: image.uuid.clone(),
+        state: state.to_owned(),
+        said: image.messages.join("; "),
+    }
+}

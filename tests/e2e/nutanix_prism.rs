@@ -1,0 +1,502 @@
+//! The Nutanix cluster side against the Prism Central double (tests/support/prism_double.rs,
+//! no emulator exists): the first import from the stream's URL, a second run that fetches
+//! nothing, a second release beside the first and the retention, a customer's look-alike
+//! never touched, a wrong checksum that imports nothing, a URL Prism Central cannot reach
+//! uploaded from here, a failed import left behind and deleted on the next pass, a name
+//! clash after the import, a list longer than a page, and credentials Prism Central
+//! refuses. The stream's qcow2 is served over HTTP on loopback.
+
+use crate::support;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use bootimage_webhook::cluster::egress::Proxy;
+use bootimage_webhook::cluster::nutanix::{
+    self, BasicAuth, Credentials, Importer, NutanixError, Settings, Want, image_name,
+};
+use bootimage_webhook::core::platforms::artifact::Artifact;
+use serde_json::{Value, json};
+use support::openstack::Files;
+use support::prism_double::PrismDouble;
+
+const USER: &str = "admin";
+const PASSWORD: &str = "Nutanix/4u";
+const INFRA: &str = "ntnx-x7k2p";
+const RELEASE_A: &str = "9.8.20260428-0";
+const RELEASE_B: &str = "9.8.20260601-0";
+
+fn path(release: &str) -> String {
+    format!("/art/rhcos-{release}-nutanix.x86_64.qcow2")
+}
+
+/// Bytes standing for a release's qcow2 (Prism Central does not look inside).
+fn qcow2(seed: u8) -> Vec<u8> {
+    let mut data = b"QFI\xfb\x00\x00\x00\x03".to_vec();
+    data.extend((0..300_000u32).map(|i| ((i.wrapping_mul(2654435761) >> 13) as u8) ^ seed));
+    data
+}
+
+fn sha256(data: &[u8]) -> String {
+    let d = ring::digest::digest(&ring::digest::SHA256, data);
+    d.as_ref().iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Prism Central, the stream's two releases served, the cluster's category.
+struct World {
+    prism: PrismDouble,
+    files: Files,
+    data: BTreeMap<&'static str, Vec<u8>>,
+    cache: tempfile::TempDir,
+}
+
+impl World {
+    fn new() -> World {
+        let prism = PrismDouble::start(USER, PASSWORD);
+        prism.add_category(&format!("kubernetes-io-cluster-{INFRA}"), "owned");
+        let data = BTreeMap::from([(RELEASE_A, qcow2(1)), (RELEASE_B, qcow2(2))]);
+        let served = data.iter().map(|(r, d)| (path(r), d.clone())).collect();
+        World {
+            prism,
+            files: Files::serve(served),
+            data,
+            cache: tempfile::tempdir().unwrap(),
+        }
+    }
+
+    /// Uploads from here when Prism Central cannot fetch the URL.
+    fn settings(&self) -> Settings {
+        Settings {
+            cache_dir: Some(self.cache.path().join("nutanix")),
+            ..settings()
+        }
+    }
+
+    fn artifact(&self, release: &str) -> Artifact {
+        Artifact {
+            release: release.into(),
+            location: self.files.url(&path(release)),
+            sha256: sha256(&self.data[release]),
+            uncompressed_sha256: None,
+        }
+    }
+
+    fn importer(&self, password: &str) -> Importer {
+        let creds = Credentials {
+            endpoint: self.prism.endpoint(),
+            auth: BasicAuth {
+                username: USER.into(),
+                password: password.into(),
+            },
+        };
+        nutanix::connect_via(&creds, Proxy::new("", "", "")).unwrap()
+    }
+}
+
+/// No upload from here: Prism Central fetches the URL or nothing is imported.
+fn settings() -> Settings {
+    Settings {
+        task_timeout: Duration::from_secs(60),
+        poll: Duration::from_millis(50),
+        ..Settings::default()
+    }
+}
+
+fn want<'a>(artifact: &'a Artifact, named: &'a BTreeSet<String>) -> Want<'a> {
+    Want {
+        infra_id: INFRA,
+        stream: "rhel-9",
+        artifact,
+        named: Some(named),
+    }
+}
+
+/// Until Prism Central holds nothing called `name` (a delete finishes in a task).
+fn until_none_named(prism: &PrismDouble, name: &str) -> Vec<Value> {
+    let since = Instant::now();
+    loop {
+        let held = prism.images_named(name);
+        if held.is_empty() || since.elapsed() > Duration::from_secs(10) {
+            return held;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nutanix_prism_the_first_import_makes_a_complete_marked_image_and_the_second_fetches_nothing()
+ {
+    let _parallel = support::parallel();
+    let world = World::new();
+    let (a, named) = (world.artifact(RELEASE_A), BTreeSet::new());
+    let name = image_name(INFRA, RELEASE_A);
+    let mut first = world.importer(PASSWORD);
+    assert!(first.look(&want(&a, &named)).await.unwrap().ready.is_none());
+    let started = Instant::now();
+    let image = first.ensure(&settings(), &want(&a, &named)).await.unwrap();
+    eprintln!("first import: {:?}", started.elapsed());
+    let held = world.prism.images_named(&name);
+    assert_eq!(held.len(), 1, "{held:?}");
+    let held = &held[0];
+    assert_eq!(held["metadata"]["uuid"], json!(image.uuid));
+    assert_eq!(held["status"]["state"], "COMPLETE");
+    assert_eq!(held["spec"]["resources"]["source_uri"], json!(a.location));
+    assert_eq!(
+        held["spec"]["resources"]["checksum"],
+        json!({"checksum_algorithm": "SHA_256", "checksum_value": a.sha256})
+    );
+    let category = format!("kubernetes-io-cluster-{INFRA}");
+    assert_eq!(held["metadata"]["categories"][&category], "owned");
+    let marker = image.marker().unwrap();
+    assert_eq!(
+        (marker.infra_id.as_str(), marker.release.as_str()),
+        (INFRA, RELEASE_A)
+    );
+    assert_eq!(marker.sha256, a.sha256);
+    assert!(marker.import_deadline.is_some());
+    // Prism Central fetched the stream's URL and holds exactly its bytes.
+    assert_eq!(
+        world.prism.data(&image.uuid).as_deref(),
+        Some(&world.data[RELEASE_A][..])
+    );
+    assert_eq!(world.files.hits.load(Ordering::SeqCst), 1);
+    assert_eq!(image.checksum, Some(("SHA_256".into(), a.sha256.clone())));
+
+    // Another replica finds it usable, and a second run fetches and creates nothing.
+    let second = world.importer(PASSWORD);
+    let look = second.look(&want(&a, &named)).await.unwrap();
+    assert_eq!(look.usable().map(|i| &i.uuid), Some(&image.uuid));
+    let again = first.ensure(&settings(), &want(&a, &named)).await.unwrap();
+    assert_eq!(again.uuid, image.uuid);
+    assert_eq!((world.prism.count(), world.prism.fetches()), (1, 1));
+    let ours = second.ours(INFRA).await.unwrap();
+    assert_eq!(
+        ours.iter().map(|i| &i.uuid).collect::<Vec<_>>(),
+        [&image.uuid]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nutanix_prism_a_second_release_comes_beside_the_first_which_then_retires() {
+    let _parallel = support::parallel();
+    let world = World::new();
+    let (a, b, named) = (
+        world.artifact(RELEASE_A),
+        world.artifact(RELEASE_B),
+        BTreeSet::new(),
+    );
+    let mut importer = world.importer(PASSWORD);
+    let first = importer
+        .ensure(&settings(), &want(&a, &named))
+        .await
+        .unwrap();
+    let second = importer
+        .ensure(&settings(), &want(&b, &named))
+        .await
+        .unwrap();
+    assert_ne!(first.uuid, second.uuid);
+    assert_eq!(
+        world.prism.data(&second.uuid).as_deref(),
+        Some(&world.data[RELEASE_B][..])
+    );
+    let mut ours: Vec<String> = importer
+        .ours(INFRA)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|i| i.uuid)
+        .collect();
+    ours.sort();
+    let mut both = vec![first.uuid.clone(), second.uuid.clone()];
+    both.sort();
+    assert_eq!(ours, both);
+    // Kept while anything names it, by name or uuid; else deleted.
+    for by in [image_name(INFRA, RELEASE_A), first.uuid.clone()] {
+        let named = BTreeSet::from([by]);
+        let kept = importer
+            .retire(&first.uuid, INFRA, &named)
+            .await
+            .unwrap_err();
+        assert!(matches!(kept, NutanixError::Busy { .. }), "{kept}");
+    }
+    importer
+        .retire(&first.uuid, INFRA, &BTreeSet::new())
+        .await
+        .unwrap();
+    assert!(until_none_named(&world.prism, &image_name(INFRA, RELEASE_A)).is_empty());
+    assert_eq!(
+        world
+            .prism
+            .images_named(&image_name(INFRA, RELEASE_B))
+            .len(),
+        1
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nutanix_prism_a_customers_look_alike_is_never_touched() {
+    let _parallel = support::parallel();
+    let world = World::new();
+    let (a, named) = (world.artifact(RELEASE_A), BTreeSet::new());
+    let name = image_name(INFRA, RELEASE_A);
+    // Made by hand under our name, even with our words in a description of its own.
+    let theirs = world
+        .prism
+        .add_image(&name, "RHCOS by hand; bootimage-webhook: maybe", b"theirs");
+    let installer = world.prism.add_image(
+        &format!("{INFRA}-rhcos"),
+        "Created By OpenShift Installer",
+        b"old",
+    );
+    let mut importer = world.importer(PASSWORD);
+    let look = importer.look(&want(&a, &named)).await.unwrap();
+    assert!(look.usable().is_none());
+    assert_eq!(
+        look.taken.iter().map(|i| &i.uuid).collect::<Vec<_>>(),
+        [&theirs]
+    );
+    let e = importer
+        .ensure(&settings(), &want(&a, &named))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&e, NutanixError::NameTaken { uuids, .. } if uuids.len() == 1 && uuids[0] == theirs),
+        "{e}"
+    );
+    assert!(e.to_string().contains("remove or rename it"), "{e}");
+    // Nothing made, fetched or deleted; neither is ours, so neither retires.
+    assert_eq!((world.prism.count(), world.prism.fetches()), (2, 0));
+    assert!(importer.ours(INFRA).await.unwrap().is_empty());
+    for uuid in [&theirs, &installer] {
+        let kept = importer
+            .retire(uuid, INFRA, &BTreeSet::new())
+            .await
+            .unwrap_err();
+        assert!(matches!(kept, NutanixError::Busy { .. }), "{kept}");
+    }
+    assert_eq!(world.prism.data(&theirs).as_deref(), Some(&b"theirs"[..]));
+    assert_eq!(world.prism.count(), 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nutanix_prism_a_wrong_checksum_imports_nothing() {
+    let _parallel = support::parallel();
+    let world = World::new();
+    let wrong = Artifact {
+        sha256: "0".repeat(64),
+        ..world.artifact(RELEASE_A)
+    };
+    let named = BTreeSet::new();
+    let name = image_name(INFRA, RELEASE_A);
+    let mut importer = world.importer(PASSWORD);
+    // Prism Central fetches it and refuses it; the failed image is deleted.
+    let e = importer
+        .ensure(&settings(), &want(&wrong, &named))
+        .await
+        .unwrap_err();
+    let text = e.to_string();
+    assert!(matches!(e, NutanixError::Task { .. }), "{text}");
+    assert!(
+        text.contains("FAILED") && text.contains(&"0".repeat(64)),
+        "{text}"
+    );
+    assert_eq!(world.prism.fetches(), 1);
+    let left = until_none_named(&world.prism, &name);
+    assert!(left.is_empty(), "{left:?}");
+    // With a cache, the download here refuses it too, and nothing is uploaded.
+    let e = importer
+        .ensure(&world.settings(), &want(&wrong, &named))
+        .await
+        .unwrap_err();
+    let text = e.to_string();
+    assert!(matches!(e, NutanixError::Artifact(_)), "{text}");
+    assert!(
+        text.contains(&wrong.location) && text.contains(&"0".repeat(64)),
+        "{text}"
+    );
+    assert_eq!(world.files.hits.load(Ordering::SeqCst), 3);
+    let left = until_none_named(&world.prism, &name);
+    assert!(left.is_empty(), "{left:?}");
+    assert!(
+        importer
+            .look(&want(&wrong, &named))
+            .await
+            .unwrap()
+            .ready
+            .is_none()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nutanix_prism_a_url_prism_central_cannot_reach_is_uploaded_from_here() {
+    let _parallel = support::parallel();
+    let world = World::new();
+    let (a, named) = (world.artifact(RELEASE_A), BTreeSet::new());
+    world.prism.cannot_reach(&world.files.url("/"));
+    let mut importer = world.importer(PASSWORD);
+    // Without a cache, nothing can be done, and what was tried is gone.
+    let e = importer
+        .ensure(&settings(), &want(&a, &named))
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("Could not access the URL"), "{e}");
+    assert!(until_none_named(&world.prism, &image_name(INFRA, RELEASE_A)).is_empty());
+    let started = Instant::now();
+    let image = importer
+        .ensure(&world.settings(), &want(&a, &named))
+        .await
+        .unwrap();
+    eprintln!("import by upload: {:?}", started.elapsed());
+    // Downloaded here once, uploaded with its checksum, marked as ours.
+    assert_eq!(world.files.hits.load(Ordering::SeqCst), 1);
+    assert_eq!(
+        world.prism.data(&image.uuid).as_deref(),
+        Some(&world.data[RELEASE_A][..])
+    );
+    assert_eq!(image.checksum, Some(("SHA_256".into(), a.sha256.clone())));
+    assert_eq!(image.source_uri, None);
+    assert_eq!(
+        image.marker().map(|m| m.release),
+        Some(RELEASE_A.to_owned())
+    );
+    let look = importer.look(&want(&a, &named)).await.unwrap();
+    assert_eq!(look.usable().map(|i| &i.uuid), Some(&image.uuid));
+    assert_eq!(
+        world
+            .prism
+            .images_named(&image_name(INFRA, RELEASE_A))
+            .len(),
+        1
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nutanix_prism_a_name_clash_after_the_import_stops_the_move() {
+    let _parallel = support::parallel();
+    let world = World::new();
+    let (a, named) = (world.artifact(RELEASE_A), BTreeSet::new());
+    let name = image_name(INFRA, RELEASE_A);
+    let mut importer = world.importer(PASSWORD);
+    let ours = importer
+        .ensure(&settings(), &want(&a, &named))
+        .await
+        .unwrap();
+    // Prism Central lets anyone make a twin under the same name: the machine API would
+    // then refuse the name, so it is no longer usable, and nothing of theirs is touched.
+    let twin = world
+        .prism
+        .add_image(&name, "a copy", &world.data[RELEASE_A]);
+    let look = importer.look(&want(&a, &named)).await.unwrap();
+    assert_eq!(look.ready.as_ref().map(|i| &i.uuid), Some(&ours.uuid));
+    assert!(look.usable().is_none());
+    let e = importer
+        .ensure(&settings(), &want(&a, &named))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&e, NutanixError::NameTaken { uuids, .. } if uuids.len() == 1 && uuids[0] == twin),
+        "{e}"
+    );
+    assert_eq!(world.prism.images_named(&name).len(), 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nutanix_prism_credentials_prism_central_refuses_are_said() {
+    let _parallel = support::parallel();
+    let world = World::new();
+    let (a, named) = (world.artifact(RELEASE_A), BTreeSet::new());
+    let importer = world.importer("wrong");
+    let e = importer.look(&want(&a, &named)).await.unwrap_err();
+    let text = e.to_string();
+    assert!(
+        matches!(e, NutanixError::Prism { status: 401, .. }),
+        "{text}"
+    );
+    assert!(text.contains("AUTHENTICATION_REQUIRED"), "{text}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nutanix_prism_every_page_of_a_long_list_is_read() {
+    let _parallel = support::parallel();
+    let world = World::new();
+    let (a, named) = (world.artifact(RELEASE_A), BTreeSet::new());
+    let mut importer = world.importer(PASSWORD);
+    let ours = importer
+        .ensure(&settings(), &want(&a, &named))
+        .await
+        .unwrap();
+    // More images than one page holds, ours among the first and a twin of it on the last.
+    for n in 0..250 {
+        world
+            .prism
+            .add_image(&format!("someone-{n}"), "theirs", b"x");
+    }
+    let twin = world
+        .prism
+        .add_image(&image_name(INFRA, RELEASE_A), "a copy", b"x");
+    let found = importer.ours(INFRA).await.unwrap();
+    assert_eq!(
+        found.iter().map(|i| &i.uuid).collect::<Vec<_>>(),
+        [&ours.uuid]
+    );
+    let look = importer.look(&want(&a, &named)).await.unwrap();
+    assert_eq!(
+        look.taken.iter().map(|i| &i.uuid).collect::<Vec<_>>(),
+        [&twin]
+    );
+    assert!(look.usable().is_none());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nutanix_prism_a_failed_import_that_could_not_be_deleted_is_deleted_next_time() {
+    let _parallel = support::parallel();
+    let world = World::new();
+    let (a, named) = (world.artifact(RELEASE_A), BTreeSet::new());
+    let name = image_name(INFRA, RELEASE_A);
+    world.prism.cannot_reach(&world.files.url("/"));
+    world.prism.fail_deletes(1);
+    let mut importer = world.importer(PASSWORD);
+    importer
+        .ensure(&settings(), &want(&a, &named))
+        .await
+        .unwrap_err();
+    // Failed, so Prism Central lists it no more; the delete was refused, so it is there.
+    let failed = world.prism.images_named(&name);
+    assert_eq!(failed.len(), 1, "{failed:?}");
+    assert_eq!(failed[0]["status"]["state"], "ERROR");
+    assert!(
+        importer
+            .look(&want(&a, &named))
+            .await
+            .unwrap()
+            .unfinished
+            .is_empty()
+    );
+    // The next pass deletes it by its uuid, then imports.
+    world.prism.reach_everything();
+    let image = importer
+        .ensure(&settings(), &want(&a, &named))
+        .await
+        .unwrap();
+    let failed_uuid = failed[0]["metadata"]["uuid"].as_str().unwrap().to_owned();
+    assert_ne!(image.uuid, failed_uuid);
+    let held = until_none_named_but(&world.prism, &name, &image.uuid);
+    assert_eq!(held, [json!(image.uuid)]);
+}
+
+/// Until Prism Central holds nothing called `name` but `keep`: the uuids it holds.
+fn until_none_named_but(prism: &PrismDouble, name: &str, keep: &str) -> Vec<Value> {
+    let since = Instant::now();
+    loop {
+        let held: Vec<Value> = prism
+            .images_named(name)
+            .iter()
+            .map(|i| i["metadata"]["uuid"].clone())
+            .collect();
+        if held == [json!(keep)] || since.elapsed() > Duration::from_secs(10) {
+            return held;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
