@@ -22,6 +22,9 @@ const GZ_PATH: &str = "/art/rhcos-9.8.20260428-0-openstack.x86_64.qcow2.gz";
 /// The next build, which the stream names later.
 const NEXT: &str = "9.8.20260601-0";
 const NEXT_GZ_PATH: &str = "/art/rhcos-9.8.20260601-0-openstack.x86_64.qcow2.gz";
+/// The build after it, which a restarted webhook fetches from a site's mirror.
+const THIRD: &str = "9.8.20260715-0";
+const THIRD_FILE: &str = "rhcos-9.8.20260715-0-openstack.x86_64.qcow2.gz";
 const CUSTOM_IMAGE: &str = "my-golden-rhcos";
 /// How long an import of the test qcow2 may take here (it takes seconds).
 const IMPORTED_WITHIN: Duration = Duration::from_secs(120);
@@ -105,21 +108,32 @@ impl World {
     /// The stream with the qcow2.gz served at `path` as its x86_64 `openstack` artifact
     /// of RHCOS `release`.
     fn set_stream(&self, release: &str, path: &str, gz_sha256: &str, sha256: &str) {
+        self.set_stream_at(release, &self.files.url(path), gz_sha256, sha256);
+    }
+
+    /// The stream naming the qcow2.gz of RHCOS `release` at `location`.
+    fn set_stream_at(&self, release: &str, location: &str, gz_sha256: &str, sha256: &str) {
         let configmap = support::fixture("configmap-coreos-bootimages.assembled.yaml");
         let mut stream: Value =
             serde_json::from_str(configmap["data"]["stream"].as_str().unwrap()).unwrap();
         let openstack = &mut stream["architectures"]["x86_64"]["artifacts"]["openstack"];
         assert_eq!(openstack["release"], RELEASE);
         openstack["release"] = json!(release);
-        openstack["formats"]["qcow2.gz"]["disk"] = json!({"location": self.files.url(path),
+        openstack["formats"]["qcow2.gz"]["disk"] = json!({"location": location,
             "sha256": gz_sha256, "uncompressed-sha256": sha256});
         self.cluster.set_stream(&stream.to_string());
     }
 
     /// `replica-a` with the importer on, registered, holding the Lease.
     fn holder(&self) -> Replica {
+        self.holder_with(&[], None)
+    }
+
+    /// [`World::holder`] with more flags, restarted on `bind` (the address the webhook is
+    /// registered at) when given.
+    fn holder_with(&self, more: &[&str], bind: Option<&str>) -> Replica {
         let cache = self.cache.path().join("qcow2");
-        self.cluster.holder(&[
+        let mut flags = vec![
             "--openstack-import",
             "--openstack-image-cache",
             cache.to_str().unwrap(),
@@ -128,7 +142,17 @@ impl World {
             // The importer's passes come this often too: retention needs passes.
             "--touch-resync",
             "3s",
-        ])
+        ];
+        flags.extend_from_slice(more);
+        let Some(bind) = bind else {
+            return self.cluster.holder(&flags);
+        };
+        let a = self
+            .cluster
+            .replica_in("replica-a", "0s", bind, &flags, &[]);
+        self.cluster
+            .wait_holder("replica-a", Duration::from_secs(30));
+        a
     }
 
     /// An image of the project's own, as the installer or a customer uploads it (no data).
@@ -192,7 +216,8 @@ fn wait_image(c: &Cluster, name: &str, path: &str, wanted: &str, r: &Replica) {
 /// which carries how the cloud boots RHCOS from the installer's image; a MachineSet on a
 /// customer's image stays. When the stream moves on, so do they, and the image of ours
 /// nothing names any more is retired; the customer's images in Glance (one named like
-/// ours) and the installer's stay.
+/// ours) and the installer's stay. Restarted with a site's mirror, the webhook imports
+/// the next build from it alone.
 #[test]
 fn stale_machinesets_move_to_the_image_imported_once_and_a_customers_stay() {
     let _parallel = support::parallel();
@@ -228,6 +253,41 @@ fn stale_machinesets_move_to_the_image_imported_once_and_a_customers_stay() {
     the_next_release_retires_ours_alone(&world, &a, &installer);
     assert!(a.lines("cannot import the OpenStack image").is_empty());
     c.assert_nothing_refused(&[&a]);
+    let bind = a.served.webhook.to_string();
+    drop(a);
+    a_restart_imports_the_third_from_a_mirror_alone(&world, &bind);
+}
+
+/// The webhook restarted with `--artifact-base-url` on a site whose only way to the
+/// artifacts is its mirror: the stream names a host nobody reaches, the third build is
+/// fetched from the mirror once, checked against the stream's checksums, imported, and the
+/// MachineSets move to it; the image of the build before is not imported again.
+fn a_restart_imports_the_third_from_a_mirror_alone(world: &World, bind: &str) {
+    let c = &world.cluster;
+    let third = Qcow2::make(world.cache.path(), 1, 9);
+    let mirror = Files::serve(BTreeMap::from([(
+        format!("/rhcos/{THIRD_FILE}"),
+        third.gz.clone(),
+    )]));
+    let base = mirror.url("/rhcos/");
+    let b = world.holder_with(&["--artifact-base-url", &base], Some(bind));
+    let unreachable = format!(
+        "https://rhcos.mirror.invalid/art/storage/prod/streams/rhel-9.8/builds/{THIRD}/x86_64/{THIRD_FILE}"
+    );
+    world.set_stream_at(THIRD, &unreachable, &third.gz_sha256, &third.sha256);
+    let ours = world.ours(THIRD);
+    wait_image(c, "ms-image", "image", &ours, &b);
+    wait_image(c, "ms-volume", "rootVolume/sourceUUID", &ours, &b);
+    assert_eq!(mirror.hits.load(Ordering::SeqCst), 1);
+    // The first server saw the two builds before the restart, and nothing since.
+    assert_eq!(world.files.hits.load(Ordering::SeqCst), 2);
+    let held = world.tenant.images_named(&ours);
+    assert_eq!(held.len(), 1, "{held:?}");
+    assert_eq!(held[0]["status"], "active");
+    let imported = b.lines("imported the RHCOS qcow2 into Glance");
+    assert_eq!(imported.len(), 1, "{}", b.served.log_text());
+    assert_eq!(field(&c.get("ms-custom"), "image"), CUSTOM_IMAGE);
+    c.assert_nothing_refused(&[&b]);
 }
 
 /// The stream names the next build: the MachineSets move to its image, and the previous
