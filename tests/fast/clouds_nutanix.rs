@@ -1,6 +1,6 @@
 //! Nutanix through the one decision: the image a MachineSet boots from moves to the stream's
 //! qcow2 imported into Prism Central, `<infra-id>-rhcos-<release>`, written as `{type: name,
-//! name}`, once the importer reports it usable (behaviour §4.10). The MachineSet is
+//! name}`, once the importer reports it usable (behaviour §4, rule 9). The MachineSet is
 //! examples/machineset-nutanix.yaml; the images usable in Prism Central are what the importer
 //! learns, given to the snapshot here. Every patch is checked as in tests/support/clouds.rs.
 

@@ -1,5 +1,5 @@
 //! Nutanix: the image a MachineSet boots from becomes the stream's qcow2 imported into
-//! Prism Central as `<infra-id>-rhcos-<release>` (behaviour §4.10, docs/nutanix.md).
+//! Prism Central as `<infra-id>-rhcos-<release>` (behaviour §4, rule 9; docs/nutanix.md).
 //!
 //! OpenShift has no boot image management here: Red Hat's procedure is to create the image in
 //! Prism Central from the stream's URL by hand and edit every MachineSet. The machine API's
