@@ -292,6 +292,12 @@ pub(crate) const OPENSTACK_MACHINE: Call = Call {
     ..VSPHERE_MACHINE
 };
 
+/// With `--nutanix-import` only: the Machines' images are never deleted.
+pub(crate) const NUTANIX_MACHINE: Call = Call {
+    why: "importer::Lister::list: with --nutanix-import, the images Machines name (never deleted)",
+    ..VSPHERE_MACHINE
+};
+
 /// The calls of opt-in kustomize components, by component directory under
 /// `manifests/components/`: granted only when the component is in the build.
 pub const COMPONENTS: &[(&str, &[Call])] = &[
