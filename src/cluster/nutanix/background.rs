@@ -33,6 +33,9 @@ pub struct Background {
     connected: Option<(Credentials, Importer)>,
     /// The last pass had trouble: the credentials are read again (rotated, or fixed).
     reread: bool,
+    /// The artifact found bad (its checksum, its size) and why: not fetched again until the
+    /// stream names another.
+    bad: Option<(Artifact, NutanixError)>,
 }
 
 impl Background {
@@ -42,6 +45,7 @@ impl Background {
             settings,
             connected: None,
             reread: false,
+            bad: None,
         }
     }
 }
@@ -170,6 +174,7 @@ impl Plugin for Background {
             settings,
             connected,
             reread,
+            bad,
         } = self;
         match connect(client, connected, *reread).await {
             Err(e) => trouble = Some(e.to_string()),
@@ -180,7 +185,7 @@ impl Plugin for Background {
                     listed,
                 };
                 for wanted in &work.wanted {
-                    match image(importer, settings, kit, &at, wanted).await {
+                    match image(importer, settings, kit, &at, wanted, bad).await {
                         Ok(true) => {
                             learned.images.insert(wanted.name.clone());
                         }
@@ -248,6 +253,7 @@ async fn image(
     kit: &mut Kit<String>,
     at: &At<'_>,
     wanted: &Wanted,
+    bad: &mut Option<(Artifact, NutanixError)>,
 ) -> Result<bool, NutanixError> {
     let want = Want {
         infra_id: at.infra_id,
@@ -277,9 +283,17 @@ async fn image(
     if waiting.is_empty() {
         return Ok(false);
     }
+    if let Some((artifact, e)) = bad.as_ref().filter(|(a, _)| *a == wanted.artifact) {
+        tracing::debug!(image = %wanted.name, url = %artifact.location, "the stream's qcow2 was found bad: not fetched again");
+        warn(kit, &waiting, &wanted.name, e).await;
+        return Err(e.clone());
+    }
     match importer.ensure(settings, &want).await {
         Ok(_) => Ok(true),
         Err(e) => {
+            if e.is_bad_artifact() {
+                *bad = Some((wanted.artifact.clone(), e.clone()));
+            }
             if warns(&e) {
                 warn(kit, &waiting, &wanted.name, &e).await;
             }
