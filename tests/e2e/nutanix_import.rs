@@ -7,6 +7,7 @@
 use crate::support;
 
 use std::collections::BTreeMap;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use base64::Engine;
@@ -135,6 +136,11 @@ impl World {
 
     /// The stream with `release`'s qcow2, served here, as its x86_64 `nutanix` artifact.
     fn set_stream(&self, release: &str) {
+        self.set_stream_sha256(release, &sha256(&self.data[release]));
+    }
+
+    /// As [`World::set_stream`], the stream saying the qcow2's SHA-256 is `sha256`.
+    fn set_stream_sha256(&self, release: &str, sha256: &str) {
         let configmap = support::fixture("configmap-coreos-bootimages.assembled.yaml");
         let mut stream: Value =
             serde_json::from_str(configmap["data"]["stream"].as_str().unwrap()).unwrap();
@@ -142,7 +148,7 @@ impl World {
         assert_eq!(nutanix["release"], RELEASE);
         nutanix["release"] = json!(release);
         nutanix["formats"]["qcow2"]["disk"] = json!({"location": self.files.url(&path(release)),
-            "sha256": sha256(&self.data[release])});
+            "sha256": sha256});
         self.cluster.set_stream(&stream.to_string());
     }
 
@@ -292,4 +298,109 @@ fn the_next_release_retires_ours_alone(world: &World, a: &Replica) {
     assert_eq!(retired.len(), 1, "{retired:#?}");
     assert_eq!(world.prism.fetches(), 2);
     assert_eq!(world.prism.images_named(&next).len(), 1);
+}
+
+/// Without the machine API's Secret nothing moves and one line says why; with it, an image
+/// under our name that is not ours blocks the import (a Warning Event names it) until it is
+/// removed; then the image is imported, the MachineSet moves, and the log says the trouble
+/// is over.
+#[test]
+fn nutanix_no_secret_then_a_foreign_image_then_the_import() {
+    let _parallel = support::parallel();
+    let world = World::start("ci-ntnx-bgforeign");
+    let c = &world.cluster;
+    let ours = world.ours(RELEASE);
+    c.kubectl(&["delete", "secret", "nutanix-credentials", "-n", NS]);
+    let installer = format!("{}-rhcos", world.infra);
+    world.prism.add_image(&installer, "", b"installer");
+    let foreign = world.prism.add_image(&ours, "someone else's", b"foreign");
+    let a = world.holder();
+    c.create(&nutanix_machineset("ms-a", &installer));
+    a.wait_line("cannot import the Nutanix image");
+    let first = a.lines("cannot import the Nutanix image");
+    assert!(first[0].contains("nutanix-credentials"), "{}", first[0]);
+    assert_answered(c, "ms-a", "ImageNotImported");
+
+    world.nutanix_cluster();
+    let taken = format!("taken by {foreign}");
+    let events = eventually(
+        "a Warning Event on ms-a naming the foreign image",
+        Duration::from_secs(180),
+        || a.served.log_text(),
+        || {
+            let e = events_of(c, "ImageNotImported", "ms-a");
+            e.iter()
+                .any(|e| e["note"].as_str().is_some_and(|n| n.contains(&taken)))
+                .then_some(e)
+        },
+    );
+    assert_eq!(events.len(), 1, "{events:#?}");
+    assert_eq!(events[0]["type"], "Warning");
+    assert_eq!(
+        image_of(&c.get("ms-a")),
+        json!({"type": "name", "name": installer})
+    );
+    assert_eq!(world.prism.fetches(), 0);
+
+    world.prism.remove_image(&foreign);
+    eventually(
+        &format!("ms-a to move to {ours}"),
+        Duration::from_secs(240),
+        || a.served.log_text(),
+        || (image_of(&c.get("ms-a"))["name"] == ours).then_some(()),
+    );
+    a.wait_line("Prism Central answers again");
+    assert_eq!(a.lines("cannot import the Nutanix image").len(), 2);
+    c.assert_nothing_refused(&[&a]);
+}
+
+/// The stream's checksum does not match the qcow2: Prism Central's import fails, so does the
+/// download here; nothing is imported, the MachineSet keeps its image, and one Warning Event
+/// and one log line say why. The bad qcow2 is not fetched again.
+#[test]
+fn nutanix_a_bad_checksum_imports_nothing_and_warns_once() {
+    let _parallel = support::parallel();
+    let world = World::start("ci-ntnx-bgbad");
+    let c = &world.cluster;
+    world.set_stream_sha256(RELEASE, &"0".repeat(64));
+    let installer = format!("{}-rhcos", world.infra);
+    world.prism.add_image(&installer, "", b"installer");
+    let a = world.holder();
+    c.create(&nutanix_machineset("ms-a", &installer));
+    let events = eventually(
+        "a Warning Event on ms-a",
+        IMPORTED_WITHIN,
+        || a.served.log_text(),
+        || {
+            let e = events_of(c, "ImageNotImported", "ms-a");
+            (!e.is_empty()).then_some(e)
+        },
+    );
+    let note = events[0]["note"].as_str().unwrap_or_default();
+    assert_eq!(events[0]["type"], "Warning");
+    assert!(
+        note.contains(&world.ours(RELEASE)) && note.contains(&path(RELEASE)),
+        "{note}"
+    );
+    // Retries go on (backoff) without another line, Event or fetch.
+    let (fetches, hits) = (
+        world.prism.fetches(),
+        world.files.hits.load(Ordering::SeqCst),
+    );
+    std::thread::sleep(Duration::from_secs(12));
+    assert_eq!(
+        a.lines("cannot import the Nutanix image").len(),
+        1,
+        "{}",
+        a.served.log_text()
+    );
+    assert_eq!(events_of(c, "ImageNotImported", "ms-a").len(), 1);
+    assert_eq!(world.prism.fetches(), fetches);
+    assert_eq!(world.files.hits.load(Ordering::SeqCst), hits);
+    assert_eq!(
+        image_of(&c.get("ms-a")),
+        json!({"type": "name", "name": installer})
+    );
+    assert!(world.prism.images_named(&world.ours(RELEASE)).is_empty());
+    c.assert_nothing_refused(&[&a]);
 }
