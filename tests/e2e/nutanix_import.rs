@@ -341,6 +341,19 @@ fn nutanix_no_secret_then_a_foreign_image_then_the_import() {
         json!({"type": "name", "name": installer})
     );
     assert_eq!(world.prism.fetches(), 0);
+    // `status` looks in Prism Central itself, and adds the importer's Event.
+    let ca = world.dir.path().join("ca.pem");
+    let report: Value = serde_json::from_str(&status_with(
+        c,
+        "json",
+        &["--trusted-ca-bundle", ca.to_str().unwrap()],
+    ))
+    .unwrap();
+    let row = status_row(&report, "ms-a");
+    let message = row["message"].as_str().unwrap_or_default();
+    assert_eq!(row["reason"], "ImageNotImported", "{row:#}");
+    assert!(message.contains(&taken), "{message}");
+    assert!(message.contains("the importer says: image"), "{message}");
 
     world.prism.remove_image(&foreign);
     eventually(

@@ -126,6 +126,46 @@ pub fn work(snap: &Snapshot) -> Option<Work> {
     (!work.wanted.is_empty() || !work.clashes.is_empty()).then_some(work)
 }
 
+/// Which of the stream's images are usable in Prism Central, looked at without changing
+/// anything (`status`); `None` when this is not a Nutanix cluster with a qcow2 in its stream.
+pub async fn look(client: &kube::Client, snap: &Snapshot) -> Option<NutanixLearned> {
+    let work = work(snap)?;
+    let mut learned = NutanixLearned {
+        unavailable: work.clashes.values().next().cloned(),
+        ..NutanixLearned::default()
+    };
+    let connected = access::read(client).await;
+    let importer = match connected.and_then(|creds| access::connect(&creds)) {
+        Ok(importer) => importer,
+        Err(e) => {
+            learned.unavailable = Some(e.to_string());
+            return Some(learned);
+        }
+    };
+    for wanted in &work.wanted {
+        let want = Want {
+            infra_id: &work.infra_id,
+            stream: &wanted.stream,
+            artifact: &wanted.artifact,
+            named: None,
+        };
+        let why = match importer.look(&want).await {
+            Ok(look) if look.usable().is_some() => {
+                learned.images.insert(wanted.name.clone());
+                continue;
+            }
+            Ok(look) if !look.taken.is_empty() => NutanixError::NameTaken {
+                name: wanted.name.clone(),
+                uuids: look.taken.iter().map(|i| i.uuid.clone()).collect(),
+            },
+            Ok(_) => continue,
+            Err(e) => e,
+        };
+        learned.unavailable.get_or_insert(why.to_string());
+    }
+    Some(learned)
+}
+
 /// The images an object names: its `image`'s name and uuid.
 fn named(object: &Value) -> Vec<String> {
     let Some(value) = provider_value(object) else {
