@@ -55,7 +55,7 @@ pub struct Running {
     /// Rung by the webhook for the background (EC2) when a decision waits on it.
     pub wanted: Arc<tokio::sync::Notify>,
     /// Rung by the webhook when a MachineSet waits for an import (a vSphere template, an
-    /// OpenStack image).
+    /// OpenStack or Nutanix image).
     pub wanted_import: Arc<tokio::sync::Notify>,
     /// The TLS configuration new handshakes take; the cluster's profile changes it.
     pub tls: Arc<Serving>,
@@ -270,6 +270,7 @@ async fn start_cluster_side(
     let learned = Arc::new(crate::cluster::ec2::LearnedCell::default());
     let learned_vsphere = learned.clone();
     let learned_openstack = learned.clone();
+    let learned_nutanix = learned.clone();
     let watching = crate::cluster::watch::start(
         client.clone(),
         args.read.watch_settings(),
@@ -322,6 +323,17 @@ async fn start_cluster_side(
             running,
             &client,
             learned_openstack,
+            leader,
+            (watching.ids.clone(), stop.clone()),
+        ));
+    }
+    if args.nutanix.nutanix_import {
+        let leader = (!args.no_touch).then(|| leader_rx.clone());
+        tasks.push(start_nutanix(
+            args,
+            running,
+            &client,
+            learned_nutanix,
             leader,
             (watching.ids.clone(), stop.clone()),
         ));
@@ -400,6 +412,22 @@ fn start_openstack(
     let frame = importer_frame(args, running, learned, leader, retention);
     let settings = args.openstack.settings(args.artifact_base_url.as_ref());
     let plugin = crate::cluster::openstack::Background::new(client.clone(), settings);
+    tokio::spawn(frame.run(plugin, client.clone(), changes, stop))
+}
+
+/// The Nutanix importer: every replica looks in Prism Central, the Lease holder imports.
+fn start_nutanix(
+    args: &crate::config::ClusterArgs,
+    running: &Running,
+    client: &kube::Client,
+    learned: Arc<crate::cluster::ec2::LearnedCell>,
+    leader: Option<watch::Receiver<bool>>,
+    (changes, stop): (watch::Receiver<String>, watch::Receiver<bool>),
+) -> JoinHandle<()> {
+    let retention = args.nutanix.nutanix_image_retention;
+    let frame = importer_frame(args, running, learned, leader, retention);
+    let settings = args.nutanix.settings(args.artifact_base_url.as_ref());
+    let plugin = crate::cluster::nutanix::Background::new(client.clone(), settings);
     tokio::spawn(frame.run(plugin, client.clone(), changes, stop))
 }
 

@@ -397,8 +397,8 @@ pub struct ClusterArgs {
     /// 30 s, jittered).
     #[arg(long, env = "BOOTIMAGE_WEBHOOK_TOUCH_BACKOFF", value_parser = duration, default_value = "2s")]
     pub touch_backoff: Duration,
-    /// Importers (vSphere, OpenStack): download the stream's artifacts from this HTTP(S)
-    /// directory, each under its own file name (the last part of the stream's URL),
+    /// Importers (vSphere, OpenStack, Nutanix): download the stream's artifacts from this
+    /// HTTP(S) directory, each under its own file name (the last part of the stream's URL),
     /// instead of from the stream's host. The stream's checksums are checked all the same.
     #[arg(long, env = "BOOTIMAGE_WEBHOOK_ARTIFACT_BASE_URL", value_parser = ArtifactMirror::parse)]
     pub artifact_base_url: Option<ArtifactMirror>,
@@ -406,6 +406,50 @@ pub struct ClusterArgs {
     pub vsphere: VSphereArgs,
     #[command(flatten)]
     pub openstack: OpenStackArgs,
+    #[command(flatten)]
+    pub nutanix: NutanixArgs,
+}
+
+/// Nutanix's importer (`manifests/components/nutanix-import`).
+#[derive(Debug, Args)]
+pub struct NutanixArgs {
+    /// Nutanix: import the stream's qcow2 into Prism Central as an image of this cluster (the
+    /// Lease holder; every replica looks). Needs the machine API's `nutanix-credentials`.
+    #[arg(long, env = "BOOTIMAGE_WEBHOOK_NUTANIX_IMPORT")]
+    pub nutanix_import: bool,
+    /// Where the qcow2 is kept when it is uploaded from here (an emptyDir).
+    #[arg(
+        long,
+        env = "BOOTIMAGE_WEBHOOK_NUTANIX_IMAGE_CACHE",
+        default_value = "/var/cache/bootimage-webhook-nutanix"
+    )]
+    pub nutanix_image_cache: PathBuf,
+    /// The largest qcow2 downloaded here, in bytes.
+    #[arg(
+        long,
+        env = "BOOTIMAGE_WEBHOOK_NUTANIX_IMAGE_MAX_BYTES",
+        default_value = "17179869184"
+    )]
+    pub nutanix_image_max_bytes: u64,
+    /// The longest a qcow2 download here may take, end to end.
+    #[arg(long, env = "BOOTIMAGE_WEBHOOK_NUTANIX_IMAGE_DOWNLOAD_TIMEOUT", value_parser = period, default_value = "2h")]
+    pub nutanix_image_download_timeout: Duration,
+    /// Nutanix: an image this webhook imported that no MachineSet, ControlPlaneMachineSet
+    /// or Machine has named for this long is deleted by the Lease holder.
+    #[arg(long, env = "BOOTIMAGE_WEBHOOK_NUTANIX_IMAGE_RETENTION", value_parser = period, default_value = "7d")]
+    pub nutanix_image_retention: Duration,
+}
+
+impl NutanixArgs {
+    pub fn settings(&self, mirror: Option<&ArtifactMirror>) -> crate::cluster::nutanix::Settings {
+        crate::cluster::nutanix::Settings {
+            cache_dir: Some(self.nutanix_image_cache.clone()),
+            max_bytes: self.nutanix_image_max_bytes,
+            download_timeout: self.nutanix_image_download_timeout,
+            artifact_mirror: mirror.cloned(),
+            ..Default::default()
+        }
+    }
 }
 
 /// OpenStack's importer (`manifests/components/openstack-import`).
@@ -712,6 +756,8 @@ mod tests {
         assert_eq!(mirror.base(), "https://mirror.internal/rhcos/");
         let settings = s.cluster.vsphere.settings(Some(mirror));
         assert_eq!(settings.artifact_mirror.as_ref(), Some(mirror));
+        let nutanix = s.cluster.nutanix.settings(Some(mirror));
+        assert_eq!(nutanix.artifact_mirror.as_ref(), Some(mirror));
         let err = parse("ftp://mirror.internal/rhcos/")
             .unwrap_err()
             .to_string();

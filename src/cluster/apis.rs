@@ -292,6 +292,24 @@ pub(crate) const OPENSTACK_MACHINE: Call = Call {
     ..VSPHERE_MACHINE
 };
 
+/// With `--nutanix-import` only: granted by `manifests/components/nutanix-import`.
+pub(crate) const NUTANIX_CREDENTIALS: Call = Call {
+    group: "",
+    version: "v1",
+    kind: "Secret",
+    plural: "secrets",
+    scope: Scope::Namespace(MACHINE_API_NAMESPACE),
+    names: &["nutanix-credentials"],
+    verbs: &["get"],
+    why: "nutanix::read: with --nutanix-import, the machine API's Prism Central credentials (get by name)",
+};
+
+/// With `--nutanix-import` only: the Machines' images are never deleted.
+pub(crate) const NUTANIX_MACHINE: Call = Call {
+    why: "importer::Lister::list: with --nutanix-import, the images Machines name (never deleted)",
+    ..VSPHERE_MACHINE
+};
+
 /// The calls of opt-in kustomize components, by component directory under
 /// `manifests/components/`: granted only when the component is in the build.
 pub const COMPONENTS: &[(&str, &[Call])] = &[
@@ -309,6 +327,7 @@ pub const COMPONENTS: &[(&str, &[Call])] = &[
             OPENSTACK_MACHINE,
         ],
     ),
+    ("nutanix-import", &[NUTANIX_CREDENTIALS, NUTANIX_MACHINE]),
     (
         "vsphere-import",
         &[VSPHERE_CREDENTIALS, VSPHERE_INSTALL_CONFIG, VSPHERE_MACHINE],

@@ -430,6 +430,7 @@ async fn report_on(client: &kube::Client, args: &StatusArgs) -> anyhow::Result<R
     let (snap, ec2) = ask_ec2(&client, args, &objects, &snapshot).await;
     let snap = ask_vcenter(&client, args, snap).await;
     let snap = ask_glance(&client, snap).await;
+    let snap = ask_prism_central(&client, snap).await;
     let machine_sets = rows(&objects, &events, &snap);
     Ok(Report {
         gate: (&snap.cluster.gate).into(),
@@ -556,6 +557,19 @@ async fn ask_glance(client: &kube::Client, snap: Snapshot) -> Snapshot {
         Some(learned) => {
             let mut snap = snap;
             snap.cluster.learned = snap.cluster.learned.with_openstack(learned);
+            snap
+        }
+        None => snap,
+    }
+}
+
+/// Nutanix MachineSets are decided with what Prism Central holds, looked at as every
+/// replica looks (read-only, with the machine API's Secret).
+async fn ask_prism_central(client: &kube::Client, snap: Snapshot) -> Snapshot {
+    match crate::cluster::nutanix::look(client, &snap).await {
+        Some(learned) => {
+            let mut snap = snap;
+            snap.cluster.learned = snap.cluster.learned.with_nutanix(learned);
             snap
         }
         None => snap,

@@ -21,6 +21,7 @@ mod image;
 mod image_multiarch;
 mod manifests;
 mod manifests_rbac;
+mod nutanix_import;
 mod nutanix_prism;
 mod openstack_glance;
 mod openstack_import;

@@ -188,23 +188,32 @@ fn each_component_sets_its_flag() {
         ),
         ("vsphere-import", "BOOTIMAGE_WEBHOOK_VSPHERE_IMPORT"),
         ("openstack-import", "BOOTIMAGE_WEBHOOK_OPENSTACK_IMPORT"),
+        ("nutanix-import", "BOOTIMAGE_WEBHOOK_NUTANIX_IMPORT"),
     ] {
         component_sets_its_flag(component, flag);
     }
 }
 
 /// Each importer downloads into an emptyDir, bounded, mounted where its cache flag points
-/// by default (the root file system is read-only); the two never share a mount.
+/// by default (the root file system is read-only); no two share a mount.
 #[test]
 fn the_import_components_mount_their_cache_where_the_flag_points() {
     let _parallel = support::parallel();
     for (component, volume, flag) in [
         ("vsphere-import", "ova-cache", "vsphere_ova_cache"),
         ("openstack-import", "qcow2-cache", "openstack_image_cache"),
+        (
+            "nutanix-import",
+            "nutanix-qcow2-cache",
+            "nutanix_image_cache",
+        ),
     ] {
         cache_mounted_where_the_flag_points(component, volume, flag);
     }
-    let both = render_with(&["vsphere-import", "openstack-import"], &[]);
+    let both = render_with(
+        &["vsphere-import", "openstack-import", "nutanix-import"],
+        &[],
+    );
     let spec = &find(&both, "Deployment", "bootimage-webhook")["spec"]["template"]["spec"];
     let mounts = spec["containers"][0]["volumeMounts"].as_array().unwrap();
     let paths: Vec<&str> = mounts

@@ -3,8 +3,8 @@
 //! nothing, a second release beside the first and the retention, a customer's look-alike
 //! never touched, a wrong checksum that imports nothing, a URL Prism Central cannot reach
 //! uploaded from here, a failed import left behind and deleted on the next pass, a name
-//! clash after the import, a list longer than a page, and credentials Prism Central
-//! refuses. The stream's qcow2 is served over HTTP on loopback.
+//! clash after the import, a list longer than a page, credentials Prism Central refuses,
+//! and a site's mirror. The stream's qcow2 is served over HTTP on loopback.
 
 use crate::support;
 
@@ -16,7 +16,7 @@ use bootimage_webhook::cluster::egress::Proxy;
 use bootimage_webhook::cluster::nutanix::{
     self, BasicAuth, Credentials, Importer, NutanixError, Settings, Want, image_name,
 };
-use bootimage_webhook::core::platforms::artifact::Artifact;
+use bootimage_webhook::core::platforms::artifact::{Artifact, ArtifactMirror};
 use serde_json::{Value, json};
 use support::openstack::Files;
 use support::prism_double::PrismDouble;
@@ -368,6 +368,47 @@ async fn nutanix_prism_a_url_prism_central_cannot_reach_is_uploaded_from_here() 
             .images_named(&image_name(INFRA, RELEASE_A))
             .len(),
         1
+    );
+}
+
+/// A site's mirror (`--artifact-base-url`): the stream's host is unreachable, the mirror
+/// holds the file under its own name. Prism Central is given the mirror's URL; when it
+/// cannot reach the mirror either, the qcow2 is downloaded here from the mirror.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nutanix_prism_a_sites_mirror_is_what_prism_central_and_the_upload_fetch() {
+    let _parallel = support::parallel();
+    let world = World::new();
+    let named = BTreeSet::new();
+    let mirror = ArtifactMirror::parse(&world.files.url("/art")).unwrap();
+    let elsewhere = |release: &str| Artifact {
+        location: format!("https://rhcos.mirror.invalid{}", path(release)),
+        ..world.artifact(release)
+    };
+    let (a, b) = (elsewhere(RELEASE_A), elsewhere(RELEASE_B));
+    let mut importer = world.importer(PASSWORD);
+    let mirrored = Settings {
+        artifact_mirror: Some(mirror.clone()),
+        ..settings()
+    };
+    let image = importer.ensure(&mirrored, &want(&a, &named)).await.unwrap();
+    assert_eq!(image.source_uri, Some(world.files.url(&path(RELEASE_A))));
+    assert_eq!(image.checksum, Some(("SHA_256".into(), a.sha256.clone())));
+    assert_eq!(world.prism.fetches(), 1);
+    // Prism Central cannot reach the mirror: downloaded here from it, and uploaded.
+    world.prism.cannot_reach(&world.files.url("/"));
+    let hits = world.files.hits.load(Ordering::SeqCst);
+    let uploading = Settings {
+        artifact_mirror: Some(mirror),
+        ..world.settings()
+    };
+    let image = importer
+        .ensure(&uploading, &want(&b, &named))
+        .await
+        .unwrap();
+    assert_eq!(world.files.hits.load(Ordering::SeqCst), hits + 1);
+    assert_eq!(
+        world.prism.data(&image.uuid).as_deref(),
+        Some(&world.data[RELEASE_B][..])
     );
 }
 

@@ -170,6 +170,11 @@ impl PrismDouble {
         found.into_iter().map(intent).collect()
     }
 
+    /// Deletes the image `uuid` at once, as a person would in Prism Central's console.
+    pub fn remove_image(&self, uuid: &str) {
+        self.shared.world.lock().unwrap().images.remove(uuid);
+    }
+
     /// The bytes the image `uuid` holds.
     pub fn data(&self, uuid: &str) -> Option<Vec<u8>> {
         let w = self.shared.world.lock().unwrap();

@@ -20,7 +20,7 @@ pub struct Credentials {
     pub auth: BasicAuth,
 }
 
-fn secret_name() -> String {
+pub(super) fn secret_name() -> String {
     format!(
         "Secret {}/{}",
         credentials::SECRET_NAMESPACE,

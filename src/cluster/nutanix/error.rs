@@ -77,6 +77,18 @@ pub enum NutanixError {
     },
 }
 
+impl NutanixError {
+    /// The stream's qcow2 itself is wrong (its checksum, its size), downloaded here or as
+    /// Prism Central reports it: only a person can unblock the import.
+    pub fn is_bad_artifact(&self) -> bool {
+        match self {
+            NutanixError::Artifact(a) => a.is_bad(),
+            NutanixError::Mismatch { .. } => true,
+            _ => false,
+        }
+    }
+}
+
 /// What Prism Central said in an error answer: the messages of v3's `message_list` (with
 /// their reasons), else its `message`, else the text, shortened.
 pub fn said(body: &str) -> String {

@@ -22,7 +22,7 @@ use super::error::{NutanixError, cause};
 use super::marker::{self, Keep, Marker, image_name};
 use super::prism::{Image, Prism};
 use crate::cluster::openstack::artifact::{self, ArtifactError};
-use crate::core::platforms::artifact::Artifact;
+use crate::core::platforms::artifact::{Artifact, ArtifactMirror, download_url};
 
 /// The importer's settings.
 #[derive(Debug, Clone)]
@@ -38,6 +38,9 @@ pub struct Settings {
     pub max_bytes: u64,
     /// The longest a download here may take, end to end.
     pub download_timeout: Duration,
+    /// A site's own server (`--artifact-base-url`): the URL Prism Central fetches and the
+    /// one downloaded here, instead of the stream's.
+    pub artifact_mirror: Option<ArtifactMirror>,
 }
 
 impl Default for Settings {
@@ -48,6 +51,7 @@ impl Default for Settings {
             cache_dir: None,
             max_bytes: 16 << 30,
             download_timeout: Duration::from_secs(7200),
+            artifact_mirror: None,
         }
     }
 }
@@ -213,10 +217,14 @@ impl Importer {
         let marker = marker_for(settings, want, now);
         let categories = self.categories(want.infra_id).await?;
         let input = |source: Option<&str>| image_input(&name, &marker, &categories, a, source);
-        tracing::info!(image = %name, url = %a.location, "importing the RHCOS qcow2 into Prism Central from its URL");
-        let from_url = self
-            .attempt(settings, want, &input(Some(&a.location)), None)
-            .await;
+        // The mirror's URL, when there is one, both for Prism Central and for here.
+        let mirror = settings.artifact_mirror.as_ref();
+        let url = download_url(mirror, &a.location).map_err(|e| ArtifactError::Download {
+            url: a.location.clone(),
+            cause: cause(e),
+        })?;
+        tracing::info!(image = %name, url, "importing the RHCOS qcow2 into Prism Central from its URL");
+        let from_url = self.attempt(settings, want, &input(Some(&url)), None).await;
         let done = match (from_url, &settings.cache_dir) {
             (Err(e @ NutanixError::Task { .. }), Some(dir)) => {
                 tracing::warn!(image = %name, error = %e, "Prism Central did not import the qcow2 from its URL: downloading it here and uploading it");
@@ -225,7 +233,7 @@ impl Importer {
                     deadline: settings.download_timeout,
                 };
                 let http = self.prism.http();
-                let path = artifact::fetch_plain(http, dir, &a.location, &a.sha256, limits).await?;
+                let path = artifact::fetch_plain(http, dir, &url, &a.sha256, limits).await?;
                 self.attempt(settings, want, &input(None), Some(&path))
                     .await
             }

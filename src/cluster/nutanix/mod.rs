@@ -7,13 +7,15 @@
 //! imported beside it (the machine API needs image names to be unique, and Prism Central
 //! does not make them so).
 //!
-//! The files, each using only those below it: `access` (the credentials Secret and
-//! Infrastructure, through the Kubernetes API), `import` (what a background loop calls),
+//! The files, each using only those below it: `background` (the importer on the frame
+//! every importer shares), `access` (the credentials Secret and Infrastructure, through the
+//! Kubernetes API), `import` (what the background loop calls),
 //! `prism` (Prism Central's v3 API, over the OpenStack client's HTTPS and beside its
 //! download), and the pure rules:
 //! `credentials`, `marker`, `error`.
 
 mod access;
+mod background;
 mod credentials;
 mod error;
 mod import;
@@ -21,6 +23,7 @@ mod marker;
 mod prism;
 
 pub use access::{Credentials, connect, connect_via, read};
+pub use background::{Background, look};
 pub use credentials::{BasicAuth, SECRET_KEY, SECRET_NAME, SECRET_NAMESPACE, endpoint, parse};
 pub use error::NutanixError;
 pub use import::{Importer, Look, Settings, Want};
