@@ -399,11 +399,44 @@ impl Cluster {
     }
 
     /// [`Cluster::holder`] with more environment variables.
+    ///
+    /// The apiserver loads a new webhook configuration a moment after it is created (longer
+    /// on a busy machine), and the holder touches at once: a touch admitted before that
+    /// passes unmutated, and after three such the MachineSet is left until its target
+    /// changes. So the webhook is registered at a port nobody listens on yet, the apiserver
+    /// is seen calling it there, and only then does the replica start on that port.
     pub fn holder_in(&self, flags: &[&str], env: &[(&str, &str)]) -> Replica {
-        let a = self.replica_in("replica-a", "0s", "127.0.0.1:0", flags, env);
-        self.register_webhook(&a.url());
+        let bind = format!("127.0.0.1:{}", super::proxy::free_port());
+        self.register_webhook(&format!("https://{bind}/mutate-machinesets"));
+        self.until_the_webhook_is_called();
+        let a = self.replica_in("replica-a", "0s", &bind, flags, env);
         self.wait_holder("replica-a", Duration::from_secs(30));
         a
+    }
+
+    /// Waits until a server-side dry run of a MachineSet fails open on the registered
+    /// webhook: the apiserver has loaded its configuration.
+    fn until_the_webhook_is_called(&self) {
+        const PROBE: &str = "webhook-loaded-probe";
+        let probe = machineset(PROBE, OLD).to_string();
+        eventually(
+            "the apiserver to call the registered webhook",
+            Duration::from_secs(60),
+            String::new,
+            || {
+                let out = self
+                    .api
+                    .kubectl_stdin(["create", "--dry-run=server", "-f", "-"], &probe);
+                out.status.success().then_some(())?;
+                let events = self.audit();
+                let last = events.iter().rev().find(|e| {
+                    e["verb"] == "create"
+                        && e["stage"] == "ResponseComplete"
+                        && e["objectRef"]["name"] == PROBE
+                })?;
+                (webhook_call(last) == Call::FailedOpen).then_some(())
+            },
+        );
     }
 
     /// [`Cluster::replica_on`] with more flags.
