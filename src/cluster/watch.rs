@@ -25,7 +25,8 @@ use crate::cluster::ec2::LearnedCell;
 use crate::cluster::{apis, stubs};
 use crate::core::facts::{self, GateInputs};
 use crate::core::snapshot::{
-    Arch, BootImages, ClusterFacts, Enrollment, Gate, Learned, SharedSnapshot, Snapshot, Stubs,
+    Arch, BootImages, ClusterFacts, Enrolled, Gate, Learned, Managed, SharedSnapshot, Snapshot,
+    Stubs,
 };
 use crate::health::Health;
 use crate::metrics::{Metrics, SharedMetrics};
@@ -221,10 +222,12 @@ pub struct Builder {
     reported: Option<String>,
     last_gate: Option<bool>,
     last_enrollment_error: Option<facts::EnrollmentError>,
-    /// The last selection for (MachineSets, ControlPlaneMachineSets) read from a status
-    /// that answered its spec, kept while a newer spec waits for its status.
-    last_selection: Option<(Enrollment, Enrollment)>,
+    /// The last enrollment of (MachineSets, ControlPlaneMachineSets), kept while a newer
+    /// spec waits for its status.
+    last_selection: Option<(Enrolled, Enrolled)>,
     reported_stale: Option<facts::NotObserved>,
+    /// The MachineSets' enrollment rule last logged.
+    last_selection_rule: Option<Arc<str>>,
 }
 
 impl Builder {
@@ -243,18 +246,21 @@ impl Builder {
         let mcfg = named(&s.machineconfigurations, CLUSTER);
         let mcfg = mcfg.as_ref().map(|m| &m.data);
         let infra = named(&s.infrastructures, CLUSTER);
-        let (enrollment, cpms_enrollment) = self.selection(mcfg);
+        let platform = infra.as_ref().and_then(|i| facts::platform(&i.data));
+        let (enrollment, cpms_enrollment) = self.selection(platform.as_deref(), mcfg);
         Snapshot::new(
             self.last_good.clone(),
             ClusterFacts {
-                platform: infra.as_ref().and_then(|i| facts::platform(&i.data)),
+                platform,
                 control_plane_arch: control_plane_arch(&s.nodes),
                 multi_arch: cv.as_ref().is_some_and(|c| facts::multi_arch(&c.data)),
                 gate,
-                enrollment,
+                enrollment: enrollment.enrollment,
+                enrollment_rule: enrollment.rule,
                 control_plane_machine_sets: settings.control_plane_machine_sets,
                 aws_marketplace: settings.aws_marketplace,
-                cpms_enrollment,
+                cpms_enrollment: cpms_enrollment.enrollment,
+                cpms_enrollment_rule: cpms_enrollment.rule,
                 stubs: Stubs {
                     unchecked: false,
                     by_name: BTreeMap::clone(&s.stubs.load()),
@@ -352,30 +358,28 @@ impl Builder {
         gate
     }
 
-    /// The MachineSets enrolled by MachineConfiguration `cluster`; an unusable selection
-    /// manages none and is logged once.
-    /// The selection for MachineSets and ControlPlaneMachineSets once the MachineConfiguration's
-    /// status answers its spec, as the MCO waits for it; until then the last one (none before
-    /// any: nothing moves on a selection the MCO has not made yet).
-    fn selection(&mut self, mcfg: Option<&Value>) -> (Enrollment, Enrollment) {
-        if let Some(Err(stale)) = mcfg.map(facts::observed) {
-            if self.reported_stale.as_ref() != Some(&stale) {
+    /// The enrollment of MachineSets and ControlPlaneMachineSets and their rules
+    /// ([`facts::enrollment`]): where the MCO's selection speaks, the one its status gives
+    /// once it answers its spec, as the MCO waits for it (until then the last one; none
+    /// before any). A stale status and an unusable selection are logged once.
+    fn selection(&mut self, platform: Option<&str>, mcfg: Option<&Value>) -> (Enrolled, Enrolled) {
+        let waits = facts::mco_may_manage(platform, Managed::MachineSets)
+            || facts::mco_may_manage(platform, Managed::ControlPlaneMachineSets);
+        match mcfg.filter(|_| waits).map(facts::observed) {
+            Some(Err(stale)) if self.reported_stale.as_ref() != Some(&stale) => {
                 tracing::info!(reason = %stale, "MachineConfiguration cluster: waiting for the MCO to answer its spec; keeping the last boot image selection");
                 self.reported_stale = Some(stale);
             }
-            return self
-                .last_selection
-                .clone()
-                .unwrap_or((Enrollment::None, Enrollment::None));
+            Some(Err(_)) => {}
+            _ => self.reported_stale = None,
         }
-        self.reported_stale = None;
-        let selection = (self.enrollment(mcfg), cpms_enrollment(mcfg));
-        self.last_selection = Some(selection.clone());
-        selection
-    }
-
-    fn enrollment(&mut self, mcfg: Option<&Value>) -> Enrollment {
-        match facts::enrollment(mcfg) {
+        let last = self.last_selection.take();
+        let machine_sets = match facts::enrollment(
+            platform,
+            mcfg,
+            Managed::MachineSets,
+            last.as_ref().map(|l| &l.0),
+        ) {
             Ok(e) => {
                 self.last_enrollment_error = None;
                 e
@@ -383,19 +387,28 @@ impl Builder {
             Err(e) => {
                 if self.last_enrollment_error.as_ref() != Some(&e) {
                     tracing::error!(error = %e, "MachineConfiguration cluster: unusable boot image selection; managing no MachineSet");
-                    self.last_enrollment_error = Some(e);
+                    self.last_enrollment_error = Some(e.clone());
                 }
-                Enrollment::None
+                Enrolled::unusable(&e)
             }
+        };
+        let control_plane = facts::enrollment(
+            platform,
+            mcfg,
+            Managed::ControlPlaneMachineSets,
+            last.as_ref().map(|l| &l.1),
+        )
+        .unwrap_or_else(|e| {
+            tracing::debug!(error = %e, "MachineConfiguration cluster: unusable ControlPlaneMachineSet selection; managing none");
+            Enrolled::unusable(&e)
+        });
+        if self.last_selection_rule.as_deref() != Some(&*machine_sets.rule) {
+            tracing::info!(rule = %machine_sets.rule, "MachineSet enrollment");
+            self.last_selection_rule = Some(machine_sets.rule.clone());
         }
+        self.last_selection = Some((machine_sets.clone(), control_plane.clone()));
+        (machine_sets, control_plane)
     }
-}
-
-fn cpms_enrollment(mcfg: Option<&Value>) -> Enrollment {
-    facts::enrollment_of(mcfg, "controlplanemachinesets").unwrap_or_else(|e| {
-        tracing::debug!(error = %e, "MachineConfiguration cluster: unusable ControlPlaneMachineSet selection; managing none");
-        Enrollment::None
-    })
 }
 
 fn control_plane_arch(nodes: &[Store<PartialObjectMeta<Node>>]) -> Option<Arch> {
@@ -689,19 +702,30 @@ mod tests {
         })
     }
 
-    fn words(s: &(Enrollment, Enrollment)) -> String {
-        format!("{:?}", s.0)
+    fn words(s: &(Enrolled, Enrolled)) -> String {
+        format!("{:?}", s.0.enrollment)
     }
 
     /// As the MCO: a selection is followed once the status answers the spec; a newer spec
-    /// waiting for its status keeps the last one, and nothing is selected before any.
+    /// waiting for its status keeps the last one, and nothing is selected before any. On a
+    /// platform the MCO does not manage, neither the selection nor its wait counts.
     #[test]
     fn the_selection_follows_only_a_status_that_answers_its_spec() {
         let mut b = Builder::default();
-        assert_eq!(words(&b.selection(Some(&mc(2, 1, "All")))), "None");
-        assert_eq!(words(&b.selection(Some(&mc(2, 2, "All")))), "All");
-        assert_eq!(words(&b.selection(Some(&mc(3, 2, "None")))), "All");
-        assert_eq!(words(&b.selection(Some(&mc(3, 3, "None")))), "None");
-        assert_eq!(words(&b.selection(None)), "All");
+        let gcp = Some("GCP");
+        assert_eq!(words(&b.selection(gcp, Some(&mc(2, 1, "All")))), "None");
+        assert_eq!(words(&b.selection(gcp, Some(&mc(2, 2, "All")))), "All");
+        assert_eq!(words(&b.selection(gcp, Some(&mc(3, 2, "None")))), "All");
+        assert_eq!(words(&b.selection(gcp, Some(&mc(3, 3, "None")))), "None");
+        assert_eq!(words(&b.selection(gcp, None)), "All");
+        let mut b = Builder::default();
+        let nutanix = Some("Nutanix");
+        assert_eq!(words(&b.selection(nutanix, Some(&mc(2, 1, "All")))), "All");
+        assert_eq!(words(&b.selection(nutanix, Some(&mc(3, 3, "None")))), "All");
+        let (ms, _) = b.selection(nutanix, Some(&mc(3, 3, "None")));
+        assert_eq!(
+            &*ms.rule,
+            "the MCO does not manage boot images on Nutanix; installing bootimage-webhook is the opt-in"
+        );
     }
 }

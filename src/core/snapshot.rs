@@ -17,7 +17,7 @@ pub use super::configmap::{
     KEY_STREAMS,
 };
 pub use super::document::{parse_document, parse_documents};
-pub use super::facts::{ClusterFacts, Enrollment, Gate, Stub, Stubs};
+pub use super::facts::{ClusterFacts, Enrolled, Enrollment, Gate, Managed, Stub, Stubs};
 pub use super::platforms::Learned;
 use super::platforms::aws::AwsLearned;
 use super::platforms::nutanix::NutanixLearned;
@@ -45,10 +45,12 @@ impl Snapshot {
             Enrollment::Partial(s) => format!("partial:{s}"),
         };
         let enrollment = format!(
-            "{};cpms={}:{};marketplace={}",
+            "{}({});cpms={}:{}({});marketplace={}",
             words(&cluster.enrollment),
+            cluster.enrollment_rule,
             cluster.control_plane_machine_sets,
             words(&cluster.cpms_enrollment),
+            cluster.cpms_enrollment_rule,
             cluster.aws_marketplace
         );
         let stubs = cluster.stubs.digest_words();
@@ -110,9 +112,11 @@ impl Snapshot {
                 multi_arch,
                 gate,
                 enrollment: Enrollment::All,
+                enrollment_rule: Enrolled::unread(Managed::MachineSets).rule,
                 control_plane_machine_sets: true,
                 aws_marketplace: false,
                 cpms_enrollment: Enrollment::All,
+                cpms_enrollment_rule: Enrolled::unread(Managed::ControlPlaneMachineSets).rule,
                 stubs: Stubs {
                     unchecked: true,
                     ..Stubs::default()

@@ -18,7 +18,7 @@ use super::admission;
 use super::body;
 use super::budget::Budget;
 use crate::core::reason::Reason;
-use crate::core::snapshot::SharedSnapshot;
+use crate::core::snapshot::{SharedSnapshot, Snapshot};
 use crate::health::Health;
 use crate::metrics::{self, RequestReason, SharedMetrics};
 use admission::Reviewed;
@@ -235,7 +235,7 @@ async fn mutate(State(st): St, req: Request) -> Response {
     let snapshot = st.snapshot.load();
     match admission::review(&bytes, &snapshot) {
         Ok(r) => {
-            log_decision(&r, &snapshot.id);
+            log_decision(&r, &snapshot);
             // Not an await: a flag the background task picks up.
             match r.decision.reason {
                 Reason::AMIUnclassified => st.wanted.notify_one(),
@@ -261,7 +261,7 @@ async fn mutate(State(st): St, req: Request) -> Response {
 /// One line per decision: at info when the image moves, at debug otherwise (a MachineSet
 /// scaled a hundred times a day is not news). Strings are written as they are (`%`):
 /// `Debug` would escape them a character at a time.
-fn log_decision(r: &Reviewed<'_>, snapshot: &str) {
+fn log_decision(r: &Reviewed<'_>, snapshot: &Snapshot) {
     use tracing::field::display as text;
     macro_rules! line {
         ($level:expr) => {
@@ -276,7 +276,8 @@ fn log_decision(r: &Reviewed<'_>, snapshot: &str) {
                 arch = r.decision.arch.map(|a| text(a.rpm())),
                 current = r.decision.current.as_deref().map(text),
                 target = r.decision.target.as_deref().map(text),
-                snapshot = %snapshot,
+                enrolled = r.decision.enrolled.map(|k| text(snapshot.cluster.enrollment_rule(k))),
+                snapshot = %snapshot.id,
                 "{}", r.decision.story(&r.name)
             )
         };

@@ -25,7 +25,7 @@ use crate::core::platforms::vsphere::VSphereLearned;
 use crate::core::platforms::{self, Platform};
 use crate::core::skew::record::{Advice, Manual, Proposal};
 use crate::core::skew::{self, Enforcement, Source};
-use crate::core::snapshot::{self, Gate, Snapshot};
+use crate::core::snapshot::{self, ClusterFacts, Enrollment, Gate, Snapshot};
 use crate::core::stream_choice;
 use crate::health::Health;
 use crate::metrics::Metrics;
@@ -68,6 +68,7 @@ pub struct Row {
 #[serde(rename_all = "camelCase")]
 pub struct Report {
     pub gate: GateState,
+    pub enrollment: EnrollmentState,
     pub release: Option<String>,
     pub stream: Option<String>,
     /// The ConfigMap's `streams` (the default one marked `(default)`); empty for a
@@ -237,6 +238,32 @@ impl From<&Gate> for GateState {
         GateState {
             open: g.open,
             reason: g.reason.clone(),
+        }
+    }
+}
+
+/// Which rule enrolls MachineSets (and, with `--control-plane-machine-sets`,
+/// ControlPlaneMachineSets), and what it selects.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EnrollmentState {
+    pub machine_sets: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub control_plane_machine_sets: Option<String>,
+}
+
+impl From<&ClusterFacts> for EnrollmentState {
+    fn from(c: &ClusterFacts) -> Self {
+        let words = |e: &Enrollment, rule: &str| match e {
+            Enrollment::All => format!("all: {rule}"),
+            Enrollment::None => format!("none: {rule}"),
+            Enrollment::Partial(s) => format!("those matching {s}: {rule}"),
+        };
+        EnrollmentState {
+            machine_sets: words(&c.enrollment, &c.enrollment_rule),
+            control_plane_machine_sets: c
+                .control_plane_machine_sets
+                .then(|| words(&c.cpms_enrollment, &c.cpms_enrollment_rule)),
         }
     }
 }
@@ -434,6 +461,7 @@ async fn report_on(client: &kube::Client, args: &StatusArgs) -> anyhow::Result<R
     let machine_sets = rows(&objects, &events, &snap);
     Ok(Report {
         gate: (&snap.cluster.gate).into(),
+        enrollment: (&snap.cluster).into(),
         release: snap.boot_images.as_ref().map(|b| b.release_version.clone()),
         stream: snap.boot_images.as_ref().map(|b| b.stream_name.clone()),
         streams: snap

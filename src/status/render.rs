@@ -14,10 +14,15 @@ fn heading(report: &Report, wide: bool) -> String {
     } else {
         format!("; streams {}", report.streams.join(", "))
     };
+    let cpms = match &report.enrollment.control_plane_machine_sets {
+        Some(e) => format!("Enrolled ControlPlaneMachineSets: {e}\n"),
+        None => String::new(),
+    };
     format!(
-        "Gate: {} ({})\nRelease: {}, stream {}{streams}\n{}{}",
+        "Gate: {} ({})\nEnrolled MachineSets: {}\n{cpms}Release: {}, stream {}{streams}\n{}{}",
         if report.gate.open { "open" } else { "closed" },
         report.gate.reason,
+        report.enrollment.machine_sets,
         report.release.as_deref().unwrap_or("<unknown>"),
         report.stream.as_deref().unwrap_or("<unknown>"),
         skew_line(&report.skew, wide),

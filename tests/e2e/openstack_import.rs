@@ -258,6 +258,59 @@ fn stale_machinesets_move_to_the_image_imported_once_and_a_customers_stay() {
     a_restart_imports_the_third_from_a_mirror_alone(&world, &bind);
 }
 
+/// MachineConfiguration `cluster` as OpenShift 4.22 leaves it on OpenStack (`{"managedBootImagesStatus":
+/// {}, "observedGeneration": 1}`, the 4.22 CRD): the MCO manages no boot images here, so its
+/// status is not a selection; installing the webhook is the opt-in. The installer's MachineSets
+/// are enrolled, move to the image imported once, and the decision's log line and `status`
+/// say which rule enrolled them.
+#[test]
+fn the_status_the_mco_leaves_on_openstack_enrolls_the_installers_machinesets() {
+    let _parallel = support::parallel();
+    let (servers, _turn) = block_on(Servers::shared());
+    let world = World::start(servers, "bgenroll", None);
+    let c = &world.cluster;
+    c.machine_configuration_the_mco_leaves_alone();
+    let installer = format!("{}-rhcos", world.infra);
+    world.image(&installer);
+    let a = world.holder();
+    c.create(&openstack_machineset("ms-worker-a", &installer, false));
+    c.create(&openstack_machineset("ms-worker-b", &installer, true));
+    let mut opted = openstack_machineset("ms-opted-out", &installer, false);
+    opted["metadata"]["labels"] = json!({OPT_OUT: "false"});
+    c.create(&opted);
+
+    let ours = world.ours(RELEASE);
+    wait_image(c, "ms-worker-a", "image", &ours, &a);
+    wait_image(c, "ms-worker-b", "rootVolume/sourceUUID", &ours, &a);
+    assert_eq!(world.tenant.images_named(&ours).len(), 1);
+    assert_eq!(world.files.hits.load(Ordering::SeqCst), 1);
+    let rule = "the MCO does not manage boot images on OpenStack; installing bootimage-webhook is the opt-in";
+    let moved = a.lines("Patching machineset ms-worker-a");
+    assert!(
+        moved
+            .iter()
+            .any(|l| l.contains(&format!("enrolled={rule}"))),
+        "{moved:#?}"
+    );
+    // The label still opts one out, and nothing else of it changed.
+    assert_eq!(field(&c.get("ms-opted-out"), "image"), installer);
+    let report = status_json(c);
+    assert_eq!(
+        report["enrollment"]["machineSets"],
+        format!("all: {rule}"),
+        "{report:#}"
+    );
+    assert_eq!(status_row(&report, "ms-worker-a")["reason"], "UpToDate");
+    assert_eq!(status_row(&report, "ms-worker-b")["reason"], "UpToDate");
+    assert_eq!(status_row(&report, "ms-opted-out")["reason"], "OptedOut");
+    let table = status(c, "table");
+    assert!(
+        table.contains(&format!("Enrolled MachineSets: all: {rule}\n")),
+        "{table}"
+    );
+    c.assert_nothing_refused(&[&a]);
+}
+
 /// The webhook restarted with `--artifact-base-url` on a site whose only way to the
 /// artifacts is its mirror: the stream names a host nobody reaches, the third build is
 /// fetched from the mirror once, checked against the stream's checksums, imported, and the

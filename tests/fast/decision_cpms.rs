@@ -5,7 +5,7 @@
 use crate::support;
 
 use bootimage_webhook::core::decision::{self, BOOT_IMAGE_ANNOTATION, Reason};
-use bootimage_webhook::core::snapshot::Enrollment;
+use bootimage_webhook::core::snapshot::{Enrollment, Managed};
 use serde_json::{Value, json};
 use support::decision::*;
 use support::{CURRENT_X86, cpms_image, fixture, offline_snapshot};
@@ -151,16 +151,20 @@ fn cpms_needs_the_flag_and_its_own_enrollment() {
     label(&mut opted, decision::OPT_OUT_LABEL, "false");
     expect(&opted, &offline_snapshot(), Reason::OptedOut);
     // The MCO's own selection, read for that resource.
+    let read = |mc: &Value| {
+        bootimage_webhook::core::facts::enrollment(
+            Some("GCP"),
+            Some(mc),
+            Managed::ControlPlaneMachineSets,
+            None,
+        )
+        .map(|e| e.enrollment)
+    };
     let mc = json!({"status": {"managedBootImagesStatus": {"machineManagers": [
-        {"resource": "machinesets", "apiGroup": "machine.openshift.io", "selection": {"mode": "All"}}]}}});
-    assert!(matches!(
-        bootimage_webhook::core::facts::enrollment_of(Some(&mc), "controlplanemachinesets"),
-        Ok(Enrollment::None)
-    ));
+        {"resource": "machinesets", "apiGroup": "machine.openshift.io", "selection": {"mode": "All"}},
+        {"resource": "controlplanemachinesets", "apiGroup": "machine.openshift.io", "selection": {"mode": "None"}}]}}});
+    assert!(matches!(read(&mc), Ok(Enrollment::None)));
     let mc = json!({"status": {"managedBootImagesStatus": {"machineManagers": [
         {"resource": "controlplanemachinesets", "apiGroup": "machine.openshift.io", "selection": {"mode": "All"}}]}}});
-    assert!(matches!(
-        bootimage_webhook::core::facts::enrollment_of(Some(&mc), "controlplanemachinesets"),
-        Ok(Enrollment::All)
-    ));
+    assert!(matches!(read(&mc), Ok(Enrollment::All)));
 }

@@ -337,6 +337,11 @@ impl Cluster {
         set_status(&self.api, kind, name, status);
     }
 
+    /// [`machine_configuration_the_mco_leaves_alone`].
+    pub fn machine_configuration_the_mco_leaves_alone(&self) {
+        machine_configuration_the_mco_leaves_alone(&self.api);
+    }
+
     pub fn seed(&self, master_done: bool) {
         seed(&self.api, master_done);
     }

@@ -12,7 +12,7 @@ use serde_json::{Map, Value};
 use super::arch::Arch;
 use super::platforms::{self, Context, Edit, Outcome, Platform, Target};
 pub use super::reason::Reason;
-use super::snapshot::{BootImages, ClusterFacts, Enrollment, Snapshot, Stub};
+use super::snapshot::{BootImages, ClusterFacts, Enrollment, Managed, Snapshot, Stub};
 use super::stream_choice::{self, NotCarried};
 use super::view::{Annotations, MachineSetView, ProviderSpecValue, SpecFields};
 
@@ -85,6 +85,9 @@ pub struct Decision {
     pub arch: Option<Arch>,
     pub current: Option<String>,
     pub target: Option<String>,
+    /// Which kind's enrollment let it past rule 2 (behaviour §4): its rule is the
+    /// snapshot's [`ClusterFacts::enrollment_rule`].
+    pub enrolled: Option<Managed>,
 }
 
 impl Decision {
@@ -97,6 +100,7 @@ impl Decision {
             arch: None,
             current: None,
             target: None,
+            enrolled: None,
         }
     }
 
@@ -107,6 +111,11 @@ impl Decision {
     fn on(mut self, platform: Platform, arch: Arch) -> Self {
         self.platform = Some(platform.name());
         self.arch = Some(arch);
+        self
+    }
+
+    fn enrolled_by(mut self, kind: Managed) -> Self {
+        self.enrolled = Some(kind);
         self
     }
 
@@ -135,12 +144,17 @@ pub fn decide_object(ms: &Value, snap: &Snapshot) -> Decision {
 
 fn rules(ms: &MachineSetView<'_>, snap: &Snapshot) -> Result<Decision, Decision> {
     let spec = applicable(ms, &snap.cluster)?; // 1
-    let enrollment = if ms.is_control_plane_machine_set() {
-        &snap.cluster.cpms_enrollment
-    } else {
-        &snap.cluster.enrollment
-    };
-    enrolled(ms, enrollment)?; // 2
+    let kind = enrolled(ms, &snap.cluster)?; // 2
+    let decided = enrolled_rules(ms, spec, snap).unwrap_or_else(|decided| decided);
+    Ok(decided.enrolled_by(kind))
+}
+
+/// Rules 3 to 11, for a MachineSet that is enrolled.
+fn enrolled_rules(
+    ms: &MachineSetView<'_>,
+    spec: &SpecFields<'_>,
+    snap: &Snapshot,
+) -> Result<Decision, Decision> {
     not_owned(ms)?; // 3
     machine_api_authoritative(ms)?; // 3b
     not_hives(ms)?; // 3c
@@ -365,19 +379,25 @@ fn applicable<'v, 'a>(
     }
 }
 
-/// 2. Not opted out, by label or by the MCO's own enrollment.
-fn enrolled(ms: &MachineSetView<'_>, enrollment: &Enrollment) -> Result<(), Decision> {
+/// 2. Not opted out, by label or by the enrollment of its kind: the kind that enrolled it.
+fn enrolled(ms: &MachineSetView<'_>, cluster: &ClusterFacts) -> Result<Managed, Decision> {
     if ms.labels().get(OPT_OUT_LABEL) == Some("false") {
         return Err(Decision::new(
             Reason::OptedOut,
             format!("label {OPT_OUT_LABEL}=false"),
         ));
     }
+    let (kind, enrollment) = if ms.is_control_plane_machine_set() {
+        (Managed::ControlPlaneMachineSets, &cluster.cpms_enrollment)
+    } else {
+        (Managed::MachineSets, &cluster.enrollment)
+    };
+    let rule = cluster.enrollment_rule(kind);
     match enrollment {
-        Enrollment::All => Ok(()),
+        Enrollment::All => Ok(kind),
         Enrollment::None => Err(Decision::new(
             Reason::OptedOut,
-            "MachineConfiguration cluster manages no MachineSet boot images (mode None)",
+            format!("MachineConfiguration cluster selects none (mode None): {rule}"),
         )),
         Enrollment::Partial(selector) => {
             let labels: BTreeMap<String, String> = ms
@@ -386,11 +406,13 @@ fn enrolled(ms: &MachineSetView<'_>, enrollment: &Enrollment) -> Result<(), Deci
                 .map(|(k, v)| (k.to_owned(), v.to_owned()))
                 .collect();
             if selector.matches(&labels) {
-                Ok(())
+                Ok(kind)
             } else {
                 Err(Decision::new(
                     Reason::OptedOut,
-                    format!("not selected by the MachineConfiguration Partial selector {selector}"),
+                    format!(
+                        "not selected by the MachineConfiguration Partial selector {selector}: {rule}"
+                    ),
                 ))
             }
         }

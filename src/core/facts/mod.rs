@@ -11,12 +11,13 @@ use super::arch::Arch;
 use super::platforms::Learned;
 use super::platforms::vsphere::VSphereInfra;
 
+mod enrollment;
 mod read;
 
-pub(crate) use read::{
-    EnrollmentError, GateInputs, NotObserved, RELEASE_IMAGE_VERSION_ANNOTATION, observed,
-};
-pub use read::{control_plane_arch, enrollment, enrollment_of, gate, multi_arch, platform, stub};
+pub use enrollment::{Enrolled, EnrollmentError, Managed, enrollment};
+pub(crate) use enrollment::{NotObserved, mco_may_manage, observed};
+pub(crate) use read::{GateInputs, RELEASE_IMAGE_VERSION_ANNOTATION};
+pub use read::{control_plane_arch, gate, multi_arch, platform, stub};
 
 /// Whether boot images may move now (behaviour §3).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -42,9 +43,10 @@ impl Gate {
     }
 }
 
-/// Which MachineSets are managed, from MachineConfiguration `cluster`
-/// `status.managedBootImagesStatus`, or `spec.managedBootImages` on releases without that
-/// status (absent: all of them).
+/// Which MachineSets are managed: where the MCO manages the platform's boot images,
+/// MachineConfiguration `cluster`'s `status.managedBootImagesStatus` (or
+/// `spec.managedBootImages` on releases without that status); elsewhere all of them
+/// ([`enrollment`]).
 #[derive(Debug, Clone, Default)]
 pub enum Enrollment {
     #[default]
@@ -64,6 +66,8 @@ pub struct ClusterFacts {
     pub multi_arch: bool,
     pub gate: Gate,
     pub enrollment: Enrollment,
+    /// Which rule gave `enrollment`, in words ([`Enrolled::rule`]).
+    pub enrollment_rule: Arc<str>,
     /// `--control-plane-machine-sets`: ControlPlaneMachineSets are decided too (off: they
     /// are `NotApplicable`, as the MCO's feature gate leaves them).
     pub control_plane_machine_sets: bool,
@@ -72,6 +76,8 @@ pub struct ClusterFacts {
     pub aws_marketplace: bool,
     /// MachineConfiguration `cluster`'s selection for `controlplanemachinesets`.
     pub cpms_enrollment: Enrollment,
+    /// Which rule gave `cpms_enrollment`.
+    pub cpms_enrollment_rule: Arc<str>,
     /// The stub Ignition of the user-data Secrets the MachineSets name (rule 10).
     pub stubs: Stubs,
     /// Infrastructure `status.infrastructureName`, the prefix of the images an importer
@@ -83,6 +89,16 @@ pub struct ClusterFacts {
     pub learned: Learned,
 }
 
+impl ClusterFacts {
+    /// Which rule enrolls `kind`, in words.
+    pub fn enrollment_rule(&self, kind: Managed) -> &str {
+        match kind {
+            Managed::MachineSets => &self.enrollment_rule,
+            Managed::ControlPlaneMachineSets => &self.cpms_enrollment_rule,
+        }
+    }
+}
+
 impl Default for ClusterFacts {
     fn default() -> Self {
         ClusterFacts {
@@ -91,9 +107,11 @@ impl Default for ClusterFacts {
             multi_arch: false,
             gate: Gate::closed("no master upgrade state known yet"),
             enrollment: Enrollment::All,
+            enrollment_rule: Enrolled::unread(Managed::MachineSets).rule,
             control_plane_machine_sets: false,
             aws_marketplace: false,
             cpms_enrollment: Enrollment::All,
+            cpms_enrollment_rule: Enrolled::unread(Managed::ControlPlaneMachineSets).rule,
             stubs: Stubs::default(),
             infrastructure_name: None,
             vsphere: None,

@@ -1,13 +1,12 @@
 //! Cluster facts read from live objects, as pure functions: the master-upgrade gate (behaviour §3),
-//! enrollment from MachineConfiguration `cluster`, platform, architectures and stub
-//! Ignition versions. The watchers feed them; the tests call them directly.
+//! platform, architectures and stub Ignition versions (enrollment is
+//! [`enrollment`](super::enrollment)'s). The watchers feed them; the tests call them directly.
 
 use std::collections::BTreeSet;
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use serde_json::Value;
 
-use super::{Enrollment, Gate, Stub};
+use super::{Gate, Stub};
 use crate::core::arch::Arch;
 use crate::core::configmap::KEY_MCO_RELEASE_IMAGE_VERSION;
 use crate::core::platforms::Platform;
@@ -139,106 +138,6 @@ fn pool_rule(
     }
 }
 
-/// MachineConfiguration `cluster` whose status does not answer its spec yet
-/// (`status.observedGeneration` behind `metadata.generation`): its
-/// `managedBootImagesStatus` may be the previous selection's.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("status.observedGeneration {observed} is behind metadata.generation {generation}")]
-pub(crate) struct NotObserved {
-    pub generation: i64,
-    pub observed: i64,
-}
-
-/// Whether the MCO has answered MachineConfiguration `cluster`'s spec: it follows
-/// `managedBootImagesStatus` only once `status.observedGeneration` equals
-/// `metadata.generation`. Without an observedGeneration (no status yet, or OpenShift 4.17
-/// and 4.18, whose MCO reads the spec) there is nothing to wait for.
-pub(crate) fn observed(machine_configuration: &Value) -> Result<(), NotObserved> {
-    let generation = machine_configuration.pointer("/metadata/generation");
-    let observed = machine_configuration.pointer("/status/observedGeneration");
-    match (
-        generation.and_then(Value::as_i64),
-        observed.and_then(Value::as_i64),
-    ) {
-        (Some(generation), Some(observed)) if observed < generation => Err(NotObserved {
-            generation,
-            observed,
-        }),
-        _ => Ok(()),
-    }
-}
-
-/// Why a MachineConfiguration's boot image selection cannot be used.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum EnrollmentError {
-    #[error("mode Partial without selection.partial.machineResourceSelector")]
-    PartialWithoutSelector,
-    #[error("machineResourceSelector: {0}")]
-    Selector(String),
-    #[error("unknown selection mode {0:?}")]
-    UnknownMode(Option<String>),
-}
-
-/// Enrollment of MachineSets from MachineConfiguration `cluster`: its
-/// `status.managedBootImagesStatus`, which the MCO fills from `spec.managedBootImages` and
-/// its platform defaults. Without that status, `spec.managedBootImages` if it is set:
-/// OpenShift 4.17 and 4.18 have no such status, and their MCO follows the spec itself.
-/// Absent object, or neither: all MachineSets are managed. A list without a `machinesets`
-/// entry manages none, as in the MCO. An unusable selector is an error (the caller keeps
-/// MachineSets alone).
-pub fn enrollment(machine_configuration: Option<&Value>) -> Result<Enrollment, EnrollmentError> {
-    let list = machine_configuration.and_then(|mc| {
-        mc.pointer("/status/managedBootImagesStatus")
-            .or_else(|| mc.pointer("/spec/managedBootImages"))
-    });
-    enrollment_in(list, "machinesets")
-}
-
-/// Enrollment of another `machineManagers` resource (`controlplanemachinesets`), from the
-/// status only (absent: all of them): the spec of OpenShift 4.17 and 4.18 cannot name
-/// ControlPlaneMachineSets, and `--control-plane-machine-sets` is the opt-in there.
-pub fn enrollment_of(
-    machine_configuration: Option<&Value>,
-    resource: &str,
-) -> Result<Enrollment, EnrollmentError> {
-    enrollment_in(
-        machine_configuration.and_then(|mc| mc.pointer("/status/managedBootImagesStatus")),
-        resource,
-    )
-}
-
-/// `resource`'s entry of a `machineManagers` list holder (absent: all).
-fn enrollment_in(list: Option<&Value>, resource: &str) -> Result<Enrollment, EnrollmentError> {
-    let Some(status) = list else {
-        return Ok(Enrollment::All);
-    };
-    let managers = status.get("machineManagers").and_then(Value::as_array);
-    let entry = managers
-        .into_iter()
-        .flatten()
-        .find(|m| m["resource"] == resource && m["apiGroup"] == "machine.openshift.io");
-    let Some(entry) = entry else {
-        return Ok(Enrollment::None);
-    };
-    match entry.pointer("/selection/mode").and_then(Value::as_str) {
-        Some("All") => Ok(Enrollment::All),
-        Some("None") => Ok(Enrollment::None),
-        Some("Partial") => {
-            let raw = entry
-                .pointer("/selection/partial/machineResourceSelector")
-                .cloned()
-                .ok_or(EnrollmentError::PartialWithoutSelector)?;
-            let selector: LabelSelector = serde_json::from_value(raw)
-                .map_err(|e| EnrollmentError::Selector(e.to_string()))?;
-            selector
-                .try_into()
-                .map(Enrollment::Partial)
-                .map_err(|e: kube::core::ParseExpressionError| EnrollmentError::Selector(e.0))
-        }
-        other => Err(EnrollmentError::UnknownMode(other.map(str::to_owned))),
-    }
-}
-
 /// Infrastructure `cluster`: `status.platformStatus.type` (older clusters: `status.platform`),
 /// or the name of a variant of a platform that no platform serves (Azure Stack Hub).
 pub fn platform(infrastructure: &Value) -> Option<String> {
@@ -291,26 +190,6 @@ pub fn stub(user_data: Option<&[u8]>) -> Stub {
 
 #[cfg(test)]
 mod tests {
-    #[test]
-    fn the_selection_waits_for_the_status_to_answer_the_spec() {
-        let mc = |generation: i64, observed: Option<i64>| {
-            let mut v = serde_json::json!({"metadata": {"generation": generation}, "status": {}});
-            if let Some(o) = observed {
-                v["status"]["observedGeneration"] = o.into();
-            }
-            v
-        };
-        assert_eq!(
-            super::observed(&mc(3, Some(2))),
-            Err(super::NotObserved {
-                generation: 3,
-                observed: 2
-            })
-        );
-        assert_eq!(super::observed(&mc(3, Some(3))), Ok(()));
-        assert_eq!(super::observed(&mc(3, None)), Ok(()));
-    }
-
     use super::*;
 
     #[test]
@@ -615,113 +494,6 @@ mod tests {
                 .open
             );
         }
-    }
-
-    #[test]
-    fn enrollment_modes() {
-        assert!(matches!(enrollment(None), Ok(Enrollment::All)));
-        assert!(matches!(
-            enrollment(Some(&json!({"spec": {}}))),
-            Ok(Enrollment::All)
-        ));
-        // OpenShift 4.17 and 4.18: no status.managedBootImagesStatus, the spec decides.
-        let none = json!({"machineManagers": [
-            {"resource": "machinesets", "apiGroup": "machine.openshift.io", "selection": {"mode": "None"}}]});
-        let all = json!({"machineManagers": [
-            {"resource": "machinesets", "apiGroup": "machine.openshift.io", "selection": {"mode": "All"}}]});
-        assert!(matches!(
-            enrollment(Some(&json!({"spec": {"managedBootImages": none}}))),
-            Ok(Enrollment::None)
-        ));
-        assert!(matches!(
-            enrollment(Some(&json!({"spec": {"managedBootImages": {}}}))),
-            Ok(Enrollment::None)
-        ));
-        // ControlPlaneMachineSets: the status only (a 4.17 or 4.18 spec cannot name them).
-        assert!(matches!(
-            enrollment_of(
-                Some(&json!({"spec": {"managedBootImages": none}})),
-                "controlplanemachinesets"
-            ),
-            Ok(Enrollment::All)
-        ));
-        // With the status, the status decides (the MCO's defaults are in it).
-        assert!(matches!(
-            enrollment(Some(
-                &json!({"spec": {"managedBootImages": none}, "status": {"managedBootImagesStatus": all}})
-            )),
-            Ok(Enrollment::All)
-        ));
-        let with = |managers: Value| json!({"status": {"managedBootImagesStatus": {"machineManagers": managers}}});
-        assert!(
-            matches!(enrollment(Some(&with(json!([])))), Ok(Enrollment::None)),
-            "legacy opt-out: empty list"
-        );
-        let cpms_only = with(
-            json!([{"resource": "controlplanemachinesets", "apiGroup": "machine.openshift.io", "selection": {"mode": "All"}}]),
-        );
-        assert!(matches!(enrollment(Some(&cpms_only)), Ok(Enrollment::None)));
-        let entry = |selection: Value| {
-            with(
-                json!([{"resource": "machinesets", "apiGroup": "machine.openshift.io", "selection": selection}]),
-            )
-        };
-        assert!(matches!(
-            enrollment(Some(&entry(json!({"mode": "All"})))),
-            Ok(Enrollment::All)
-        ));
-        assert!(matches!(
-            enrollment(Some(&entry(json!({"mode": "None"})))),
-            Ok(Enrollment::None)
-        ));
-        let partial = enrollment(Some(&entry(
-            json!({"mode": "Partial", "partial": {"machineResourceSelector": {"matchLabels": {"test": "boot"}}}}),
-        )));
-        let Ok(Enrollment::Partial(sel)) = partial else {
-            panic!("{partial:?}")
-        };
-        use kube::core::SelectorExt;
-        assert!(sel.matches(&[("test".to_owned(), "boot".to_owned())].into()));
-        assert!(!sel.matches(&Default::default()));
-        assert!(enrollment(Some(&entry(json!({"mode": "Partial"})))).is_err());
-        assert!(enrollment(Some(&entry(json!({"mode": "Sometimes"})))).is_err());
-        let bad_op = entry(
-            json!({"mode": "Partial", "partial": {"machineResourceSelector": {"matchExpressions": [{"key": "a", "operator": "Near"}]}}}),
-        );
-        assert!(enrollment(Some(&bad_op)).is_err());
-    }
-
-    #[test]
-    fn an_empty_status_is_reported_and_manages_nothing() {
-        // `managedBootImagesStatus: {}` is the MCO's own word that it manages nothing here
-        // (it reads no machineManagers, as from any list without the entry), not a status
-        // it has yet to write: the spec does not stand in for it.
-        let all = json!({"machineManagers": [
-            {"resource": "machinesets", "apiGroup": "machine.openshift.io", "selection": {"mode": "All"}},
-            {"resource": "controlplanemachinesets", "apiGroup": "machine.openshift.io", "selection": {"mode": "All"}}]});
-        for mc in [
-            json!({"status": {"managedBootImagesStatus": {}}}),
-            json!({"spec": {"managedBootImages": all}, "status": {"managedBootImagesStatus": {}}}),
-        ] {
-            assert!(
-                matches!(enrollment(Some(&mc)), Ok(Enrollment::None)),
-                "{mc}"
-            );
-            assert!(
-                matches!(
-                    enrollment_of(Some(&mc), "controlplanemachinesets"),
-                    Ok(Enrollment::None)
-                ),
-                "{mc}"
-            );
-        }
-        // No status at all (OpenShift 4.17, 4.18): the spec, else all.
-        let spec_only = json!({"spec": {"managedBootImages": all}, "status": {}});
-        assert!(matches!(enrollment(Some(&spec_only)), Ok(Enrollment::All)));
-        assert!(matches!(
-            enrollment(Some(&json!({"status": {}}))),
-            Ok(Enrollment::All)
-        ));
     }
 
     #[test]

@@ -18,7 +18,7 @@ use regex::Regex;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::{Context, Edit, EntryError, Learned, Outcome, Reading, Rules, Target};
+use super::{Context, Edit, EntryError, Learned, McoManages, Outcome, Reading, Rules, Target};
 use crate::core::arch::Arch;
 use crate::core::configmap::BootImages;
 use crate::core::lenient::{Field, Object};
@@ -31,6 +31,10 @@ pub struct Aws;
 
 impl Rules for Aws {
     const NAME: &'static str = "AWS";
+    /// What the MCO manages on AWS: MachineSets from 4.18 (4.17 with TechPreviewNoUpgrade;
+    /// by default from 4.19), the ControlPlaneMachineSet from 4.22 (4.21 with
+    /// TechPreviewNoUpgrade).
+    const MCO_MANAGES: McoManages = McoManages::BOTH;
     const KIND: &'static str = "AWSMachineProviderConfig";
     const BOOT_FIELDS: &'static [&'static str] = &["ami"];
     type Target = AwsTarget;

@@ -11,7 +11,7 @@ use std::fmt;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::{Context, Edit, EntryError, Learned, Outcome, Reading, Rules, per_arch};
+use super::{Context, Edit, EntryError, Learned, McoManages, Outcome, Reading, Rules, per_arch};
 use crate::core::age;
 use crate::core::arch::Arch;
 use crate::core::configmap::BootImages;
@@ -25,6 +25,10 @@ pub struct Azure;
 
 impl Rules for Azure {
     const NAME: &'static str = "Azure";
+    /// What the MCO manages on Azure (not Azure Stack Hub): MachineSets from 4.21 (by
+    /// default from 4.22), the ControlPlaneMachineSet from 4.22 (4.21 with
+    /// TechPreviewNoUpgrade).
+    const MCO_MANAGES: McoManages = McoManages::BOTH;
     const KIND: &'static str = "AzureMachineProviderSpec";
     const BOOT_FIELDS: &'static [&'static str] = &["image"];
     type Target = AzureTarget;

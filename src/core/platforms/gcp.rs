@@ -7,7 +7,9 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::{Context, Edit, EntryError, Outcome, Reading, Rules, is_resource_name, per_arch};
+use super::{
+    Context, Edit, EntryError, McoManages, Outcome, Reading, Rules, is_resource_name, per_arch,
+};
 use crate::core::arch::Arch;
 use crate::core::lenient::{Field, Object};
 use crate::core::reason::Reason;
@@ -23,6 +25,9 @@ pub struct Gcp;
 
 impl Rules for Gcp {
     const NAME: &'static str = "GCP";
+    /// What the MCO manages on GCP: MachineSets from 4.17 (by default from 4.19), the
+    /// ControlPlaneMachineSet from 4.22 (4.21 with TechPreviewNoUpgrade).
+    const MCO_MANAGES: McoManages = McoManages::BOTH;
     const KIND: &'static str = "GCPMachineProviderSpec";
     const BOOT_FIELDS: &'static [&'static str] = &["disks"];
     type Target = GcpTarget;

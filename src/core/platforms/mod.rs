@@ -98,6 +98,9 @@ pub trait Rules {
     /// (checked in debug builds), and the admission policy lets the webhook's
     /// ServiceAccount change those keys alone (its `bootFields`, held to this by a test).
     const BOOT_FIELDS: &'static [&'static str];
+    /// What the MCO itself manages here, in the releases and with the feature gates where
+    /// it does (none: it never manages this platform's boot images).
+    const MCO_MANAGES: McoManages = McoManages::NOTHING;
     /// The boot image for one architecture, as this platform reads the stream.
     type Target: std::fmt::Debug + Clone + Send + Sync + 'static;
 
@@ -157,6 +160,26 @@ pub trait Rules {
     }
 }
 
+/// What the MCO's own boot image controller manages on a platform in some release, with
+/// its feature gates (`CheckBootImagePlatform`). Where it manages nothing, MachineConfiguration
+/// `cluster`'s selection is not a word on this webhook: installing it is the opt-in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct McoManages {
+    pub machine_sets: bool,
+    pub control_plane_machine_sets: bool,
+}
+
+impl McoManages {
+    pub const NOTHING: McoManages = McoManages {
+        machine_sets: false,
+        control_plane_machine_sets: false,
+    };
+    pub const BOTH: McoManages = McoManages {
+        machine_sets: true,
+        control_plane_machine_sets: true,
+    };
+}
+
 /// What a platform makes of a value that may be of its form (an image name, a providerSpec
 /// read plainly): another platform's, or its own with what it says (`None`: nothing).
 #[derive(Debug, Clone, PartialEq)]
@@ -198,6 +221,11 @@ macro_rules! platforms {
             /// Infrastructure `status.platformStatus.type`, e.g. `GCP`.
             pub fn name(self) -> &'static str {
                 match self { $(Platform::$variant => <$module::$rules>::NAME,)* }
+            }
+
+            /// [`Rules::MCO_MANAGES`].
+            pub fn mco_manages(self) -> McoManages {
+                match self { $(Platform::$variant => <$module::$rules>::MCO_MANAGES,)* }
             }
 
             /// The providerSpec `kind` this platform reads, e.g. `GCPMachineProviderSpec`.

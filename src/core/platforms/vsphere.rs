@@ -16,7 +16,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::artifact::{Artifact, is_rhcos_release};
-use super::{Context, Edit, EntryError, Outcome, Rules, per_arch};
+use super::{Context, Edit, EntryError, McoManages, Outcome, Rules, per_arch};
 use crate::core::arch::Arch;
 use crate::core::lenient::{Field, Object};
 use crate::core::reason::Reason;
@@ -27,6 +27,12 @@ pub struct VSphere;
 
 impl Rules for VSphere {
     const NAME: &'static str = "VSphere";
+    /// What the MCO manages on vSphere: MachineSets from 4.21 (4.20 with
+    /// TechPreviewNoUpgrade; by default from 4.22), never the ControlPlaneMachineSet.
+    const MCO_MANAGES: McoManages = McoManages {
+        machine_sets: true,
+        control_plane_machine_sets: false,
+    };
     const KIND: &'static str = "VSphereMachineProviderSpec";
     const BOOT_FIELDS: &'static [&'static str] = &["template"];
     type Target = VSphereTarget;
