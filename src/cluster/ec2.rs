@@ -2,11 +2,13 @@
 //! in the stream, and which AWS Marketplace images a product has. The answers become
 //! [`AwsLearned`] in the snapshot, where the AWS rule reads them.
 //!
-//! Credentials are the SDK's standard chain: environment variables, a shared credentials
-//! file (`AWS_SHARED_CREDENTIALS_FILE`: the Secret the cloud-credential-operator makes from
-//! `manifests/`'s CredentialsRequest, static keys or STS web identity), or a profile. HTTPS
-//! goes through rustls on ring, as everything else here, and through the cluster-wide proxy
-//! where the environment says so ([`egress`](crate::cluster::egress)).
+//! Credentials are AWS's standard chain ([`aws_credentials`]): environment variables, a
+//! shared credentials file (`AWS_SHARED_CREDENTIALS_FILE`: the Secret the
+//! cloud-credential-operator makes from `manifests/`'s CredentialsRequest, static keys or
+//! STS web identity), or a profile. The calls are AWS's Query API
+//! ([`aws_query`](crate::cluster::aws_query)): HTTPS through rustls on ring, as everything
+//! else here, and through the cluster-wide proxy where the environment says so
+//! ([`egress`](crate::cluster::egress)).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
@@ -19,10 +21,13 @@ use kube::core::DynamicObject;
 use tokio::sync::{Notify, watch};
 
 use crate::cluster::apis;
-use crate::cluster::aws_credentials::{self, MachineApiSecret, SecretCredentials, Source};
+use crate::cluster::aws_credentials::{
+    self, Cached, ChainError, MachineApiSecret, Provider, SecretCredentials, Source,
+};
+use crate::cluster::aws_query::{AwsHttps, Credentials, Image, QueryError};
 use crate::core::arch::Arch;
 use crate::core::platforms::Platform;
-use crate::core::platforms::aws::{self, AwsLearned, Query};
+use crate::core::platforms::aws::{self, AwsLearned, Described, MarketImage, Query};
 use crate::core::snapshot::{Learned, SharedSnapshot, Snapshot};
 use crate::core::view::{MachineSetView, ProviderSpecValue};
 use crate::health::until;
@@ -33,10 +38,13 @@ pub enum Ec2Error {
     NoCredentials(String),
     #[error(transparent)]
     TrustedRoots(#[from] crate::cluster::egress::CaBundleError),
-    /// Made only where EC2 is called (the `ec2` feature).
     #[error("EC2 DescribeImages in {region}: {message}")]
-    #[cfg_attr(not(feature = "ec2"), allow(dead_code))]
-    Call { region: String, message: String },
+    Call {
+        region: String,
+        /// EC2's error code, when it answered with one.
+        code: Option<String>,
+        message: String,
+    },
     /// A client could not be made with these credentials (named, never shown).
     #[error("with the {credentials}: {error}")]
     With {
@@ -45,299 +53,165 @@ pub enum Ec2Error {
     },
 }
 
-/// The AWS SDK client (the default `ec2` feature; without it, as in the fuzz build, EC2
-/// is never asked and AWS AMIs outside the stream stay `AMIUnclassified`).
-#[cfg(feature = "ec2")]
-mod sdk {
-    use super::*;
-    use crate::core::platforms::aws::{Described, MarketImage};
-    use aws_config::environment::region::EnvironmentVariableRegionProvider;
-    use aws_config::meta::region::ProvideRegion;
-    use aws_config::profile::ProfileFileCredentialsProvider;
-    use aws_config::provider_config::ProviderConfig;
-    use aws_config::{BehaviorVersion, Region, SdkConfig};
-    use aws_runtime::env_config::file::{EnvConfigFileKind, EnvConfigFiles};
-    use aws_sdk_ec2::Client;
-    use aws_sdk_ec2::config::SharedHttpClient;
-    use aws_sdk_ec2::config::{Credentials, SharedCredentialsProvider};
-    use aws_sdk_ec2::error::DisplayErrorContext;
-    use aws_sdk_ec2::error::ProvideErrorMetadata;
-    use aws_sdk_ec2::types::Filter;
-    use std::collections::HashMap;
-    use std::sync::Mutex;
-
-    use crate::cluster::egress::{self, ProxiedHttps};
-
-    /// The SDK provider for credentials read from the machine API's Secret: static keys as
-    /// they are; a shared-credentials file through the SDK's own profile provider (STS web
-    /// identity included), from memory, never written to disk. aws-config is built without
-    /// its `credentials-process` and `sso` features: a Secret cannot make this process run
-    /// a program.
-    fn secret_provider(
-        given: &SecretCredentials,
-        https: SharedHttpClient,
-        region: Option<Region>,
-    ) -> SharedCredentialsProvider {
-        match given {
-            SecretCredentials::Static {
-                access_key_id,
-                secret_access_key,
-            } => SharedCredentialsProvider::new(Credentials::new(
-                access_key_id,
-                secret_access_key,
-                None,
-                None,
-                "machine-api-secret",
-            )),
-            SecretCredentials::File(contents) => {
-                let files = EnvConfigFiles::builder()
-                    .with_contents(EnvConfigFileKind::Credentials, contents.clone())
-                    .build();
-                let conf = ProviderConfig::default()
-                    .with_http_client(https)
-                    .with_region(region);
-                SharedCredentialsProvider::new(
-                    ProfileFileCredentialsProvider::builder()
-                        .configure(&conf)
-                        .profile_files(files)
-                        .profile_name("default")
-                        .build(),
-                )
-            }
-        }
-    }
-
-    /// An EC2 client per region, from one SDK configuration.
-    pub struct Ec2 {
-        /// `AWS_ENDPOINT_URL` and the like, for the proxy an error names.
-        endpoint: Option<String>,
-        config: SdkConfig,
-        clients: Mutex<HashMap<String, Client>>,
-    }
-
-    impl Ec2 {
-        /// From the SDK's standard environment; fails when no credentials can be had, so that
-        /// callers can say so once instead of failing every call.
-        pub async fn from_env() -> Result<Ec2, Ec2Error> {
-            Ec2::connect(None, None).await
-        }
-
-        /// With `given` credentials (the machine API's Secret) instead of the SDK's chain, or
-        /// the chain when `None`. `region` (a MachineSet's, else the environment's) is where
-        /// STS is asked for a web identity's credentials; EC2 itself is asked in each
-        /// MachineSet's region.
-        pub async fn connect(
-            given: Option<&SecretCredentials>,
-            region: Option<&str>,
-        ) -> Result<Ec2, Ec2Error> {
-            let https = ProxiedHttps::shared(&egress::extra_roots()?);
-            let mut loader = aws_config::defaults(BehaviorVersion::latest())
-                .http_client(https.clone())
-                .timeout_config(
-                    aws_config::timeout::TimeoutConfig::builder()
-                        .operation_timeout(Duration::from_secs(20))
-                        .build(),
-                );
-            if let Some(given) = given {
-                // The environment's region only (not the SDK's whole region chain, which
-                // would ask the instance metadata service).
-                let region = match region {
-                    Some(r) => Some(Region::new(r.to_owned())),
-                    None => EnvironmentVariableRegionProvider::new().region().await,
-                };
-                loader = loader.credentials_provider(secret_provider(given, https, region));
-            }
-            let config = loader.load().await;
-            let provider = config.credentials_provider().ok_or_else(|| {
-                Ec2Error::NoCredentials("no credentials provider configured".into())
-            })?;
-            use aws_sdk_ec2::config::ProvideCredentials;
-            provider
-                .provide_credentials()
-                .await
-                .map_err(|e| Ec2Error::NoCredentials(DisplayErrorContext(e).to_string()))?;
-            Ok(Ec2 {
-                endpoint: config.endpoint_url().map(str::to_owned),
-                config,
-                clients: Mutex::new(HashMap::new()),
-            })
-        }
-
-        fn client(&self, region: &str) -> Client {
-            let mut clients = self.clients.lock().unwrap_or_else(|e| e.into_inner());
-            clients
-                .entry(region.to_owned())
-                .or_insert_with(|| {
-                    let conf = aws_sdk_ec2::config::Builder::from(&self.config)
-                        .region(Region::new(region.to_owned()))
-                        .build();
-                    Client::from_conf(conf)
-                })
-                .clone()
-        }
-
-        /// Who owns `ami` in `region` (and its name, which carries a marketplace product id).
-        pub async fn describe(&self, region: &str, ami: &str) -> Result<Described, Ec2Error> {
-            let out = self
-                .client(region)
-                .describe_images()
-                .image_ids(ami)
-                .send()
-                .await;
-            match out {
-                Ok(out) => Ok(out
-                    .images()
-                    .iter()
-                    .find(|i| i.image_id() == Some(ami))
-                    .map_or(Described::NotFound, |i| Described::Found {
-                        owner: i.owner_id().unwrap_or_default().to_owned(),
-                        name: i.name().unwrap_or_default().to_owned(),
-                    })),
-                // EC2 answers an unknown (or deregistered) AMI with an error, not an empty list.
-                Err(e) if e.code().is_some_and(|c| c.starts_with("InvalidAMIID")) => {
-                    Ok(Described::NotFound)
-                }
-                Err(e) => Err(self.call_error(region, &e)),
-            }
-        }
-
-        /// The marketplace images of `product` in `region` (MCO `findMarketplaceAMI`'s search).
-        pub async fn marketplace(
-            &self,
-            region: &str,
-            product: &str,
-        ) -> Result<Vec<MarketImage>, Ec2Error> {
-            // By owner id, not the `aws-marketplace` alias: both work on EC2, and emulators
-            // know only the id.
-            let mut pages = self
-                .client(region)
-                .describe_images()
-                .owners(aws::MARKETPLACE_OWNER)
-                .filters(
-                    Filter::builder()
-                        .name("name")
-                        .values(format!("*{product}*"))
-                        .build(),
-                )
-                .into_paginator()
-                .items()
-                .send();
-            let mut images = Vec::new();
-            while let Some(image) = pages.next().await {
-                let image = image.map_err(|e| self.call_error(region, &e))?;
-                images.push(MarketImage {
-                    id: image.image_id().unwrap_or_default().to_owned(),
-                    description: image.description().unwrap_or_default().to_owned(),
-                    creation_date: image.creation_date().unwrap_or_default().to_owned(),
-                });
-            }
-            Ok(images)
-        }
-
-        /// Ask every query; what was answered goes into `learned`, what failed comes back.
-        pub async fn answer(
-            &self,
-            queries: &[Query],
-            learned: &mut AwsLearned,
-        ) -> Vec<(Query, Ec2Error)> {
-            let mut failed = Vec::new();
-            for q in queries {
-                match q {
-                    Query::Describe { region, ami } => match self.describe(region, ami).await {
-                        Ok(d) => {
-                            learned.images.insert((region.clone(), ami.clone()), d);
-                        }
-                        Err(e) => failed.push((q.clone(), e)),
-                    },
-                    Query::Marketplace { region, product } => {
-                        match self.marketplace(region, product).await {
-                            Ok(images) => {
-                                learned
-                                    .marketplace
-                                    .insert((region.clone(), product.clone()), images);
-                            }
-                            Err(e) => failed.push((q.clone(), e)),
-                        }
-                    }
-                }
-            }
-            failed
-        }
-    }
-
-    impl Ec2 {
-        /// EC2's own error, or why it was not reached (naming the proxy it was asked
-        /// through).
-        fn call_error<E, R>(&self, region: &str, e: &aws_sdk_ec2::error::SdkError<E, R>) -> Ec2Error
-        where
-            E: ProvideErrorMetadata + std::error::Error + 'static,
-            R: std::fmt::Debug,
-        {
-            let message = match (e.code(), e.message()) {
-                (Some(code), Some(msg)) => format!("{code}: {msg}"),
-                (Some(code), None) => code.to_owned(),
-                _ => {
-                    let endpoint = self
-                        .endpoint
-                        .clone()
-                        .unwrap_or_else(|| format!("https://ec2.{region}.amazonaws.com"));
-                    let through = endpoint.parse().map(|u| egress::through(&u));
-                    format!(
-                        "{}{}",
-                        aws_sdk_ec2::error::DisplayErrorContext(e),
-                        through.unwrap_or_default()
-                    )
-                }
-            };
-            Ec2Error::Call {
-                region: region.to_owned(),
-                message,
-            }
-        }
-    }
+/// The EC2 client: AWS's Query API ([`AwsHttps`]) with credentials from
+/// [`aws_credentials`].
+pub struct Ec2 {
+    https: AwsHttps,
+    credentials: Cached,
 }
 
-#[cfg(feature = "ec2")]
-pub use sdk::Ec2;
-
-/// Built without the `ec2` feature: no client can be made, so nothing is asked.
-#[cfg(not(feature = "ec2"))]
-pub struct Ec2;
-
-#[cfg(not(feature = "ec2"))]
 impl Ec2 {
+    /// From this process's standard chain; fails when no credentials can be had, so that
+    /// callers can say so once instead of failing every call.
     pub async fn from_env() -> Result<Ec2, Ec2Error> {
         Ec2::connect(None, None).await
     }
 
+    /// With `given` credentials (the machine API's Secret) instead of the standard chain,
+    /// or the chain when `None`. `region` (a MachineSet's) is where STS is asked for a
+    /// role's credentials, else the environment's (STS's global endpoint without one); EC2
+    /// itself is asked in each MachineSet's region.
     pub async fn connect(
-        _given: Option<&SecretCredentials>,
-        _region: Option<&str>,
+        given: Option<&SecretCredentials>,
+        region: Option<&str>,
     ) -> Result<Ec2, Ec2Error> {
-        Err(Ec2Error::NoCredentials(
-            "this build has no EC2 client (built without the ec2 feature)".into(),
-        ))
+        let https = AwsHttps::new()?;
+        let no_credentials = |e: ChainError| Ec2Error::NoCredentials(e.to_string());
+        let provider = match given {
+            None => Provider::from_env(),
+            Some(SecretCredentials::Static {
+                access_key_id,
+                secret_access_key,
+            }) => Ok(Provider::Keys(Credentials {
+                access_key_id: access_key_id.clone(),
+                secret_access_key: secret_access_key.clone(),
+                session_token: None,
+                expires: None,
+            })),
+            Some(SecretCredentials::File(contents)) => Provider::from_file(contents),
+        }
+        .map_err(no_credentials)?;
+        let region = region
+            .map(str::to_owned)
+            .or_else(aws_credentials::env_region);
+        let credentials = Cached::new(provider, region);
+        credentials.get(&https).await.map_err(no_credentials)?;
+        Ok(Ec2 { https, credentials })
     }
 
+    /// One page of `DescribeImages` in `region`.
+    async fn describe_images(
+        &self,
+        region: &str,
+        params: &[(&str, &str)],
+    ) -> Result<(Vec<Image>, Option<String>), Ec2Error> {
+        let credentials = self
+            .credentials
+            .get(&self.https)
+            .await
+            .map_err(|e| Ec2Error::NoCredentials(e.to_string()))?;
+        self.https
+            .describe_images(region, &credentials, params)
+            .await
+            .map_err(|e| call_error(region, &e))
+    }
+
+    /// Who owns `ami` in `region` (and its name, which carries a marketplace product id).
+    pub async fn describe(&self, region: &str, ami: &str) -> Result<Described, Ec2Error> {
+        match self.describe_images(region, &[("ImageId.1", ami)]).await {
+            Ok((images, _)) => {
+                Ok(images
+                    .into_iter()
+                    .find(|i| i.id == ami)
+                    .map_or(Described::NotFound, |i| Described::Found {
+                        owner: i.owner,
+                        name: i.name,
+                    }))
+            }
+            // EC2 answers an unknown (or deregistered) AMI with an error, not an empty list.
+            Err(Ec2Error::Call { code: Some(c), .. }) if c.starts_with("InvalidAMIID") => {
+                Ok(Described::NotFound)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The marketplace images of `product` in `region` (MCO `findMarketplaceAMI`'s search).
+    pub async fn marketplace(
+        &self,
+        region: &str,
+        product: &str,
+    ) -> Result<Vec<MarketImage>, Ec2Error> {
+        // By owner id, not the `aws-marketplace` alias: both work on EC2, and emulators
+        // know only the id.
+        let name = format!("*{product}*");
+        let mut images = Vec::new();
+        let mut next: Option<String> = None;
+        loop {
+            let mut params = vec![
+                ("Owner.1", aws::MARKETPLACE_OWNER),
+                ("Filter.1.Name", "name"),
+                ("Filter.1.Value.1", name.as_str()),
+            ];
+            if let Some(token) = &next {
+                params.push(("NextToken", token));
+            }
+            let (page, token) = self.describe_images(region, &params).await?;
+            images.extend(page.into_iter().map(|i| MarketImage {
+                id: i.id,
+                description: i.description,
+                creation_date: i.creation_date,
+            }));
+            match token {
+                Some(token) if next.as_ref() != Some(&token) => next = Some(token),
+                _ => return Ok(images),
+            }
+        }
+    }
+
+    /// Ask every query; what was answered goes into `learned`, what failed comes back.
     pub async fn answer(
         &self,
         queries: &[Query],
-        _learned: &mut AwsLearned,
+        learned: &mut AwsLearned,
     ) -> Vec<(Query, Ec2Error)> {
-        queries
-            .iter()
-            .map(|q| {
-                (
-                    q.clone(),
-                    Ec2Error::NoCredentials("no EC2 client in this build".into()),
-                )
-            })
-            .collect()
+        let mut failed = Vec::new();
+        for q in queries {
+            match q {
+                Query::Describe { region, ami } => match self.describe(region, ami).await {
+                    Ok(d) => {
+                        learned.images.insert((region.clone(), ami.clone()), d);
+                    }
+                    Err(e) => failed.push((q.clone(), e)),
+                },
+                Query::Marketplace { region, product } => {
+                    match self.marketplace(region, product).await {
+                        Ok(images) => {
+                            learned
+                                .marketplace
+                                .insert((region.clone(), product.clone()), images);
+                        }
+                        Err(e) => failed.push((q.clone(), e)),
+                    }
+                }
+            }
+        }
+        failed
+    }
+}
+
+/// EC2's own error (its code kept), or why it was not reached (naming the proxy it was
+/// asked through).
+fn call_error(region: &str, e: &QueryError) -> Ec2Error {
+    Ec2Error::Call {
+        region: region.to_owned(),
+        code: e.code().map(str::to_owned),
+        message: e.to_string(),
     }
 }
 
 /// The EC2 client, made again when its credentials change: the project's own first (the
-/// SDK's chain; a changed credentials file is a rotation), else, when given, the machine
+/// standard chain; a changed credentials file is a rotation), else, when given, the machine
 /// API's Secret, read by name on every [`Ec2Access::client`] call (a new `resourceVersion`
 /// is a rotation).
 pub struct Ec2Access {

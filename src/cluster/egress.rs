@@ -3,8 +3,7 @@
 //! `ALL_PROXY`) say so, straight to the hosts `NO_PROXY` names, and trusting the extra CA
 //! bundle (`--trusted-ca-bundle`, the bundle OpenShift injects) beside the system's roots.
 //!
-//! The variables are read as curl reads them (hyper-util's matcher, the one the AWS SDK's
-//! client uses too): `NO_PROXY` entries are comma-separated domains (`example.com` and
+//! The variables are read as curl reads them (hyper-util's matcher): `NO_PROXY` entries are comma-separated domains (`example.com` and
 //! `.example.com` both match the domain and its subdomains), IP addresses, CIDRs (as
 //! OpenShift's `noProxy` carries the cluster's networks) or `*`. The Kubernetes API
 //! client never goes through the proxy.
@@ -147,7 +146,7 @@ pub fn through(uri: &Uri) -> String {
 /// over TLS with the same roots too.
 ///
 /// Hand-written around hyper-util's own `Tunnel` and matcher: no maintained crate offers
-/// this connector for hyper 1 and hyper-rustls on ring (the AWS SDK's is private to it).
+/// this connector for hyper 1 and hyper-rustls on ring.
 #[derive(Clone)]
 pub struct ProxyConnector {
     direct: HttpsConnector<HttpConnector>,
@@ -263,99 +262,6 @@ impl Write for Stream {
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         each!(self, s => Pin::new(s).poll_shutdown(cx))
-    }
-}
-
-#[cfg(feature = "ec2")]
-pub(crate) use aws::ProxiedHttps;
-
-/// The AWS SDK's HTTP client, with its own proxy support turned on (it is off unless
-/// asked for) and the extra roots trusted.
-#[cfg(feature = "ec2")]
-mod aws {
-    use std::collections::HashMap;
-    use std::sync::Mutex;
-    use std::time::Duration;
-
-    use aws_smithy_http_client::proxy::ProxyConfig;
-    use aws_smithy_http_client::tls::{
-        Provider, TlsContext, TrustStore, rustls_provider::CryptoMode,
-    };
-    use aws_smithy_runtime_api::client::http::{
-        HttpClient, HttpConnectorSettings, SharedHttpClient, SharedHttpConnector,
-    };
-    use aws_smithy_runtime_api::client::runtime_components::RuntimeComponents;
-    use base64::Engine;
-    use rustls::pki_types::CertificateDer;
-
-    type Timeouts = (Option<Duration>, Option<Duration>);
-
-    /// One connector (and its connection pool) per timeout settings, as the SDK's own
-    /// client keeps them.
-    #[derive(Debug)]
-    pub(crate) struct ProxiedHttps {
-        tls: TlsContext,
-        connectors: Mutex<HashMap<Timeouts, SharedHttpConnector>>,
-    }
-
-    impl ProxiedHttps {
-        pub fn shared(extra_roots: &[CertificateDer<'static>]) -> SharedHttpClient {
-            let mut trust = TrustStore::empty().with_native_roots(true);
-            for cert in extra_roots {
-                trust.add_pem_certificate(pem(cert));
-            }
-            let tls = TlsContext::builder()
-                .with_trust_store(trust)
-                .build()
-                .unwrap_or_default();
-            SharedHttpClient::new(ProxiedHttps {
-                tls,
-                connectors: Mutex::new(HashMap::new()),
-            })
-        }
-    }
-
-    impl HttpClient for ProxiedHttps {
-        fn http_connector(
-            &self,
-            settings: &HttpConnectorSettings,
-            components: &RuntimeComponents,
-        ) -> SharedHttpConnector {
-            let key = (settings.connect_timeout(), settings.read_timeout());
-            let mut connectors = self.connectors.lock().unwrap_or_else(|e| e.into_inner());
-            connectors
-                .entry(key)
-                .or_insert_with(|| {
-                    let proxy = if super::Proxy::from_env().is_none() {
-                        ProxyConfig::disabled()
-                    } else {
-                        ProxyConfig::from_env()
-                    };
-                    let mut builder = aws_smithy_http_client::Connector::builder()
-                        .connector_settings(settings.clone())
-                        .proxy_config(proxy);
-                    builder.set_sleep_impl(components.sleep_impl());
-                    SharedHttpConnector::new(
-                        builder
-                            .tls_provider(Provider::Rustls(CryptoMode::Ring))
-                            .tls_context(self.tls.clone())
-                            .build(),
-                    )
-                })
-                .clone()
-        }
-    }
-
-    /// A certificate checked by [`super::bundle_roots`], back in PEM for the SDK.
-    fn pem(cert: &CertificateDer<'_>) -> String {
-        let b64 = base64::engine::general_purpose::STANDARD.encode(cert.as_ref());
-        let mut out = String::from("-----BEGIN CERTIFICATE-----\n");
-        for line in b64.as_bytes().chunks(64) {
-            out.push_str(std::str::from_utf8(line).unwrap_or_default());
-            out.push('\n');
-        }
-        out.push_str("-----END CERTIFICATE-----\n");
-        out
     }
 }
 

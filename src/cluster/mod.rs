@@ -8,6 +8,8 @@
 
 pub mod apis;
 pub(crate) mod aws_credentials;
+pub(crate) mod aws_profile;
+pub(crate) mod aws_query;
 pub(crate) mod cause;
 pub(crate) mod ec2;
 pub mod egress;

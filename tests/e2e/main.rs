@@ -15,7 +15,7 @@ macro_rules! e2e_only {
 mod support;
 
 mod apiserver;
-#[cfg(feature = "ec2")]
+mod aws_credentials;
 mod ec2;
 mod image;
 mod image_multiarch;
@@ -26,7 +26,6 @@ mod nutanix_prism;
 mod openstack_glance;
 mod openstack_import;
 mod permissions;
-#[cfg(feature = "ec2")]
 mod proxy;
 mod real_apiserver_admission;
 mod real_apiserver_skew;

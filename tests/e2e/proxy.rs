@@ -99,8 +99,8 @@ fn with_the_proxy_down_the_error_names_it() {
 /// EC2 over HTTPS, as it is reached in a real cluster: through a CONNECT tunnel the proxy
 /// logs, the endpoint's certificate checked against `--trusted-ca-bundle` (a TLS-inspecting
 /// proxy's CA reaches the webhook the same way). Without the bundle the same call fails
-/// on the certificate and nothing moves. This is the AWS SDK's connector, not the
-/// importer's.
+/// on the certificate and nothing moves. The EC2 client's connector is the importers' (below),
+/// with EC2's own signing and answers on top.
 #[test]
 fn ec2_over_https_goes_through_a_tunnel_trusting_the_bundle() {
     let _parallel = support::parallel();

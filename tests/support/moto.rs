@@ -20,7 +20,7 @@ pub fn venv_bin(name: &str) -> PathBuf {
         .join(name)
 }
 
-/// The AWS SDK's standard environment, pointed at EC2 at `endpoint` in `region`, with
+/// AWS's standard environment, pointed at EC2 (and STS) at `endpoint` in `region`, with
 /// moto's test credentials and nothing of this machine's own AWS setup.
 pub fn aws_env(cmd: &mut Command, endpoint: &str, region: &str) {
     cmd.env("AWS_ENDPOINT_URL", endpoint)
@@ -43,15 +43,23 @@ pub struct Moto {
 impl Moto {
     /// `amis`: what EC2 holds, in moto's AMI file format.
     pub fn start(port: u16, amis: &Value) -> Moto {
-        Moto::serve(port, amis, None)
+        Moto::serve(port, amis, None, &[])
     }
 
     /// Over HTTPS, with the certificate and key `tls.crt` and `tls.key` in `certs`.
     pub fn start_tls(amis: &Value, certs: &Path) -> Moto {
-        Moto::serve(0, amis, Some(certs))
+        Moto::serve(0, amis, Some(certs), &[])
     }
 
-    fn serve(port: u16, amis: &Value, certs: Option<&Path>) -> Moto {
+    /// With moto's own settings in `env`: `MOTO_ENABLE_RECORDING` and
+    /// `MOTO_RECORDER_FILEPATH` (every request written to a file, headers and body), or
+    /// `INITIAL_NO_AUTH_ACTION_COUNT` (after that many calls, each request's signature and
+    /// its IAM permissions are checked against moto's IAM).
+    pub fn start_with(amis: &Value, env: &[(&str, &str)]) -> Moto {
+        Moto::serve(0, amis, None, env)
+    }
+
+    fn serve(port: u16, amis: &Value, certs: Option<&Path>, env: &[(&str, &str)]) -> Moto {
         let file = tempfile::NamedTempFile::new().unwrap();
         std::fs::write(file.path(), amis.to_string()).unwrap();
         let bin = venv_bin("moto_server");
@@ -64,6 +72,7 @@ impl Moto {
                 .arg(certs.join("tls.key"));
         }
         let mut child = cmd
+            .envs(env.iter().copied())
             .env("MOTO_AMIS_PATH", file.path())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
