@@ -267,7 +267,7 @@ async fn start_cluster_side(
     let client = kube_client()
         .await
         .context("building the Kubernetes client (in-cluster service account or KUBECONFIG)")?;
-    let learned = Arc::new(crate::cluster::ec2::LearnedCell::default());
+    let learned = Arc::new(crate::cluster::learned::LearnedCell::default());
     let learned_vsphere = learned.clone();
     let learned_openstack = learned.clone();
     let learned_nutanix = learned.clone();
@@ -358,7 +358,7 @@ fn start_vsphere(
     args: &crate::config::ClusterArgs,
     running: &Running,
     client: &kube::Client,
-    learned: Arc<crate::cluster::ec2::LearnedCell>,
+    learned: Arc<crate::cluster::learned::LearnedCell>,
     leader: Option<watch::Receiver<bool>>,
     (changes, stop): (watch::Receiver<String>, watch::Receiver<bool>),
 ) -> Option<JoinHandle<()>> {
@@ -383,7 +383,7 @@ fn start_vsphere(
 fn importer_frame(
     args: &crate::config::ClusterArgs,
     running: &Running,
-    learned: Arc<crate::cluster::ec2::LearnedCell>,
+    learned: Arc<crate::cluster::learned::LearnedCell>,
     leader: Option<watch::Receiver<bool>>,
     retention: Duration,
 ) -> crate::cluster::importer::Frame {
@@ -404,7 +404,7 @@ fn start_openstack(
     args: &crate::config::ClusterArgs,
     running: &Running,
     client: &kube::Client,
-    learned: Arc<crate::cluster::ec2::LearnedCell>,
+    learned: Arc<crate::cluster::learned::LearnedCell>,
     leader: Option<watch::Receiver<bool>>,
     (changes, stop): (watch::Receiver<String>, watch::Receiver<bool>),
 ) -> JoinHandle<()> {
@@ -420,7 +420,7 @@ fn start_nutanix(
     args: &crate::config::ClusterArgs,
     running: &Running,
     client: &kube::Client,
-    learned: Arc<crate::cluster::ec2::LearnedCell>,
+    learned: Arc<crate::cluster::learned::LearnedCell>,
     leader: Option<watch::Receiver<bool>>,
     (changes, stop): (watch::Receiver<String>, watch::Receiver<bool>),
 ) -> JoinHandle<()> {

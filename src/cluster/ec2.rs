@@ -15,7 +15,6 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use arc_swap::ArcSwap;
 use kube::api::{Api, ListParams};
 use kube::core::DynamicObject;
 use tokio::sync::{Notify, watch};
@@ -25,10 +24,11 @@ use crate::cluster::aws_credentials::{
     self, Cached, ChainError, MachineApiSecret, Provider, SecretCredentials, Source,
 };
 use crate::cluster::aws_query::{AwsHttps, Credentials, Image, QueryError};
+use crate::cluster::learned::LearnedCell;
 use crate::core::arch::Arch;
-use crate::core::platforms::Platform;
 use crate::core::platforms::aws::{self, AwsLearned, Described, MarketImage, Query};
-use crate::core::snapshot::{Learned, SharedSnapshot, Snapshot};
+use crate::core::platforms::{Platform, Target};
+use crate::core::snapshot::{SharedSnapshot, Snapshot};
 use crate::core::view::{MachineSetView, ProviderSpecValue};
 use crate::health::until;
 
@@ -325,7 +325,7 @@ pub fn queries_for<'a>(
     let stream: Vec<_> = Arch::ALL
         .iter()
         .filter_map(|&a| match boot_images.target(a, Platform::Aws) {
-            Some(Ok(t)) => Some(t),
+            Some(Ok(Target::Aws(t))) => Some(t),
             _ => None,
         })
         .collect();
@@ -345,42 +345,6 @@ pub fn queries_for<'a>(
         }
     }
     out
-}
-
-/// What the background learned, shared with the snapshot builder, which rebuilds when
-/// told.
-#[derive(Default)]
-pub struct LearnedCell {
-    pub facts: ArcSwap<Learned>,
-    pub changed: Notify,
-}
-
-impl LearnedCell {
-    /// Each importer publishes its own part; `rcu` keeps two publishing at once from
-    /// losing one's.
-    fn publish(&self, with: impl Fn(&Learned) -> Learned) {
-        self.facts.rcu(|now| with(now));
-        self.changed.notify_one();
-    }
-
-    fn publish_aws(&self, aws: AwsLearned) {
-        self.publish(|now| now.with_aws(aws.clone()));
-    }
-
-    pub fn publish_vsphere(&self, vsphere: crate::core::platforms::vsphere::VSphereLearned) {
-        self.publish(|now| now.with_vsphere(vsphere.clone()));
-    }
-
-    pub fn publish_openstack(
-        &self,
-        openstack: crate::core::platforms::openstack::OpenStackLearned,
-    ) {
-        self.publish(|now| now.with_openstack(openstack.clone()));
-    }
-
-    pub fn publish_nutanix(&self, nutanix: crate::core::platforms::nutanix::NutanixLearned) {
-        self.publish(|now| now.with_nutanix(nutanix.clone()));
-    }
 }
 
 /// How often a marketplace product's list is asked again (new images are published).

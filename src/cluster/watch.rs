@@ -21,7 +21,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 use tokio::sync::{Notify, watch};
 
-use crate::cluster::ec2::LearnedCell;
+use crate::cluster::learned::LearnedCell;
 use crate::cluster::{apis, stubs};
 use crate::core::facts::{self, GateInputs};
 use crate::core::snapshot::{

@@ -9,7 +9,6 @@ use serde_json::Value;
 use super::arch::Arch;
 use super::document::{DocumentError, parse_document};
 use super::platforms::{self, EntryError, Platform, Target};
-use super::snapshot::digest;
 use super::stream_doc::{StreamDoc, StreamError};
 
 /// ConfigMap keys, exactly as the MCO and the CVO write them.
@@ -208,6 +207,19 @@ fn read_streams(
         streams.clear();
     }
     Ok((streams, default_stream))
+}
+
+/// Short hex SHA-256 over the parts, separated so that ("ab","c") != ("a","bc").
+pub fn digest(parts: &[&[u8]]) -> String {
+    let mut ctx = ring::digest::Context::new(&ring::digest::SHA256);
+    for part in parts {
+        ctx.update(&(part.len() as u64).to_be_bytes());
+        ctx.update(part);
+    }
+    ctx.finish().as_ref()[..8]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }
 
 #[cfg(test)]

@@ -7,6 +7,7 @@ pub(crate) mod configmap;
 pub mod decision;
 pub(crate) mod document;
 pub mod facts;
+pub mod learned;
 pub(crate) mod lenient;
 pub mod platforms;
 pub mod reason;

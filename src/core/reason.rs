@@ -4,8 +4,6 @@
 
 use std::fmt;
 
-use super::platforms::Platform;
-
 /// One list makes the enum, [`Reason::ALL`], [`Reason::as_str`] (the variant's name is
 /// the code) and [`Reason::platforms`] (`for <Platform> | <Platform>` after a name: only
 /// those platforms' rules give it).
@@ -26,12 +24,13 @@ macro_rules! reasons {
                 }
             }
 
-            /// The platforms whose rules alone give this reason (none: the decision's own,
-            /// or any platform's).
-            pub fn platforms(self) -> &'static [Platform] {
+            /// The platforms whose rules alone give this reason, by their variant's name in
+            /// `Platform` (none: the decision's own, or any platform's). Names, so that the
+            /// reasons stand below the platforms that give them.
+            pub fn platforms(self) -> &'static [&'static str] {
                 match self {
                     $(Reason::$name => {
-                        let platforms: &'static [Platform] = &[$($(Platform::$platform),+)?];
+                        let platforms: &'static [&'static str] = &[$($(stringify!($platform)),+)?];
                         platforms
                     })*
                 }

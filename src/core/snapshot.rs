@@ -12,17 +12,15 @@ use std::time::SystemTime;
 use arc_swap::ArcSwap;
 
 pub use super::arch::Arch;
+use super::configmap::digest;
 pub use super::configmap::{
     BootImages, EMBEDDED_CONFIGMAP, KEY_MCO_RELEASE_IMAGE_VERSION, KEY_RELEASE_VERSION, KEY_STREAM,
     KEY_STREAMS,
 };
 pub use super::document::{parse_document, parse_documents};
 pub use super::facts::{ClusterFacts, Enrolled, Enrollment, Gate, Managed, Stub, Stubs};
-pub use super::platforms::Learned;
-use super::platforms::aws::AwsLearned;
-use super::platforms::nutanix::NutanixLearned;
-use super::platforms::openstack::OpenStackLearned;
-use super::platforms::vsphere::VSphereLearned;
+pub use super::learned::Learned;
+use super::learned::{AwsLearned, Imported, VSphereLearned};
 
 #[derive(Debug, Clone)]
 pub struct Snapshot {
@@ -135,14 +133,14 @@ impl Snapshot {
                         ),
                         ..Default::default()
                     })
-                    .with_openstack(OpenStackLearned {
+                    .with_openstack(Imported {
                         unavailable: Some(
                             "nothing imports offline: this is the image the importer would make"
                                 .into(),
                         ),
                         ..Default::default()
                     })
-                    .with_nutanix(NutanixLearned {
+                    .with_nutanix(Imported {
                         unavailable: Some(
                             "nothing imports offline: this is the image the importer would make"
                                 .into(),
@@ -158,19 +156,6 @@ pub(crate) type SharedSnapshot = Arc<ArcSwap<Snapshot>>;
 
 pub fn shared(snapshot: Snapshot) -> SharedSnapshot {
     Arc::new(ArcSwap::from_pointee(snapshot))
-}
-
-/// Short hex SHA-256 over the parts, separated so that ("ab","c") != ("a","bc").
-pub fn digest(parts: &[&[u8]]) -> String {
-    let mut ctx = ring::digest::Context::new(&ring::digest::SHA256);
-    for part in parts {
-        ctx.update(&(part.len() as u64).to_be_bytes());
-        ctx.update(part);
-    }
-    ctx.finish().as_ref()[..8]
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
 }
 
 #[cfg(test)]

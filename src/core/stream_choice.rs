@@ -13,6 +13,7 @@ use serde_json::Value;
 
 use super::configmap::BootImages;
 use super::platforms::{Learned, Platform};
+use super::skew::{self, version::rhel_major_of_release};
 use super::snapshot::Snapshot;
 use super::stream_doc::StreamDoc;
 use super::view::{MachineSetView, ProviderSpecValue, SpecFields};
@@ -125,7 +126,7 @@ pub(crate) fn choose<'b>(
     let Some(image) = platform.current_image(spec) else {
         return Ok(default);
     };
-    let Some(major) = platform.rhel_major(&image, boot, learned) else {
+    let Some(major) = rhel_major(platform, &image, boot, learned) else {
         return Ok(default);
     };
     of_major(boot, major).ok_or_else(|| {
@@ -134,6 +135,21 @@ pub(crate) fn choose<'b>(
             carried(boot)
         ))
     })
+}
+
+/// The RHEL major an image of `platform` is built from, where it can be told: a stream
+/// names it, or the platform reads it (its version, its name, what was learned).
+fn rhel_major(
+    platform: Platform,
+    image: &str,
+    boot: &BootImages,
+    learned: &Learned,
+) -> Option<u32> {
+    if let Some(release) = boot.rhcos_release_of(image) {
+        return rhel_major_of_release(release);
+    }
+    let version = skew::version_of(image, Some(boot), learned);
+    platform.rhel_major_of(image, version.as_ref(), learned)
 }
 
 /// The stream a MachineSet follows, as `status` and `preview` show it (`rhel-10 (label)`,

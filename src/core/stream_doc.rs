@@ -8,6 +8,7 @@ use serde_json::Value;
 
 use super::arch::Arch;
 use super::platforms::{self, EntryError, Platform, Target};
+use super::skew::version::rhel_major_of_release;
 
 /// Why a stream document cannot be used at all.
 #[derive(Debug, thiserror::Error)]
@@ -118,22 +119,6 @@ fn first_release(entry: &Value) -> Option<u32> {
         .flat_map(|m| m.values())
         .filter_map(|v| v.get("release").and_then(Value::as_str))
         .find_map(rhel_major_of_release)
-}
-
-/// The RHEL major of an RHCOS release: `10` of `10.2.20260715-0`, `9` of `9.8.…`, and of
-/// the releases before RHEL-aligned versions, `9` of `416.94.202405291527-0`.
-pub fn rhel_major_of_release(release: &str) -> Option<u32> {
-    let mut parts = release.split('.');
-    let (major, minor) = (parts.next()?, parts.next()?);
-    parts.next()?;
-    if !major.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    if major.len() >= 3 {
-        // `416.94`: OpenShift 4.16 on RHEL 9.4.
-        return minor.get(..1)?.parse().ok();
-    }
-    major.parse().ok()
 }
 
 /// Every image the stream names, with its RHCOS release, as each platform reads its own

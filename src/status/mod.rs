@@ -497,7 +497,7 @@ async fn synced_snapshot(
 ) -> anyhow::Result<Arc<Snapshot>> {
     let snapshot = snapshot::shared(Snapshot::empty());
     let health = Arc::new(Health::default());
-    let learned = Arc::new(crate::cluster::ec2::LearnedCell::default());
+    let learned = Arc::new(crate::cluster::learned::LearnedCell::default());
     let _watching = watch::start(
         client.clone(),
         args.read.watch_settings(),

@@ -8,7 +8,7 @@ use kube::runtime::events::{Recorder, Reporter};
 use tokio::sync::{Notify, watch};
 use tokio::time::Instant;
 
-use crate::cluster::ec2::LearnedCell;
+use crate::cluster::learned::LearnedCell;
 use crate::core::snapshot::SharedSnapshot;
 use crate::health::until;
 

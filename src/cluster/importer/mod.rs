@@ -14,9 +14,13 @@
 //!   moves;
 //! - Warning Events on waiting objects, once per object and trouble ([`Warnings`]).
 //!
-//! The files: `frame` (the loop and its trouble), `listing`, `retention`, `warnings`.
+//! The files: `frame` (the loop and its trouble), `listing`, `retention`, `warnings`; and
+//! what the importers of Glance and Prism Central share: `https` (the client and its one
+//! error type) and `artifact` (the stream's qcow2, downloaded once, checked and cached).
 
+pub(crate) mod artifact;
 mod frame;
+pub(crate) mod https;
 mod listing;
 mod retention;
 mod warnings;
@@ -26,7 +30,7 @@ use std::future::Future;
 use serde_json::Value;
 
 use crate::cluster::apis::Call;
-use crate::cluster::ec2::LearnedCell;
+use crate::cluster::learned::LearnedCell;
 use crate::core::snapshot::Snapshot;
 
 pub use frame::Frame;

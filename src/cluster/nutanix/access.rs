@@ -10,7 +10,7 @@ use super::import::Importer;
 use super::prism::Prism;
 use crate::cluster::apis;
 use crate::cluster::egress::Proxy;
-use crate::cluster::openstack::https::{self, Https};
+use crate::cluster::importer::https::{self, Https, HttpsError};
 
 /// What the Secret and Infrastructure hold, as read.
 #[derive(Debug, Clone)]
@@ -73,7 +73,7 @@ pub fn connect(creds: &Credentials) -> Result<Importer, NutanixError> {
 /// As [`connect`], through `proxy`. Certificates are always verified, against the system's
 /// roots and the trusted CA bundle (where the cluster's additional trust bundle is).
 pub fn connect_via(creds: &Credentials, proxy: Proxy) -> Result<Importer, NutanixError> {
-    let tls = |e: crate::cluster::openstack::OpenStackError| NutanixError::Endpoint {
+    let tls = |e: HttpsError| NutanixError::Endpoint {
         why: format!("its TLS client: {e}"),
     };
     let roots = https::roots(&[]).map_err(tls)?;

@@ -9,10 +9,10 @@ use std::time::Instant;
 use serde_json::Value;
 
 use crate::cluster::apis::{self, Call};
-use crate::cluster::ec2::LearnedCell;
 use crate::cluster::importer::{
     Kit, Listed, Pass, Plugin, Waiting, Warning, provider_value, waiting_for,
 };
+use crate::cluster::learned::LearnedCell;
 use crate::core::arch::Arch;
 use crate::core::platforms::artifact::Artifact;
 use crate::core::platforms::nutanix::NutanixLearned;

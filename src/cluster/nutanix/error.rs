@@ -3,7 +3,7 @@
 
 use super::marker::Keep;
 pub use crate::cluster::cause::{Cause, cause, chain};
-use crate::cluster::openstack::ArtifactError;
+use crate::cluster::importer::artifact::ArtifactError;
 
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum NutanixError {

@@ -21,7 +21,7 @@ use serde_json::{Value, json};
 use super::error::{NutanixError, cause};
 use super::marker::{self, Keep, Marker, image_name};
 use super::prism::{Image, Prism};
-use crate::cluster::openstack::artifact::{self, ArtifactError};
+use crate::cluster::importer::artifact::{self, ArtifactError};
 use crate::core::platforms::artifact::{Artifact, ArtifactMirror, download_url};
 
 /// The importer's settings.

@@ -13,8 +13,7 @@ use serde_json::{Value, json};
 use super::credentials::BasicAuth;
 use super::error::{NutanixError, cause, said};
 use super::marker::{Marker, Seen};
-use crate::cluster::openstack::OpenStackError;
-use crate::cluster::openstack::https::{self, Answer, Body, Https};
+use crate::cluster::importer::https::{self, Answer, Body, Https, HttpsError, encode};
 
 /// Entities a list asks for at once (v3 answers at most 500).
 const PAGE: u64 = 100;
@@ -175,7 +174,7 @@ impl Prism {
                 .body(body.map_or_else(https::empty, https::json))
                 .map_err(|e| answer_error(&method, &url, &e.to_string()))?;
             match self.http.send(req).await {
-                Err(OpenStackError::Send { .. }) if resend && !resent => resent = true,
+                Err(HttpsError::Send { .. }) if resend && !resent => resent = true,
                 Ok(answer) => return Ok((answer, url)),
                 Err(e) => return Err(send_error(&url, e)),
             }
@@ -364,9 +363,9 @@ impl Prism {
     }
 }
 
-fn send_error(url: &str, e: OpenStackError) -> NutanixError {
+fn send_error(url: &str, e: HttpsError) -> NutanixError {
     match e {
-        OpenStackError::Send { url, proxy, cause } => NutanixError::Send {
+        HttpsError::Send { url, proxy, cause } => NutanixError::Send {
             url: match proxy {
                 Some(p) => format!("{url} (through the proxy {p})"),
                 None => url,
@@ -419,11 +418,6 @@ fn date(answer: &Answer) -> Option<Timestamp> {
     k8s_openapi::jiff::fmt::rfc2822::parse(text)
         .ok()
         .map(|z| z.timestamp())
-}
-
-/// Percent-encoding of a path segment (all but RFC 3986's unreserved).
-fn encode(s: &str) -> String {
-    crate::cluster::openstack::encode(s)
 }
 
 #[cfg(test)]

@@ -7,10 +7,10 @@ use kube::api::Api;
 use super::clouds::{self, Cloud};
 use super::error::OpenStackError;
 use super::glance::Glance;
-use super::https::{self, Https};
 use super::import::Importer;
 use super::keystone::Keystone;
 use crate::cluster::egress::Proxy;
+use crate::cluster::importer::https::{self, Https};
 
 /// What the Secret and the ConfigMap hold, as read.
 #[derive(Default, PartialEq, Eq)]

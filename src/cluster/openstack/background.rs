@@ -9,10 +9,10 @@ use std::time::Instant;
 use serde_json::Value;
 
 use crate::cluster::apis::{self, Call};
-use crate::cluster::ec2::LearnedCell;
 use crate::cluster::importer::{
     Kit, Listed, Pass, Plugin, Waiting, Warning, provider_value, waiting_for,
 };
+use crate::cluster::learned::LearnedCell;
 use crate::core::arch::Arch;
 use crate::core::platforms::openstack::OpenStackLearned;
 use crate::core::platforms::{Platform, Target};
@@ -20,10 +20,10 @@ use crate::core::reason::Reason;
 use crate::core::snapshot::Snapshot;
 
 use super::access::{self, Credentials};
-use super::artifact::Qcow2Target;
 use super::error::OpenStackError;
 use super::import::{Importer, Settings, Want};
 use super::marker::image_name;
+use crate::cluster::importer::artifact::Qcow2Target;
 
 /// The importer's state between passes.
 pub struct Background {

@@ -1,9 +1,10 @@
 //! What goes wrong, at the module's boundary: each error names what a person needs to act
 //! on (the Secret, the URL, the image, what Keystone or Glance said).
 
-use super::artifact::ArtifactError;
 use super::marker::Keep;
 pub use crate::cluster::cause::{Cause, cause, chain};
+use crate::cluster::importer::artifact::ArtifactError;
+use crate::cluster::importer::https::HttpsError;
 
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum OpenStackError {
@@ -88,6 +89,15 @@ pub enum OpenStackError {
         status: String,
         limit: std::time::Duration,
     },
+}
+
+impl From<HttpsError> for OpenStackError {
+    fn from(e: HttpsError) -> OpenStackError {
+        match e {
+            HttpsError::CaBundle { from, why } => OpenStackError::CaBundle { from, why },
+            HttpsError::Send { url, proxy, cause } => OpenStackError::Send { url, proxy, cause },
+        }
+    }
 }
 
 fn proxy_note(proxy: &Option<String>) -> String {

@@ -9,9 +9,9 @@ use k8s_openapi::jiff::Timestamp;
 use serde_json::{Value, json};
 
 use super::error::{OpenStackError, said};
-use super::https::{self, Answer, Body};
 use super::keystone::Keystone;
 use super::marker::{Marker, Seen};
+use crate::cluster::importer::https::{self, Answer, Body, HttpsError, encode};
 
 /// No list has more pages than this: a bound on a list whose next links never end.
 const MAX_PAGES: usize = 1000;
@@ -100,7 +100,7 @@ impl Glance {
                 .body(body.map_or_else(https::empty, https::json))
                 .map_err(|e| answer_error(&method, &url, &e.to_string()))?;
             let answer = match self.keystone.http.send(req).await {
-                Err(OpenStackError::Send { .. }) if idempotent && !resent => {
+                Err(HttpsError::Send { .. }) if idempotent && !resent => {
                     resent = true;
                     continue;
                 }
@@ -220,13 +220,13 @@ impl Glance {
         );
         let answer = match self.keystone.http.send(req).await {
             Ok(answer) => answer,
-            Err(OpenStackError::Send { url, proxy, cause }) => {
+            Err(HttpsError::Send { url, proxy, cause }) => {
                 return Err(OpenStackError::Interrupted {
                     what,
                     sent: Box::new(OpenStackError::Send { url, proxy, cause }),
                 });
             }
-            Err(e) => return Err(e),
+            Err(e) => return Err(e.into()),
         };
         expect(
             &answer,
@@ -296,20 +296,6 @@ fn date(answer: &Answer) -> Option<Timestamp> {
 pub fn next(page: &Value, current: &str) -> Option<String> {
     let next = page.get("next")?.as_str()?;
     (next.starts_with("/v2/") && next != current).then(|| next.to_owned())
-}
-
-/// Percent-encoding of a query value or path segment (all but RFC 3986's unreserved).
-pub fn encode(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for b in s.bytes() {
-        match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
-                out.push(b as char)
-            }
-            _ => out.push_str(&format!("%{b:02X}")),
-        }
-    }
-    out
 }
 
 #[cfg(test)]

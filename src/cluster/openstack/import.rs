@@ -14,10 +14,10 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 
-use super::artifact::{self, ArtifactError, Qcow2Target};
 use super::error::{OpenStackError, cause};
 use super::glance::{Glance, Image};
 use super::marker::{self, Keep, Marker, image_name};
+use crate::cluster::importer::artifact::{self, ArtifactError, Qcow2Target};
 use crate::core::platforms::artifact::ArtifactMirror;
 
 /// The importer's settings.

@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 
 use super::clouds::{Auth, Cloud, Named};
 use super::error::{OpenStackError, said};
-use super::https::{self, Https};
+use crate::cluster::importer::https::{self, Https};
 
 /// A token is renewed this long before it expires (at most; a quarter of a short one's
 /// lifetime).

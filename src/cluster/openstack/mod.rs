@@ -9,26 +9,22 @@
 //! The files, each using only those below it: `background` (the importer on the frame of
 //! [`importer`](crate::cluster::importer)), `access` (the credentials Secret and the CA
 //! bundle, through the Kubernetes API), `import` (what the background loop calls),
-//! `artifact` (the qcow2.gz: download, checksums, cache), `glance`, `keystone`, `https`,
-//! and the pure rules: `clouds` (`clouds.yaml`), `marker`, `error`.
+//! `glance`, `keystone`, and the pure rules: `clouds` (`clouds.yaml`), `marker`, `error`.
 
 mod access;
-pub(crate) mod artifact;
 mod background;
 mod clouds;
 mod error;
 mod glance;
-pub(crate) mod https;
 mod import;
 mod keystone;
 mod marker;
 
+pub use crate::cluster::importer::artifact::{ArtifactError, Qcow2Target};
 pub use access::{Credentials, connect, connect_cloud, read};
-pub use artifact::{ArtifactError, Qcow2Target};
 pub use background::{Background, Wanted, Work, look, work};
 pub use clouds::{CLOUD_NAME, Cloud, parse as parse_clouds};
 pub use error::OpenStackError;
-pub(crate) use glance::encode;
 pub use glance::{Glance, Image};
 pub use import::{Importer, Look, Settings, Want};
 pub use marker::{INFRASTRUCTURE, Keep, Marker, QCOW2_SHA256, RELEASE, STREAM, image_name};

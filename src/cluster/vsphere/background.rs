@@ -8,8 +8,8 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use crate::cluster::apis::{self, Call};
-use crate::cluster::ec2::LearnedCell;
 use crate::cluster::importer::{Kit, Listed, Pass, Plugin, Warning, waiting_for};
+use crate::cluster::learned::LearnedCell;
 use crate::core::platforms::vsphere::{self, VSphereInfra, VSphereLearned, VSphereTarget};
 use crate::core::reason::Reason;
 use crate::core::snapshot::Snapshot;

@@ -166,7 +166,10 @@ fn enrolled_rules(
     let ctx = Context {
         arch,
         control_plane: ms.is_control_plane_machine_set(),
-        cluster: &snap.cluster,
+        aws_marketplace: snap.cluster.aws_marketplace,
+        infrastructure_name: snap.cluster.infrastructure_name.as_deref(),
+        vsphere: snap.cluster.vsphere.as_deref(),
+        learned: &snap.cluster.learned,
     };
     let change = platform_rule(platform, spec, target, &ctx)?; // 9
     stub_ignition_can_boot(spec, &change, &snap.cluster).map_err(|d| d.on(platform, arch))?; // 10

@@ -8,8 +8,7 @@ use std::sync::Arc;
 use kube::core::Selector;
 
 use super::arch::Arch;
-use super::platforms::Learned;
-use super::platforms::vsphere::VSphereInfra;
+use super::learned::{Learned, VSphereInfra};
 
 mod enrollment;
 mod read;

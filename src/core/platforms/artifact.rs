@@ -9,15 +9,15 @@
 //! Where an importer downloads it is here too ([`download_url`]), so that every importer
 //! fetches from a mirror (`--artifact-base-url`) by the same rule.
 
-use std::collections::BTreeSet;
 use std::sync::LazyLock;
 
 use regex::Regex;
 use serde_json::Value;
 
-use super::{EntryError, Outcome, Reading};
+use super::rules::{EntryError, Outcome, Reading};
+pub use crate::core::learned::Imported;
 use crate::core::reason::Reason;
-use crate::core::skew::{self, Source, Version};
+use crate::core::skew::version::{self as skew, Source, Version};
 
 /// One architecture's artifact of a platform, in one format.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -189,16 +189,6 @@ fn is_release(s: &str) -> bool {
         && s.as_bytes()[0].is_ascii_digit()
         && s.bytes()
             .all(|c| c.is_ascii_alphanumeric() || c == b'.' || c == b'-' || c == b'_')
-}
-
-/// What an importer found in its cloud (Glance, Prism Central): the names of images of
-/// ours that are ready and alone under their name, which a MachineSet may be given.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Imported {
-    pub images: BTreeSet<String>,
-    /// Why nothing can be imported now (no credentials, the cloud unreachable, a bad
-    /// checksum), for the messages of the MachineSets that wait.
-    pub unavailable: Option<String>,
 }
 
 impl Imported {

@@ -18,12 +18,13 @@ use regex::Regex;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::{Context, Edit, EntryError, Learned, McoManages, Outcome, Reading, Rules, Target};
+use super::rules::{Context, Edit, EntryError, McoManages, Outcome, Reading, Rules};
 use crate::core::arch::Arch;
-use crate::core::configmap::BootImages;
+use crate::core::learned::Learned;
+pub use crate::core::learned::{AwsLearned, Described, MarketImage};
 use crate::core::lenient::{Field, Object};
 use crate::core::reason::Reason;
-use crate::core::skew::{self, Source, Version};
+use crate::core::skew::version::{self as skew, Source, Version};
 use crate::core::view::SpecFields;
 
 /// AWS's [`Rules`].
@@ -86,8 +87,8 @@ impl Rules for Aws {
 
     /// Of its version, else of the RHCOS major a marketplace AMI's name (as EC2 gave it)
     /// carries.
-    fn rhel_major(image: &str, boot: &BootImages, learned: &Learned) -> Option<u32> {
-        if let Some(version) = skew::version_of(image, Some(boot), learned) {
+    fn rhel_major(image: &str, version: Option<&Version>, learned: &Learned) -> Option<u32> {
+        if let Some(version) = version {
             return u32::try_from(version.rhel.0).ok();
         }
         let aws = learned.aws.as_deref()?;
@@ -116,46 +117,6 @@ pub struct AwsTarget {
     release: Option<String>,
     /// Every AMI of the stream, all architectures and regions: these are Red Hat's.
     in_stream: Arc<BTreeSet<String>>,
-}
-
-/// What EC2 said, learned in the background and read here.
-#[derive(Debug, Clone, Default)]
-pub struct AwsLearned {
-    /// `DescribeImages(ImageIds=[ami])` in a region, by (region, AMI).
-    pub images: BTreeMap<(String, String), Described>,
-    /// `DescribeImages(Owners=[aws-marketplace], name=*<product>*)`, by (region, product).
-    pub marketplace: BTreeMap<(String, String), Vec<MarketImage>>,
-    /// Why EC2 cannot be asked now (no credentials, unreachable), for messages.
-    pub unavailable: Option<String>,
-}
-
-impl AwsLearned {
-    /// The product whose marketplace images, as EC2 listed them, include this AMI: an AMI
-    /// we moved a MachineSet to is known without asking again.
-    fn listed_product(&self, region: &str, ami: &str) -> Option<&str> {
-        self.marketplace
-            .iter()
-            .find(|((r, _), images)| r == region && images.iter().any(|i| i.id == ami))
-            .map(|((_, product), _)| product.as_str())
-    }
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Described {
-    Found {
-        owner: String,
-        name: String,
-    },
-    /// EC2 knows no such AMI in that region.
-    NotFound,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct MarketImage {
-    pub id: String,
-    pub description: String,
-    /// ISO 8601, as EC2 gives it: compares as a string.
-    pub creation_date: String,
 }
 
 /// What the background must ask EC2 so that the rule can decide.
@@ -380,7 +341,7 @@ fn share_amis(targets: &mut [&mut AwsTarget]) {
 /// Red Hat's AMIs move to the stream's for the region, marketplace ones within their
 /// product; whose an AMI is comes from the stream, or from EC2 (`ctx.learned`).
 fn reconcile(spec: &SpecFields<'_>, target: &AwsTarget, ctx: &Context<'_>) -> Outcome {
-    let learned = ctx.cluster.learned.aws.as_deref();
+    let learned = ctx.learned.aws.as_deref();
     let (ami, region) = match ami_and_region(spec) {
         Ok(v) => v,
         Err(skip) => return skip,
@@ -400,7 +361,7 @@ fn reconcile(spec: &SpecFields<'_>, target: &AwsTarget, ctx: &Context<'_>) -> Ou
                 };
             }
         },
-        Ok(Kind::Marketplace { product }) if !ctx.cluster.aws_marketplace => {
+        Ok(Kind::Marketplace { product }) if !ctx.aws_marketplace => {
             return Outcome::Skip {
                 reason: Reason::MarketplaceNotEnabled,
                 message: format!(
@@ -536,7 +497,7 @@ fn marketplace_target(
 /// images only when `marketplace` moves are on.
 pub(crate) fn queries<'t>(
     spec: &SpecFields<'_>,
-    stream: impl IntoIterator<Item = &'t Target>,
+    stream: impl IntoIterator<Item = &'t AwsTarget>,
     learned: Option<&AwsLearned>,
     marketplace: bool,
 ) -> Vec<Query> {
@@ -548,7 +509,7 @@ pub(crate) fn queries<'t>(
     };
     let in_stream = stream
         .into_iter()
-        .any(|t| matches!(t, Target::Aws(t) if t.in_stream.contains(ami.as_ref())));
+        .any(|t| t.in_stream.contains(ami.as_ref()));
     if in_stream || learned.is_some_and(|l| l.listed_product(&region, &ami).is_some()) {
         return Vec::new();
     }

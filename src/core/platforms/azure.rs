@@ -11,13 +11,13 @@ use std::fmt;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::{Context, Edit, EntryError, Learned, McoManages, Outcome, Reading, Rules, per_arch};
+use super::rules::{Context, Edit, EntryError, McoManages, Outcome, Reading, Rules, per_arch};
 use crate::core::age;
 use crate::core::arch::Arch;
-use crate::core::configmap::BootImages;
+use crate::core::learned::Learned;
 use crate::core::lenient::{Field, Object};
 use crate::core::reason::Reason;
-use crate::core::skew::{self, Release, Version};
+use crate::core::skew::version::{self as skew, Release, Version};
 use crate::core::view::SpecFields;
 
 /// Azure's [`Rules`].
@@ -83,7 +83,7 @@ impl Rules for Azure {
     }
 
     /// Of a marketplace URN's version; an install-time `resourceID` tells nothing.
-    fn rhel_major(image: &str, _: &BootImages, _: &Learned) -> Option<u32> {
+    fn rhel_major(image: &str, _: Option<&Version>, _: &Learned) -> Option<u32> {
         let parts: Vec<&str> = image.split(':').collect();
         match parts.as_slice() {
             [_, _, _, version] => rhel_major_of_version(version),

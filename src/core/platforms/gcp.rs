@@ -7,13 +7,13 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::{
+use super::rules::{
     Context, Edit, EntryError, McoManages, Outcome, Reading, Rules, is_resource_name, per_arch,
 };
 use crate::core::arch::Arch;
 use crate::core::lenient::{Field, Object};
 use crate::core::reason::Reason;
-use crate::core::skew::{self, Source, Version};
+use crate::core::skew::version::{self as skew, Source, Version};
 use crate::core::view::SpecFields;
 
 /// Images the MCO (and so we) may replace: stock RHCOS images. The prefix test has no

@@ -21,11 +21,11 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::artifact::{self, Artifact, Imported, move_to};
-use super::{Context, Edit, EntryError, Outcome, Reading, Rules, per_arch};
+use super::rules::{Context, Edit, EntryError, Outcome, Reading, Rules, per_arch};
 use crate::core::arch::Arch;
 use crate::core::lenient::{Field, Object};
 use crate::core::reason::Reason;
-use crate::core::skew::Version;
+use crate::core::skew::version::Version;
 use crate::core::view::SpecFields;
 
 /// Nutanix's [`Rules`].
@@ -155,7 +155,7 @@ fn reconcile(spec: &SpecFields<'_>, target: &NutanixTarget, ctx: &Context<'_>) -
         }
         Err(skip) => return skip,
     };
-    let infra_id = ctx.cluster.infrastructure_name.as_deref();
+    let infra_id = ctx.infrastructure_name;
     let wanted = match move_to(&current, "image.name", &target.release, infra_id) {
         Ok(wanted) => wanted,
         Err(stop) => return stop,
@@ -176,7 +176,7 @@ fn reconcile(spec: &SpecFields<'_>, target: &NutanixTarget, ctx: &Context<'_>) -
 
 /// `ImageNotImported` until the importer reports the image usable.
 fn not_imported(wanted: &str, target: &NutanixTarget, ctx: &Context<'_>) -> Option<Outcome> {
-    let learned = ctx.cluster.learned.nutanix.as_deref();
+    let learned = ctx.learned.nutanix.as_deref();
     let not_yet = "not complete in Prism Central yet";
     Imported::waiting(
         learned,

@@ -20,11 +20,11 @@ use serde_json::Value;
 
 pub use super::artifact::image_name;
 use super::artifact::{self, Artifact, Imported, move_to};
-use super::{Context, Edit, EntryError, Outcome, Reading, Rules, per_arch};
+use super::rules::{Context, Edit, EntryError, Outcome, Reading, Rules, per_arch};
 use crate::core::arch::Arch;
 use crate::core::lenient::{Field, Object};
 use crate::core::reason::Reason;
-use crate::core::skew::Version;
+use crate::core::skew::version::Version;
 use crate::core::view::SpecFields;
 
 /// OpenStack's [`Rules`].
@@ -170,7 +170,7 @@ fn reconcile(spec: &SpecFields<'_>, target: &OpenStackTarget, ctx: &Context<'_>)
         Ok(c) => c,
         Err(skip) => return skip,
     };
-    let infra_id = ctx.cluster.infrastructure_name.as_deref();
+    let infra_id = ctx.infrastructure_name;
     let wanted = match move_to(&current, boot.path(), &target.release, infra_id) {
         Ok(wanted) => wanted,
         Err(stop) => return stop,
@@ -193,7 +193,7 @@ fn reconcile(spec: &SpecFields<'_>, target: &OpenStackTarget, ctx: &Context<'_>)
 
 /// `ImageNotImported` until the importer reports the image usable.
 fn not_imported(wanted: &str, target: &OpenStackTarget, ctx: &Context<'_>) -> Option<Outcome> {
-    let learned = ctx.cluster.learned.openstack.as_deref();
+    let learned = ctx.learned.openstack.as_deref();
     let not_yet = "not active in Glance yet";
     Imported::waiting(
         learned,

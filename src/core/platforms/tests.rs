@@ -7,8 +7,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use regex::Regex;
 use serde_json::Value;
 
+use super::rules::is_resource_name;
 use super::*;
 use crate::core::document::parse_documents;
+use crate::core::reason::Reason;
 
 #[test]
 fn resource_names() {
@@ -218,11 +220,17 @@ fn a_platforms_reasons_are_its_modules() {
         if owners.is_empty() {
             continue;
         }
+        for owner in owners {
+            assert!(
+                Platform::ALL.iter().any(|p| format!("{p:?}") == *owner),
+                "{reason} is tagged with {owner}, which is no platform"
+            );
+        }
         let given = format!("Reason::{}", reason.as_str());
         for (platform, source) in SOURCES {
             assert_eq!(
                 source.contains(&given),
-                owners.contains(&platform),
+                owners.contains(&format!("{platform:?}").as_str()),
                 "{reason} is {owners:?}'s: given in {}'s module?",
                 platform.name()
             );

@@ -10,14 +10,15 @@
 //! (`TemplateNotImported` until then).
 
 use std::borrow::Cow;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 use serde::Deserialize;
 use serde_json::Value;
 
 use super::artifact::{Artifact, is_rhcos_release};
-use super::{Context, Edit, EntryError, McoManages, Outcome, Rules, per_arch};
+use super::rules::{Context, Edit, EntryError, McoManages, Outcome, Rules, per_arch};
 use crate::core::arch::Arch;
+pub use crate::core::learned::{FailureDomain, VSphereInfra, VSphereLearned};
 use crate::core::lenient::{Field, Object};
 use crate::core::reason::Reason;
 use crate::core::view::SpecFields;
@@ -64,57 +65,6 @@ const SHORT_HASH_HEX: usize = 8;
 /// The stream's OVA for one architecture (`artifacts.vmware`, format `ova`): its release
 /// is part of the template's name.
 pub(crate) type VSphereTarget = Artifact;
-
-/// A failure domain of Infrastructure `cluster`'s `spec.platformSpec.vsphere`.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct FailureDomain {
-    pub name: String,
-    pub region: String,
-    pub zone: String,
-    pub server: String,
-    /// The port of `server`'s entry in `vcenters` (absent: HTTPS's own).
-    pub port: Option<u16>,
-    pub datacenter: String,
-    pub datastore: String,
-    pub compute_cluster: String,
-    pub resource_pool: String,
-    pub folder: String,
-    pub networks: Vec<String>,
-    /// `zoneAffinity.hostGroup.vmGroup`, empty when none.
-    pub vm_group: String,
-}
-
-/// What the vSphere rule needs from Infrastructure `cluster`.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct VSphereInfra {
-    /// `status.infrastructureName`: the prefix of every template name.
-    pub infra_id: String,
-    pub failure_domains: Vec<FailureDomain>,
-}
-
-/// What the importer found ready in vCenter: (failure domain, template name) pairs of
-/// templates it imported (or found imported) and marked as templates.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct VSphereLearned {
-    pub templates: BTreeSet<(String, String)>,
-    /// Why nothing can be imported now (no credentials, vCenter unreachable, a bad
-    /// checksum), for `TemplateNotImported` messages.
-    pub unavailable: Option<String>,
-    /// Inventory paths of VMs in the failure domains' folders named like ours but carrying
-    /// no marker of this cluster (found by `status`): never deleted or used.
-    pub unmarked: BTreeSet<String>,
-}
-
-impl VSphereLearned {
-    fn is_ready(&self, failure_domain: &str, template: &str) -> bool {
-        self.templates
-            .contains(&(failure_domain.to_owned(), template.to_owned()))
-    }
-
-    fn imported_by_us(&self, template: &str) -> bool {
-        self.templates.iter().any(|(_, name)| name == template)
-    }
-}
 
 /// A template name this project gives, `<infra-id>-rhcos-<release>-<failure domain>`, and
 /// the one place such names are written and read.
@@ -389,7 +339,7 @@ fn reconcile(spec: &SpecFields<'_>, target: &VSphereTarget, ctx: &Context<'_>) -
             );
         }
     };
-    let Some(infra) = ctx.cluster.vsphere.as_deref() else {
+    let Some(infra) = ctx.vsphere else {
         return Outcome::skip(
             Reason::NoFailureDomain,
             "Infrastructure cluster names no infrastructure id and no vSphere failure domains",
@@ -427,7 +377,7 @@ fn decide_template(
             target: wanted,
         };
     }
-    let learned = ctx.cluster.learned.vsphere.as_deref();
+    let learned = ctx.learned.vsphere.as_deref();
     // A path names where the template lives: only the workspace folder's are ours.
     let (parent, name) = match current.rsplit_once('/') {
         Some((parent, name)) => (Some(parent), name),

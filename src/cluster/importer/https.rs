@@ -1,7 +1,7 @@
-//! The OpenStack client's HTTPS: hyper through rustls on ring, as everywhere here. It
-//! trusts the system's roots, the trusted CA bundle ([`egress`]) and the cloud's own CA
-//! bundles ([`clouds::ca_sources`](super::clouds::ca_sources)); it goes through the
-//! cluster-wide proxy where the environment says so.
+//! The HTTPS the importers of Glance and Prism Central share: hyper through rustls on
+//! ring, as everywhere here. It trusts the system's roots, the trusted CA bundle
+//! ([`egress`]) and a cloud's own CA bundles; it goes through the cluster-wide proxy where
+//! the environment says so. Its one error type, [`HttpsError`], each cloud's error wraps.
 
 use std::sync::Arc;
 
@@ -14,13 +14,34 @@ use hyper_util::rt::TokioExecutor;
 use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject;
 
-use super::error::{OpenStackError, cause};
+use crate::cluster::cause::{Cause, cause, chain};
 use crate::cluster::egress::{self, Proxy, ProxyConnector};
 
 pub type Body = UnsyncBoxBody<Bytes, std::io::Error>;
 
 /// The largest JSON answer read (a page of Glance's largest page size fits well within it).
 const MAX_ANSWER: usize = 16 << 20;
+
+/// What goes wrong on the way to a cloud and back.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum HttpsError {
+    #[error("the CA bundle {from}: {why}")]
+    CaBundle { from: String, why: String },
+    #[error("{url}{}: {}", proxy_note(.proxy), chain(&**.cause))]
+    Send {
+        url: String,
+        proxy: Option<String>,
+        #[source]
+        cause: Cause,
+    },
+}
+
+fn proxy_note(proxy: &Option<String>) -> String {
+    proxy
+        .as_ref()
+        .map(|p| format!(" (through the proxy {p})"))
+        .unwrap_or_default()
+}
 
 /// A whole answer: status, headers, text.
 pub struct Answer {
@@ -39,17 +60,17 @@ pub struct Https {
 
 /// The root store: the system's, the trusted CA bundle's, and each of `bundles` (where it
 /// came from, PEM); a bundle without a usable certificate is an error naming it.
-pub fn roots(bundles: &[(String, Vec<u8>)]) -> Result<rustls::RootCertStore, OpenStackError> {
+pub fn roots(bundles: &[(String, Vec<u8>)]) -> Result<rustls::RootCertStore, HttpsError> {
     let mut roots = rustls::RootCertStore::empty();
     // Unreadable system certificates are skipped: the cloud's bundle may be all there is.
     roots.add_parsable_certificates(rustls_native_certs::load_native_certs().certs);
-    let trusted = egress::extra_roots().map_err(|e| OpenStackError::CaBundle {
+    let trusted = egress::extra_roots().map_err(|e| HttpsError::CaBundle {
         from: "--trusted-ca-bundle".into(),
         why: e.to_string(),
     })?;
     roots.add_parsable_certificates(trusted);
     for (from, pem) in bundles {
-        let bad = |why: String| OpenStackError::CaBundle {
+        let bad = |why: String| HttpsError::CaBundle {
             from: from.clone(),
             why,
         };
@@ -70,12 +91,12 @@ impl Https {
         roots: rustls::RootCertStore,
         verify_off: bool,
         proxy: Proxy,
-    ) -> Result<Https, OpenStackError> {
+    ) -> Result<Https, HttpsError> {
         let tls = rustls::ClientConfig::builder_with_provider(Arc::new(
             rustls::crypto::ring::default_provider(),
         ))
         .with_safe_default_protocol_versions()
-        .map_err(|e| OpenStackError::CaBundle {
+        .map_err(|e| HttpsError::CaBundle {
             from: "rustls".into(),
             why: e.to_string(),
         })?
@@ -90,10 +111,7 @@ impl Https {
     }
 
     /// Sends `req` and hands back the answer with its body unread.
-    pub async fn start(
-        &self,
-        mut req: Request<Body>,
-    ) -> Result<Response<Incoming>, OpenStackError> {
+    pub async fn start(&self, mut req: Request<Body>) -> Result<Response<Incoming>, HttpsError> {
         let url = req.uri().to_string();
         let proxy = self.connector.intercept(req.uri());
         if let Some(auth) = proxy.as_ref().and_then(|p| p.basic_auth()) {
@@ -109,10 +127,10 @@ impl Https {
             if verify_off && egress_tls_failed(&*c) {
                 c = cause(format!(
                     "{}: clouds.yaml says verify: false, but certificates are always verified here (as the machine API does): put the cloud's CA in the Secret's cacert key or in ConfigMap openshift-config/cloud-provider-config key ca-bundle.pem",
-                    super::error::chain(&*c)
+                    chain(&*c)
                 ));
             }
-            OpenStackError::Send {
+            HttpsError::Send {
                 proxy: proxy.as_ref().map(egress::name),
                 url,
                 cause: c,
@@ -121,7 +139,7 @@ impl Https {
     }
 
     /// Sends `req` and reads the whole answer (bounded).
-    pub async fn send(&self, req: Request<Body>) -> Result<Answer, OpenStackError> {
+    pub async fn send(&self, req: Request<Body>) -> Result<Answer, HttpsError> {
         let url = req.uri().to_string();
         let resp = self.start(req).await?;
         let (parts, body) = resp.into_parts();
@@ -129,7 +147,7 @@ impl Https {
         let bytes = limited
             .collect()
             .await
-            .map_err(|e| OpenStackError::Send {
+            .map_err(|e| HttpsError::Send {
                 url,
                 proxy: None,
                 cause: cause(format!("reading the answer: {e}")),
@@ -145,12 +163,26 @@ impl Https {
 
 /// Whether a failed request failed on the server's certificate.
 fn egress_tls_failed(e: &(dyn std::error::Error + 'static)) -> bool {
-    let text = super::error::chain(e).to_ascii_lowercase();
+    let text = chain(e).to_ascii_lowercase();
     text.contains("certificate") || text.contains("invalidcertificate")
 }
 
 pub fn empty() -> Body {
     Empty::new().map_err(|never| match never {}).boxed_unsync()
+}
+
+/// Percent-encoding of a query value or path segment (all but RFC 3986's unreserved).
+pub fn encode(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
+                out.push(b as char)
+            }
+            _ => out.push_str(&format!("%{b:02X}")),
+        }
+    }
+    out
 }
 
 pub fn json(value: &serde_json::Value) -> Body {

@@ -1,9 +1,9 @@
-//! The stream's OpenStack artifact (`artifacts.openstack.formats["qcow2.gz"].disk`):
-//! downloaded once into the cache directory, from the stream's location or a mirror's,
+//! The stream's qcow2 an importer uploads (OpenStack's
+//! `artifacts.openstack.formats["qcow2.gz"].disk`, Nutanix's plain qcow2): downloaded once into the cache directory, from the stream's location or a mirror's,
 //! its size bounded, the whole download bounded by a deadline, the SHA-256 of the `.gz`
 //! checked as it arrives and that of the qcow2 (`uncompressed-sha256`) as it is inflated;
 //! only then is the qcow2 kept, under a name made of the URL fetched and both checksums.
-//! Then streamed to Glance, hashed again on the way.
+//! Then streamed to the cloud (Glance, Prism Central), hashed again on the way.
 //!
 //! Inflated with flate2 (rust-lang's own crate, on its pure-Rust backend): the download
 //! is written whole first and inflated from the file on a blocking thread, so the network
@@ -20,8 +20,8 @@ use http_body_util::{BodyExt, StreamBody};
 use hyper::body::Frame;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use super::error::{Cause, cause};
 use super::https::{self, Body, Https};
+use crate::cluster::cause::{Cause, cause};
 use crate::core::platforms::artifact::{ArtifactMirror, download_url};
 
 /// The stream's qcow2.gz of one release.
