@@ -258,7 +258,8 @@ async fn kube_client() -> anyhow::Result<kube::Client> {
     Ok(kube::Client::try_from(config)?)
 }
 
-/// The cluster side: watchers feeding the snapshot, and the toucher on the Lease holder.
+/// The cluster side: watchers feeding the snapshot, what every replica follows in the
+/// background, the importers the flags turn on, and the toucher on the Lease holder.
 async fn start_cluster_side(
     args: &crate::config::ClusterArgs,
     running: &Running,
@@ -268,9 +269,6 @@ async fn start_cluster_side(
         .await
         .context("building the Kubernetes client (in-cluster service account or KUBECONFIG)")?;
     let learned = Arc::new(crate::cluster::learned::LearnedCell::default());
-    let learned_vsphere = learned.clone();
-    let learned_openstack = learned.clone();
-    let learned_nutanix = learned.clone();
     let watching = crate::cluster::watch::start(
         client.clone(),
         args.read.watch_settings(),
@@ -279,65 +277,13 @@ async fn start_cluster_side(
         running.metrics.clone(),
         learned.clone(),
     );
-    // Every replica serves the cluster's TLS profile; readiness waits for its first read.
-    running
-        .health
-        .tls_profile_pending
-        .store(true, Ordering::Release);
-    let profile = tokio::spawn(crate::cluster::tls_profile::follow(
-        client.clone(),
-        running.tls.clone(),
-        running.health.clone(),
-        stop.clone(),
-    ));
-    // Every replica learns from EC2: each serves the webhook from its own snapshot.
-    let ec2 = tokio::spawn(
-        crate::cluster::ec2::Background {
-            client: client.clone(),
-            namespace: args.read.machine_api_namespace.clone(),
-            snapshot: running.snapshot.clone(),
-            learned,
-            wanted: running.wanted.clone(),
-            resync: args.touch_resync,
-            machine_api: args.read.machine_api_secret(&client),
-        }
-        .run(watching.ids.clone(), stop.clone()),
-    );
-    let mut tasks = vec![ec2, profile];
+    let mut tasks = start_following(args, running, &client, learned.clone(), &watching, &stop);
     let (leader_tx, leader_rx) = watch::channel(false);
-    if args.vsphere.vsphere_import {
-        let leader = (!args.no_touch).then(|| leader_rx.clone());
-        tasks.extend(start_vsphere(
-            args,
-            running,
-            &client,
-            learned_vsphere,
-            leader,
-            (watching.ids.clone(), stop.clone()),
-        ));
-    }
-    if args.openstack.openstack_import {
-        let leader = (!args.no_touch).then(|| leader_rx.clone());
-        tasks.push(start_openstack(
-            args,
-            running,
-            &client,
-            learned_openstack,
-            leader,
-            (watching.ids.clone(), stop.clone()),
-        ));
-    }
-    if args.nutanix.nutanix_import {
-        let leader = (!args.no_touch).then(|| leader_rx.clone());
-        tasks.push(start_nutanix(
-            args,
-            running,
-            &client,
-            learned_nutanix,
-            leader,
-            (watching.ids.clone(), stop.clone()),
-        ));
-    }
+    let leader = (!args.no_touch).then(|| leader_rx.clone());
+    let on = (watching.ids.clone(), stop.clone());
+    tasks.extend(start_importers(
+        args, running, &client, &learned, leader, on,
+    ));
     if args.no_touch {
         tracing::info!("watching the cluster; not touching MachineSets (--no-touch)");
         return Ok(tasks);
@@ -351,6 +297,82 @@ async fn start_cluster_side(
         stop,
     ));
     Ok(tasks)
+}
+
+/// What every replica follows, each for its own snapshot: the cluster's TLS profile (which
+/// readiness waits for) and EC2's answers.
+fn start_following(
+    args: &crate::config::ClusterArgs,
+    running: &Running,
+    client: &kube::Client,
+    learned: Arc<crate::cluster::learned::LearnedCell>,
+    watching: &crate::cluster::watch::Watching,
+    stop: &watch::Receiver<bool>,
+) -> Vec<JoinHandle<()>> {
+    running
+        .health
+        .tls_profile_pending
+        .store(true, Ordering::Release);
+    let profile = tokio::spawn(crate::cluster::tls_profile::follow(
+        client.clone(),
+        running.tls.clone(),
+        running.health.clone(),
+        stop.clone(),
+    ));
+    let ec2 = tokio::spawn(
+        crate::cluster::ec2::Background {
+            client: client.clone(),
+            namespace: args.read.machine_api_namespace.clone(),
+            snapshot: running.snapshot.clone(),
+            learned,
+            wanted: running.wanted.clone(),
+            resync: args.touch_resync,
+            machine_api: args.read.machine_api_secret(client),
+        }
+        .run(watching.ids.clone(), stop.clone()),
+    );
+    vec![ec2, profile]
+}
+
+/// The importers the flags turn on, each on its frame: every replica looks, the Lease
+/// holder (`leader`; `None`: none here) imports.
+fn start_importers(
+    args: &crate::config::ClusterArgs,
+    running: &Running,
+    client: &kube::Client,
+    learned: &Arc<crate::cluster::learned::LearnedCell>,
+    leader: Option<watch::Receiver<bool>>,
+    (changes, stop): (watch::Receiver<String>, watch::Receiver<bool>),
+) -> Vec<JoinHandle<()>> {
+    let on = || (changes.clone(), stop.clone());
+    let mut tasks = Vec::new();
+    if args.vsphere.vsphere_import {
+        let learned = learned.clone();
+        tasks.extend(start_vsphere(
+            args,
+            running,
+            client,
+            learned,
+            leader.clone(),
+            on(),
+        ));
+    }
+    if args.openstack.openstack_import {
+        let learned = learned.clone();
+        tasks.push(start_openstack(
+            args,
+            running,
+            client,
+            learned,
+            leader.clone(),
+            on(),
+        ));
+    }
+    if args.nutanix.nutanix_import {
+        let learned = learned.clone();
+        tasks.push(start_nutanix(args, running, client, learned, leader, on()));
+    }
+    tasks
 }
 
 /// The vSphere importer: every replica looks for the templates, the Lease holder imports.

@@ -6,6 +6,16 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+mod nutanix;
+mod openstack;
+mod parse;
+mod vsphere;
+
+pub use nutanix::NutanixArgs;
+pub use openstack::OpenStackArgs;
+use parse::{body_budget, duration, period, rate};
+pub use vsphere::{VSphereAccessArgs, VSphereArgs};
+
 use crate::cluster::apis;
 use crate::cluster::watch::WatchSettings;
 use crate::core::platforms::artifact::ArtifactMirror;
@@ -154,21 +164,6 @@ pub struct LogArgs {
     pub log_level: String,
 }
 
-fn duration(s: &str) -> Result<Duration, String> {
-    humantime::parse_duration(s).map_err(|e| e.to_string())
-}
-
-/// For periods (timers cannot tick every 0s).
-fn period(s: &str) -> Result<Duration, String> {
-    duration(s).and_then(|d| {
-        if d.is_zero() {
-            Err("must be more than 0s".into())
-        } else {
-            Ok(d)
-        }
-    })
-}
-
 /// A quarter of the Deployment's memory limit: the rest is the process itself, its
 /// connections' buffers (each one's request head bounded by
 /// [`MAX_HEAD`](crate::serve::server::MAX_HEAD), its TLS records by TLS, their number by
@@ -179,28 +174,6 @@ pub const DEFAULT_MAX_BODY_BYTES_IN_FLIGHT: usize = 32 * 1024 * 1024;
 /// Far below the network's speed, at which an apiserver sends a review, and fast enough for
 /// the largest body to arrive within the default body timeout.
 pub const DEFAULT_MIN_BODY_RATE: u64 = 1024 * 1024;
-
-/// Room for the largest body beside the reserve for small ones, and no more than a
-/// machine may have.
-fn body_budget(s: &str) -> Result<usize, String> {
-    let min = 2 * crate::serve::server::MAX_BODY;
-    let max = 1usize << 40;
-    let n: usize = s.parse().map_err(|e| format!("{e}"))?;
-    if (min..=max).contains(&n) {
-        Ok(n)
-    } else {
-        Err(format!("must be a number of bytes from {min} to {max}"))
-    }
-}
-
-fn rate(s: &str) -> Result<f64, String> {
-    let r: f64 = s.parse().map_err(|e| format!("{e}"))?;
-    if r.is_finite() && r > 0.0 && r <= 10_000.0 {
-        Ok(r)
-    } else {
-        Err("must be a number of writes per second above 0 and at most 10000".into())
-    }
-}
 
 #[derive(Debug, Args)]
 pub struct ServeArgs {
@@ -408,176 +381,6 @@ pub struct ClusterArgs {
     pub openstack: OpenStackArgs,
     #[command(flatten)]
     pub nutanix: NutanixArgs,
-}
-
-/// Nutanix's importer (`manifests/components/nutanix-import`).
-#[derive(Debug, Args)]
-pub struct NutanixArgs {
-    /// Nutanix: import the stream's qcow2 into Prism Central as an image of this cluster (the
-    /// Lease holder; every replica looks). Needs the machine API's `nutanix-credentials`.
-    #[arg(long, env = "BOOTIMAGE_WEBHOOK_NUTANIX_IMPORT")]
-    pub nutanix_import: bool,
-    /// Where the qcow2 is kept when it is uploaded from here (an emptyDir).
-    #[arg(
-        long,
-        env = "BOOTIMAGE_WEBHOOK_NUTANIX_IMAGE_CACHE",
-        default_value = "/var/cache/bootimage-webhook-nutanix"
-    )]
-    pub nutanix_image_cache: PathBuf,
-    /// The largest qcow2 downloaded here, in bytes.
-    #[arg(
-        long,
-        env = "BOOTIMAGE_WEBHOOK_NUTANIX_IMAGE_MAX_BYTES",
-        default_value = "17179869184"
-    )]
-    pub nutanix_image_max_bytes: u64,
-    /// The longest a qcow2 download here may take, end to end.
-    #[arg(long, env = "BOOTIMAGE_WEBHOOK_NUTANIX_IMAGE_DOWNLOAD_TIMEOUT", value_parser = period, default_value = "2h")]
-    pub nutanix_image_download_timeout: Duration,
-    /// Nutanix: an image this webhook imported that no MachineSet, ControlPlaneMachineSet
-    /// or Machine has named for this long is deleted by the Lease holder.
-    #[arg(long, env = "BOOTIMAGE_WEBHOOK_NUTANIX_IMAGE_RETENTION", value_parser = period, default_value = "7d")]
-    pub nutanix_image_retention: Duration,
-}
-
-impl NutanixArgs {
-    pub fn settings(&self, mirror: Option<&ArtifactMirror>) -> crate::cluster::nutanix::Settings {
-        crate::cluster::nutanix::Settings {
-            cache_dir: Some(self.nutanix_image_cache.clone()),
-            max_bytes: self.nutanix_image_max_bytes,
-            download_timeout: self.nutanix_image_download_timeout,
-            artifact_mirror: mirror.cloned(),
-            ..Default::default()
-        }
-    }
-}
-
-/// OpenStack's importer (`manifests/components/openstack-import`).
-#[derive(Debug, Args)]
-pub struct OpenStackArgs {
-    /// OpenStack: import the stream's qcow2 into Glance as an image of this cluster (the
-    /// Lease holder; every replica looks for the images). Needs the machine API's
-    /// `openstack-cloud-credentials` Secret.
-    #[arg(long, env = "BOOTIMAGE_WEBHOOK_OPENSTACK_IMPORT")]
-    pub openstack_import: bool,
-    /// Where the downloaded qcow2 is kept (an emptyDir).
-    #[arg(
-        long,
-        env = "BOOTIMAGE_WEBHOOK_OPENSTACK_IMAGE_CACHE",
-        default_value = "/var/cache/bootimage-webhook-openstack"
-    )]
-    pub openstack_image_cache: PathBuf,
-    /// The largest qcow2.gz downloaded, and the largest qcow2 inflated from it, in bytes.
-    #[arg(
-        long,
-        env = "BOOTIMAGE_WEBHOOK_OPENSTACK_IMAGE_MAX_BYTES",
-        default_value = "4294967296"
-    )]
-    pub openstack_image_max_bytes: u64,
-    /// The longest a qcow2.gz download may take, end to end (then it is given up and tried
-    /// again later).
-    #[arg(long, env = "BOOTIMAGE_WEBHOOK_OPENSTACK_IMAGE_DOWNLOAD_TIMEOUT", value_parser = period, default_value = "1h")]
-    pub openstack_image_download_timeout: Duration,
-    /// The longest Glance may take to make an uploaded image active.
-    #[arg(long, env = "BOOTIMAGE_WEBHOOK_OPENSTACK_IMAGE_ACTIVE_TIMEOUT", value_parser = period, default_value = "10m")]
-    pub openstack_image_active_timeout: Duration,
-    /// OpenStack: an image this webhook imported that no MachineSet, ControlPlaneMachineSet
-    /// or Machine has named for this long is deleted by the Lease holder.
-    #[arg(long, env = "BOOTIMAGE_WEBHOOK_OPENSTACK_IMAGE_RETENTION", value_parser = period, default_value = "7d")]
-    pub openstack_image_retention: Duration,
-}
-
-impl OpenStackArgs {
-    pub fn settings(&self, mirror: Option<&ArtifactMirror>) -> crate::cluster::openstack::Settings {
-        crate::cluster::openstack::Settings {
-            cache_dir: self.openstack_image_cache.clone(),
-            max_bytes: self.openstack_image_max_bytes,
-            download_timeout: self.openstack_image_download_timeout,
-            active_timeout: self.openstack_image_active_timeout,
-            artifact_mirror: mirror.cloned(),
-        }
-    }
-}
-
-/// vSphere's importer (`manifests/components/vsphere-import`).
-#[derive(Debug, Args)]
-pub struct VSphereArgs {
-    /// vSphere: import the stream's OVA as a template in each failure domain (the Lease
-    /// holder; every replica looks for the templates). Needs the credentials Secret.
-    #[arg(long, env = "BOOTIMAGE_WEBHOOK_VSPHERE_IMPORT")]
-    pub vsphere_import: bool,
-    #[command(flatten)]
-    pub access: VSphereAccessArgs,
-    /// Where the downloaded OVA is kept (an emptyDir).
-    #[arg(
-        long,
-        env = "BOOTIMAGE_WEBHOOK_VSPHERE_OVA_CACHE",
-        default_value = "/var/cache/bootimage-webhook"
-    )]
-    pub vsphere_ova_cache: PathBuf,
-    /// The largest OVA downloaded, in bytes.
-    #[arg(
-        long,
-        env = "BOOTIMAGE_WEBHOOK_VSPHERE_OVA_MAX_BYTES",
-        default_value = "4294967296"
-    )]
-    pub vsphere_ova_max_bytes: u64,
-    /// The longest an OVA download may take, end to end (then it is given up and tried
-    /// again later).
-    #[arg(long, env = "BOOTIMAGE_WEBHOOK_VSPHERE_OVA_DOWNLOAD_TIMEOUT", value_parser = period, default_value = "1h")]
-    pub vsphere_ova_download_timeout: Duration,
-    /// vSphere: a template this webhook imported that no MachineSet or
-    /// ControlPlaneMachineSet has named for this long is deleted by the Lease holder.
-    #[arg(long, env = "BOOTIMAGE_WEBHOOK_VSPHERE_TEMPLATE_RETENTION", value_parser = period, default_value = "7d")]
-    pub vsphere_template_retention: Duration,
-}
-
-/// How vCenter is reached (the importer, and `status`).
-#[derive(Debug, Args)]
-pub struct VSphereAccessArgs {
-    /// The Secret of vCenter credentials (`<server>.username`, `<server>.password`), as
-    /// namespace/name.
-    #[arg(long, env = "BOOTIMAGE_WEBHOOK_VSPHERE_CREDENTIALS_SECRET", value_parser = namespaced_name, default_value = "kube-system/vsphere-creds")]
-    pub vsphere_credentials_secret: String,
-    /// PEM bundle of CAs trusted for vCenter and the OVA download, beside the system's.
-    #[arg(long, env = "BOOTIMAGE_WEBHOOK_VSPHERE_CA_FILE")]
-    pub vsphere_ca_file: Option<PathBuf>,
-}
-
-impl VSphereAccessArgs {
-    /// The Secret's namespace and name.
-    pub fn secret(&self) -> (&str, &str) {
-        self.vsphere_credentials_secret
-            .split_once('/')
-            .unwrap_or_default()
-    }
-}
-
-impl VSphereArgs {
-    /// The importer's settings, downloading from `mirror` when given (`--artifact-base-url`).
-    pub fn settings(&self, mirror: Option<&ArtifactMirror>) -> crate::cluster::vsphere::Settings {
-        let (namespace, name) = self.access.secret();
-        crate::cluster::vsphere::Settings {
-            credentials_namespace: namespace.to_owned(),
-            credentials_name: name.to_owned(),
-            ca_file: self.access.vsphere_ca_file.clone(),
-            cache_dir: self.vsphere_ova_cache.clone(),
-            max_ova_bytes: self.vsphere_ova_max_bytes,
-            download_timeout: self.vsphere_ova_download_timeout,
-            retention: self.vsphere_template_retention,
-            artifact_mirror: mirror.cloned(),
-        }
-    }
-}
-
-/// A `namespace/name` flag.
-fn namespaced_name(s: &str) -> Result<String, String> {
-    match s.split_once('/') {
-        Some((ns, name)) if !ns.is_empty() && !name.is_empty() && !name.contains('/') => {
-            Ok(s.to_owned())
-        }
-        _ => Err(format!("{s:?} is not namespace/name")),
-    }
 }
 
 #[derive(Debug, Args)]
