@@ -10,6 +10,7 @@ pub mod facts;
 pub mod learned;
 pub(crate) mod lenient;
 pub mod platforms;
+pub mod published;
 pub mod reason;
 pub(crate) mod skew;
 pub mod snapshot;
