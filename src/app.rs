@@ -16,6 +16,7 @@ use crate::config::ServeArgs;
 use crate::core::snapshot::{self, SharedSnapshot, Snapshot};
 use crate::health::Health;
 use crate::metrics::{Metrics, SharedMetrics};
+use crate::process::{Signals, kube_client};
 use crate::serve::accept::{self, ConnLimits};
 use crate::serve::budget::Budget;
 use crate::serve::profile::{Overrides, Profile};
@@ -227,37 +228,6 @@ fn resolve(args: &ServeArgs) -> anyhow::Result<Settings> {
 /// On SIGTERM the kubelet gives the grace period; on Ctrl-C a person waits.
 const DEFAULT_SHUTDOWN_DELAY: Duration = Duration::from_secs(5);
 
-/// SIGTERM and SIGINT, registered once so that a second one is seen too.
-struct Signals {
-    term: tokio::signal::unix::Signal,
-    int: tokio::signal::unix::Signal,
-}
-
-impl Signals {
-    fn new() -> anyhow::Result<Self> {
-        use tokio::signal::unix::{SignalKind, signal};
-        Ok(Signals {
-            term: signal(SignalKind::terminate())?,
-            int: signal(SignalKind::interrupt())?,
-        })
-    }
-
-    async fn next(&mut self) -> &'static str {
-        tokio::select! {
-            _ = self.term.recv() => "SIGTERM",
-            _ = self.int.recv() => "SIGINT",
-        }
-    }
-}
-
-/// The Kubernetes API client, never through the cluster-wide proxy: the API server is in
-/// the cluster (kube reads `HTTPS_PROXY` for a kubeconfig's cluster, and would fail on it).
-async fn kube_client() -> anyhow::Result<kube::Client> {
-    let mut config = kube::Config::infer().await?;
-    config.proxy_url = None;
-    Ok(kube::Client::try_from(config)?)
-}
-
 /// The cluster side: watchers feeding the snapshot, what every replica follows in the
 /// background, the importers the flags turn on, and the toucher on the Lease holder.
 async fn start_cluster_side(
@@ -269,9 +239,17 @@ async fn start_cluster_side(
         .await
         .context("building the Kubernetes client (in-cluster service account or KUBECONFIG)")?;
     let learned = Arc::new(crate::cluster::learned::LearnedCell::default());
+    let mut settings = args.read.watch_settings();
+    settings.imported_images = args.imported_images_configmap.clone().map(|name| {
+        let namespace = args.pod_namespace.clone();
+        (
+            namespace.unwrap_or_else(|| client.default_namespace().to_owned()),
+            name,
+        )
+    });
     let watching = crate::cluster::watch::start(
         client.clone(),
-        args.read.watch_settings(),
+        settings,
         running.snapshot.clone(),
         running.health.clone(),
         running.metrics.clone(),
@@ -334,132 +312,31 @@ fn start_following(
     vec![ec2, profile]
 }
 
-/// The importers the flags turn on, each on its frame: every replica looks, the Lease
-/// holder (`leader`; `None`: none here) imports.
+/// The importers the flags turn on in this process (development, tests; the manifests run
+/// them apart, as `import`), each on its frame: every replica looks, the Lease holder
+/// (`leader`; `None`: none here) imports.
 fn start_importers(
     args: &crate::config::ClusterArgs,
     running: &Running,
     client: &kube::Client,
     learned: &Arc<crate::cluster::learned::LearnedCell>,
     leader: Option<watch::Receiver<bool>>,
-    (changes, stop): (watch::Receiver<String>, watch::Receiver<bool>),
+    on: (watch::Receiver<String>, watch::Receiver<bool>),
 ) -> Vec<JoinHandle<()>> {
-    let on = || (changes.clone(), stop.clone());
-    let mut tasks = Vec::new();
-    if args.vsphere.vsphere_import {
-        let learned = learned.clone();
-        tasks.extend(start_vsphere(
-            args,
-            running,
-            client,
-            learned,
-            leader.clone(),
-            on(),
-        ));
-    }
-    if args.openstack.openstack_import {
-        let learned = learned.clone();
-        tasks.push(start_openstack(
-            args,
-            running,
-            client,
-            learned,
-            leader.clone(),
-            on(),
-        ));
-    }
-    if args.nutanix.nutanix_import {
-        let learned = learned.clone();
-        tasks.push(start_nutanix(args, running, client, learned, leader, on()));
-    }
-    tasks
-}
-
-/// The vSphere importer: every replica looks for the templates, the Lease holder imports.
-fn start_vsphere(
-    args: &crate::config::ClusterArgs,
-    running: &Running,
-    client: &kube::Client,
-    learned: Arc<crate::cluster::learned::LearnedCell>,
-    leader: Option<watch::Receiver<bool>>,
-    (changes, stop): (watch::Receiver<String>, watch::Receiver<bool>),
-) -> Option<JoinHandle<()>> {
-    let settings = args.vsphere.settings(args.artifact_base_url.as_ref());
-    let frame = importer_frame(args, running, learned, leader, settings.retention);
-    let plugin = match crate::cluster::vsphere::Background::new(client.clone(), settings) {
-        Ok(p) => p,
-        Err(e) => {
-            tracing::error!(error = %e, "cannot set up HTTPS for vCenter: vSphere templates are never imported");
-            return None;
-        }
-    };
-    Some(tokio::spawn(frame.run(
-        plugin,
-        client.clone(),
-        changes,
-        stop,
-    )))
-}
-
-/// The frame an importer runs in, on this replica.
-fn importer_frame(
-    args: &crate::config::ClusterArgs,
-    running: &Running,
-    learned: Arc<crate::cluster::learned::LearnedCell>,
-    leader: Option<watch::Receiver<bool>>,
-    retention: Duration,
-) -> crate::cluster::importer::Frame {
-    crate::cluster::importer::Frame {
+    let shared = crate::import::Shared {
         namespace: args.read.machine_api_namespace.clone(),
         snapshot: running.snapshot.clone(),
-        learned,
+        learned: learned.clone(),
         wanted: running.wanted_import.clone(),
         resync: args.touch_resync,
-        leader,
         identity: identity(args),
-        retention,
-    }
-}
-
-/// The OpenStack importer: every replica looks in Glance, the Lease holder imports.
-fn start_openstack(
-    args: &crate::config::ClusterArgs,
-    running: &Running,
-    client: &kube::Client,
-    learned: Arc<crate::cluster::learned::LearnedCell>,
-    leader: Option<watch::Receiver<bool>>,
-    (changes, stop): (watch::Receiver<String>, watch::Receiver<bool>),
-) -> JoinHandle<()> {
-    let retention = args.openstack.openstack_image_retention;
-    let frame = importer_frame(args, running, learned, leader, retention);
-    let settings = args.openstack.settings(args.artifact_base_url.as_ref());
-    let plugin = crate::cluster::openstack::Background::new(client.clone(), settings);
-    tokio::spawn(frame.run(plugin, client.clone(), changes, stop))
-}
-
-/// The Nutanix importer: every replica looks in Prism Central, the Lease holder imports.
-fn start_nutanix(
-    args: &crate::config::ClusterArgs,
-    running: &Running,
-    client: &kube::Client,
-    learned: Arc<crate::cluster::learned::LearnedCell>,
-    leader: Option<watch::Receiver<bool>>,
-    (changes, stop): (watch::Receiver<String>, watch::Receiver<bool>),
-) -> JoinHandle<()> {
-    let retention = args.nutanix.nutanix_image_retention;
-    let frame = importer_frame(args, running, learned, leader, retention);
-    let settings = args.nutanix.settings(args.artifact_base_url.as_ref());
-    let plugin = crate::cluster::nutanix::Background::new(client.clone(), settings);
-    tokio::spawn(frame.run(plugin, client.clone(), changes, stop))
+    };
+    crate::import::start_importers(&args.importers, &shared, client, leader, on)
 }
 
 /// The Lease holder identity: the pod's name, else the host's.
 fn identity(args: &crate::config::ClusterArgs) -> String {
-    args.pod_name.clone().unwrap_or_else(|| {
-        std::fs::read_to_string("/proc/sys/kernel/hostname")
-            .map(|h| h.trim().to_owned())
-            .unwrap_or_else(|_| format!("bootimage-webhook-{}", std::process::id()))
-    })
+    crate::import::identity(args.pod_name.as_deref())
 }
 
 /// The Lease election and the toucher, which writes only while holding the Lease.

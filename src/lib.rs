@@ -11,10 +11,12 @@ pub mod cluster;
 pub mod config;
 pub mod core;
 pub(crate) mod health;
+pub mod import;
 pub mod logging;
 pub(crate) mod metrics;
 pub(crate) mod offline;
 pub mod preview;
+pub(crate) mod process;
 pub mod serve;
 pub mod status;
 

@@ -46,6 +46,15 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 .block_on(app::serve(*args))?;
             Ok(ExitCode::SUCCESS)
         }
+        Command::Import(args) => {
+            logging::init(&cli.log)?;
+            tokio::runtime::Builder::new_multi_thread()
+                .enable_all()
+                .build()
+                .context("starting the runtime")?
+                .block_on(bootimage_webhook::import::import(*args))?;
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Preview(args) => preview(&args),
         Command::Certs(args) => {
             if !args.force {

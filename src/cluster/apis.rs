@@ -41,6 +41,10 @@ pub const MCO_NAMESPACE: &str = "openshift-machine-config-operator";
 pub const MACHINE_API_NAMESPACE: &str = "openshift-machine-api";
 pub const BOOTIMAGES_CONFIGMAP: &str = "coreos-bootimages";
 pub(crate) const LEASE_NAME: &str = "bootimage-webhook";
+/// The Lease of `import`, the importers' own process.
+pub const IMPORTER_LEASE_NAME: &str = "bootimage-importer";
+/// The ConfigMap the importer publishes the images it proved into (its own namespace).
+pub const IMPORTED_IMAGES_CONFIGMAP: &str = "bootimage-importer-images";
 /// The ValidatingAdmissionPolicy that limits this ServiceAccount's MachineSet writes to boot
 /// images, and its binding (`manifests/base/validatingadmissionpolicy.yaml`); the toucher
 /// probes that it holds.

@@ -24,6 +24,7 @@ use tokio::sync::{Notify, watch};
 use crate::cluster::learned::LearnedCell;
 use crate::cluster::{apis, stubs};
 use crate::core::facts::{self, GateInputs};
+use crate::core::published;
 use crate::core::snapshot::{
     Arch, BootImages, ClusterFacts, Enrolled, Gate, Learned, Managed, SharedSnapshot, Snapshot,
     Stubs,
@@ -56,6 +57,9 @@ pub struct WatchSettings {
     /// `--master-pool-gate`: the gate also opens on the master pool and its rendered
     /// MachineConfig (read), before the MCO stamps the ConfigMap.
     pub master_pool_gate: bool,
+    /// `--imported-images-configmap`: the ConfigMap (namespace, name) the importer publishes
+    /// what it proved into, read into the snapshot in place of importing here.
+    pub imported_images: Option<(String, String)>,
 }
 
 fn by_name(name: &str) -> watcher::Config {
@@ -195,6 +199,8 @@ pub struct Stores {
     nodes: Vec<Store<PartialObjectMeta<Node>>>,
     machineconfigurations: Store<DynamicObject>,
     stubs: stubs::Learned,
+    /// With `--imported-images-configmap` only.
+    imported_images: Option<Store<ConfigMap>>,
 }
 
 fn named<K>(store: &Store<K>, name: &str) -> Option<Arc<K>>
@@ -228,6 +234,10 @@ pub struct Builder {
     reported_stale: Option<facts::NotObserved>,
     /// The MachineSets' enrollment rule last logged.
     last_selection_rule: Option<Arc<str>>,
+    /// The importer's ConfigMap: its resourceVersion last read, and how often it changed
+    /// (part of what was learned's generation, so that the snapshot id moves with it).
+    imported_version: Option<String>,
+    imported_changes: u64,
 }
 
 impl Builder {
@@ -248,6 +258,10 @@ impl Builder {
         let infra = named(&s.infrastructures, CLUSTER);
         let platform = infra.as_ref().and_then(|i| facts::platform(&i.data));
         let (enrollment, cpms_enrollment) = self.selection(platform.as_deref(), mcfg);
+        let learned = match (&s.imported_images, &settings.imported_images) {
+            (Some(store), Some((_, name))) => self.imported(named(store, name).as_deref(), learned),
+            _ => learned,
+        };
         Snapshot::new(
             self.last_good.clone(),
             ClusterFacts {
@@ -277,6 +291,19 @@ impl Builder {
                 learned,
             },
         )
+    }
+
+    /// What the importer published, over what this process learned itself.
+    fn imported(&mut self, cm: Option<&ConfigMap>, learned: Learned) -> Learned {
+        let version = cm.and_then(|c| c.metadata.resource_version.clone());
+        if version != self.imported_version {
+            self.imported_version = version;
+            self.imported_changes += 1;
+        }
+        let data = cm.and_then(|c| c.data.clone()).unwrap_or_default();
+        let mut read = published::read(&data, &learned);
+        read.generation = learned.generation + self.imported_changes;
+        read
     }
 
     /// A usable ConfigMap replaces the last good boot images; an unusable one is reported
@@ -621,6 +648,18 @@ pub fn start(
         CLUSTER,
         true,
     );
+    let imported_images = settings.imported_images.as_ref().map(|(ns, name)| {
+        let (store, w) = typed::<ConfigMap>();
+        let api = Api::<ConfigMap>::namespaced(client.clone(), ns);
+        spawn_watch(
+            "imported-images",
+            watch_typed(api, by_name(name)),
+            w,
+            &ctx,
+            false,
+        );
+        store
+    });
     let machinesets_changed = Arc::new(Notify::new());
     let stores = Stores {
         configmap,
@@ -630,6 +669,7 @@ pub fn start(
         nodes,
         machineconfigurations: mcfgs,
         stubs: start_stubs(&client, &settings, &ctx, &machinesets_changed),
+        imported_images,
     };
     let (ids_tx, ids) = watch::channel(snapshot.load().id.clone());
     tokio::spawn(rebuild(ctx, stores, settings, snapshot, learned, ids_tx));

@@ -6,11 +6,13 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+mod import;
 mod nutanix;
 mod openstack;
 mod parse;
 mod vsphere;
 
+pub use import::{ImportArgs, ImporterArgs};
 pub use nutanix::NutanixArgs;
 pub use openstack::OpenStackArgs;
 use parse::{body_budget, duration, period, rate};
@@ -18,7 +20,6 @@ pub use vsphere::{VSphereAccessArgs, VSphereArgs};
 
 use crate::cluster::apis;
 use crate::cluster::watch::WatchSettings;
-use crate::core::platforms::artifact::ArtifactMirror;
 use crate::serve::tls::MinVersion;
 
 #[derive(Debug, Parser)]
@@ -50,6 +51,9 @@ pub struct EgressArgs {
 pub enum Command {
     /// Serve the mutating admission webhook (HTTPS) and the admin port (HTTP).
     Serve(Box<ServeArgs>),
+    /// Run the importers apart from the webhook, and publish the images they prove into the
+    /// ConfigMap the webhook reads.
+    Import(Box<ImportArgs>),
     /// Show offline what the webhook would do to MachineSets.
     #[command(
         long_about = "Show offline what the webhook would do to MachineSets: the same decision, \
@@ -293,6 +297,14 @@ impl ReadArgs {
         })
     }
 
+    /// What `import` watches: the same, but no user-data Secret.
+    pub(crate) fn import_watch_settings(&self) -> WatchSettings {
+        WatchSettings {
+            user_data_secrets: Vec::new(),
+            ..self.watch_settings()
+        }
+    }
+
     pub(crate) fn watch_settings(&self) -> WatchSettings {
         WatchSettings {
             configmap_namespace: self.configmap_namespace.clone(),
@@ -303,6 +315,7 @@ impl ReadArgs {
             user_data_secrets: self.grant.user_data_secrets.clone(),
             aws_marketplace: self.grant.aws_marketplace,
             master_pool_gate: self.master_pool_gate,
+            imported_images: None,
         }
     }
 }
@@ -370,17 +383,15 @@ pub struct ClusterArgs {
     /// 30 s, jittered).
     #[arg(long, env = "BOOTIMAGE_WEBHOOK_TOUCH_BACKOFF", value_parser = duration, default_value = "2s")]
     pub touch_backoff: Duration,
-    /// Importers (vSphere, OpenStack, Nutanix): download the stream's artifacts from this
-    /// HTTP(S) directory, each under its own file name (the last part of the stream's URL),
-    /// instead of from the stream's host. The stream's checksums are checked all the same.
-    #[arg(long, env = "BOOTIMAGE_WEBHOOK_ARTIFACT_BASE_URL", value_parser = ArtifactMirror::parse)]
-    pub artifact_base_url: Option<ArtifactMirror>,
+    /// Read what the importer (`import`, the Deployment bootimage-importer) published into
+    /// this ConfigMap of the pod's namespace into the snapshot, over what importers in this
+    /// process learned (set by components/importer).
+    #[arg(long, env = "BOOTIMAGE_WEBHOOK_IMPORTED_IMAGES_CONFIGMAP")]
+    pub imported_images_configmap: Option<String>,
+    /// Importers in this process, for development and tests: the manifests run them apart
+    /// (`import`), under an identity of their own.
     #[command(flatten)]
-    pub vsphere: VSphereArgs,
-    #[command(flatten)]
-    pub openstack: OpenStackArgs,
-    #[command(flatten)]
-    pub nutanix: NutanixArgs,
+    pub importers: ImporterArgs,
 }
 
 #[derive(Debug, Args)]
@@ -555,11 +566,11 @@ mod tests {
         let Command::Serve(s) = parse("https://mirror.internal/rhcos").unwrap().command else {
             panic!()
         };
-        let mirror = s.cluster.artifact_base_url.as_ref().unwrap();
+        let mirror = s.cluster.importers.artifact_base_url.as_ref().unwrap();
         assert_eq!(mirror.base(), "https://mirror.internal/rhcos/");
-        let settings = s.cluster.vsphere.settings(Some(mirror));
+        let settings = s.cluster.importers.vsphere.settings(Some(mirror));
         assert_eq!(settings.artifact_mirror.as_ref(), Some(mirror));
-        let nutanix = s.cluster.nutanix.settings(Some(mirror));
+        let nutanix = s.cluster.importers.nutanix.settings(Some(mirror));
         assert_eq!(nutanix.artifact_mirror.as_ref(), Some(mirror));
         let err = parse("ftp://mirror.internal/rhcos/")
             .unwrap_err()
@@ -576,7 +587,7 @@ mod tests {
         else {
             panic!()
         };
-        assert_eq!(s.cluster.artifact_base_url, None);
+        assert_eq!(s.cluster.importers.artifact_base_url, None);
     }
 
     #[test]

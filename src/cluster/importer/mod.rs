@@ -22,6 +22,7 @@ pub(crate) mod artifact;
 mod frame;
 pub(crate) mod https;
 mod listing;
+pub mod publish;
 mod retention;
 mod warnings;
 
