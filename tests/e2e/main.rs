@@ -28,6 +28,7 @@ mod openstack_import;
 mod permissions;
 mod proxy;
 mod real_apiserver_admission;
+mod real_apiserver_hive;
 mod real_apiserver_skew;
 mod real_apiserver_status;
 mod real_apiserver_touch;
