@@ -35,6 +35,7 @@ mod real_apiserver_touch;
 mod real_apiserver_user_data;
 mod real_node;
 mod real_streams;
+mod skew_keeper;
 mod touch_outage;
 mod vsphere_import;
 mod vsphere_ownership;

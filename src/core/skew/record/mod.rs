@@ -17,6 +17,9 @@ use serde_json::{Value, json};
 
 use super::{Release, Source, Survey, Token, Version, from_release, generic, rhel_of_release};
 
+mod keep;
+pub use keep::{KEEPER_FIELD_MANAGER, Keep, TakeOver, due, keep};
+
 /// The field manager of `skew record --apply`'s write.
 pub const FIELD_MANAGER: &str = "bootimage-webhook-skew-record";
 
