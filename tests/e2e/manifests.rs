@@ -701,6 +701,13 @@ fn openshift_builds_alert_on_fail_open_give_up_and_down() {
             "{}: an alert on the admission policy not in force",
             b.name
         );
+        assert!(
+            exprs
+                .iter()
+                .any(|e| e.contains("bootimage_webhook_skew_record_due") && e.ends_with("== 1")),
+            "{}: an alert on the Manual skew record due",
+            b.name
+        );
     }
 }
 
