@@ -11,6 +11,9 @@ use crate::cluster::watch::WatchSettings;
 use crate::core::platforms::artifact::ArtifactMirror;
 use crate::serve::tls::MinVersion;
 
+mod skew;
+pub use skew::{SkewArgs, SkewCommand, SkewKeepArgs, SkewRecordArgs, TakeOverOf};
+
 #[derive(Debug, Parser)]
 #[command(
     name = "bootimage-webhook",
@@ -63,39 +66,6 @@ object with the patch applied and patch is empty unless reason is Updated.",
     Status(StatusArgs),
     /// Boot image skew enforcement: record the oldest boot image in use (Manual mode).
     Skew(SkewArgs),
-}
-
-#[derive(Debug, Args)]
-pub struct SkewArgs {
-    #[command(subcommand)]
-    pub command: SkewCommand,
-}
-
-#[derive(Debug, Subcommand)]
-pub enum SkewCommand {
-    /// Print (or with --apply, make) the MachineConfiguration change Manual skew
-    /// enforcement needs: the oldest boot image any MachineSet still uses.
-    #[command(
-        long_about = "Print the change of MachineConfiguration `cluster` that Manual boot image skew enforcement needs: `spec.bootImageSkewEnforcement: {mode: Manual, manual: {mode: RHCOSVersion, rhcosVersion: <the oldest boot image in use>}}` (OCPVersion when the image tells only its OpenShift release), as `status` computes it, with the MachineSet and image it was read from, as a merge patch and as the `oc patch` command.\n\nRefuses (exit status 1, nothing written) when no version can be told: no MachineSets, a MachineSet whose boot image version is unknown, or a version the CRD would refuse.\n\n--apply makes the change with the kubeconfig's user (never the webhook's ServiceAccount), as a merge patch of field manager bootimage-webhook-skew-record; where the MCO records the version itself (Automatic, or the MachineSets' boot images managed by it) or enforcement is turned off (mode None), only with --force."
-    )]
-    Record(SkewRecordArgs),
-}
-
-#[derive(Debug, Args)]
-pub struct SkewRecordArgs {
-    /// Read the cluster as `status` reads it (-o table, wide or json).
-    #[command(flatten)]
-    pub status: StatusArgs,
-    /// Make the change on MachineConfiguration `cluster` with the kubeconfig's user.
-    #[arg(long, env = "BOOTIMAGE_WEBHOOK_SKEW_RECORD_APPLY")]
-    pub apply: bool,
-    /// With --apply: write even where the MCO records the version itself (Automatic, or
-    /// boot images it manages) or enforcement is turned off (mode None).
-    #[arg(long, env = "BOOTIMAGE_WEBHOOK_SKEW_RECORD_FORCE")]
-    pub force: bool,
-    /// With --apply: how long to wait for the MCO to report on the change.
-    #[arg(long, env = "BOOTIMAGE_WEBHOOK_SKEW_RECORD_WAIT", value_parser = duration, default_value = "30s")]
-    pub wait: Duration,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -774,26 +744,5 @@ mod tests {
             panic!()
         };
         assert_eq!(s.cluster.artifact_base_url, None);
-    }
-
-    #[test]
-    fn skew_record_reads_the_cluster_as_status_does() {
-        let cli = Cli::try_parse_from([
-            "bootimage-webhook",
-            "skew",
-            "record",
-            "--apply",
-            "-o",
-            "json",
-        ])
-        .unwrap();
-        let Command::Skew(skew) = cli.command else {
-            panic!()
-        };
-        let SkewCommand::Record(r) = skew.command;
-        assert!(r.apply && !r.force);
-        assert_eq!(r.wait, Duration::from_secs(30));
-        assert_eq!(r.status.output, StatusOutput::Json);
-        assert_eq!(r.status.timeout, Duration::from_secs(30));
     }
 }

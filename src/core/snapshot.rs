@@ -149,6 +149,7 @@ impl Snapshot {
                         ),
                         ..Default::default()
                     }),
+                machine_configuration: None,
             },
         )
     }
