@@ -28,7 +28,7 @@ use tracing::Level;
 
 pub const WEBHOOK_PATH: &str = "/mutate-machinesets";
 
-pub use super::accept::{ConnLimits, MAX_HEAD, MAX_HEADERS};
+pub use super::accept::{ConnLimits, MAX_HEAD, MAX_HEADERS, WRITE_BUFFERS};
 pub use super::body::MAX_BODY;
 pub use super::refusals::RefusalLog;
 pub use super::slots::{MAX_CONNECTIONS, MAX_CONNECTIONS_PER_PEER};
