@@ -150,8 +150,7 @@ pub const DEFAULT_MAX_BODY_BYTES_IN_FLIGHT: usize = 32 * 1024 * 1024;
 /// the largest body to arrive within the default body timeout.
 pub const DEFAULT_MIN_BODY_RATE: u64 = 1024 * 1024;
 
-/// Room for the largest body beside the reserve for small ones, and no more than a
-/// machine may have.
+/// Room for the largest body beside others, and no more than a machine may have.
 fn body_budget(s: &str) -> Result<usize, String> {
     let min = 2 * crate::serve::server::MAX_BODY;
     let max = 1usize << 40;
@@ -223,11 +222,11 @@ pub struct ServeArgs {
     #[arg(long, env = "BOOTIMAGE_WEBHOOK_MIN_BODY_RATE", value_parser = clap::value_parser!(u64).range(1..), default_value_t = DEFAULT_MIN_BODY_RATE)]
     pub min_body_rate: u64,
     /// Bytes of request bodies held at once, across all connections: a body whose
-    /// length (the largest allowed, 8 MiB, when it is not declared) does not fit in what
-    /// is left is refused at once with 503 and `Retry-After: 1`. A quarter is kept for
-    /// bodies up to 256 KiB, so that ordinary reviews are answered while large bodies
-    /// take the rest. The default is a quarter of the Deployment's 128 MiB memory limit;
-    /// change both together.
+    /// declared length does not fit in what is left is refused at once with 503 and
+    /// `Retry-After: 1`, unless stalled holders, then the address holding the most, give
+    /// way. One address holds at most a quarter (and never less than the largest body,
+    /// 8 MiB), so that ordinary reviews are answered whoever holds the rest. The default is
+    /// a quarter of the Deployment's 128 MiB memory limit; change both together.
     #[arg(long, env = "BOOTIMAGE_WEBHOOK_MAX_BODY_BYTES_IN_FLIGHT", value_parser = body_budget, default_value_t = DEFAULT_MAX_BODY_BYTES_IN_FLIGHT)]
     pub max_body_bytes_in_flight: usize,
     /// On SIGTERM, keep serving (with readiness failing) this long so endpoints drop us

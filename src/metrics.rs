@@ -138,7 +138,7 @@ impl RequestMetrics {
         let body_bytes: Gauge = registered(
             registry,
             "request_body_bytes_in_flight",
-            "Bytes of request bodies held now, of the --max-body-bytes-in-flight budget (over it, requests are refused with 503, reason Overloaded)",
+            "Bytes of request bodies (and of blocked response writes) held now, of the --max-body-bytes-in-flight budget (over it, requests are refused with 503, reason Overloaded)",
         );
         RequestMetrics {
             family,

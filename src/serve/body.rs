@@ -6,6 +6,7 @@
 //! client that declares a large body and then dawdles gives its charge back within about
 //! the grace, not the whole body timeout.
 
+use std::net::IpAddr;
 use std::time::Duration;
 
 use axum::extract::Request;
@@ -14,7 +15,7 @@ use http_body_util::BodyExt;
 use hyper::body::Body as _;
 use tokio::time::Instant;
 
-use super::budget::{Budget, Charge};
+use super::budget::{Budget, Charge, STALLED};
 
 /// Well above the apiserver's 3 MiB request cap; an UPDATE carries two objects.
 pub const MAX_BODY: usize = 8 * 1024 * 1024;
@@ -65,6 +66,7 @@ pub async fn read(
     budget: &Budget,
     limits: Limits,
     req: Request,
+    peer: IpAddr,
 ) -> Result<(Vec<u8>, Charge), Refused> {
     if !is_json(req.headers().get(header::CONTENT_TYPE)) {
         let got = req
@@ -94,15 +96,19 @@ pub async fn read(
             return Err(refuse(StatusCode::LENGTH_REQUIRED, "LengthRequired", msg));
         }
     };
-    let Some(charge) = budget.charge(limit) else {
-        let msg = format!(
-            "too many request bodies in flight: {limit} more bytes do not fit in the {}-byte budget; try again",
-            budget.total()
-        );
-        return Err(overloaded(&msg));
+    let charge = match budget.charge(peer, limit) {
+        Ok(charge) => charge,
+        Err(full) => {
+            let msg = format!(
+                "too many request bodies in flight: {limit} more bytes do not fit ({full}: {} bytes in all, {} per address); try again",
+                budget.total(),
+                budget.share()
+            );
+            return Err(overloaded(&msg));
+        }
     };
     let pace = Pace::new(limits.timeout, limits.min_rate);
-    match read_body(req.into_body(), limit, pace).await {
+    match read_body(req.into_body(), limit, pace, &charge).await {
         Ok(bytes) => Ok((bytes, charge)),
         Err(ReadError::TooLarge) => Err(too_large()),
         Err(ReadError::Unreadable(e)) => {
@@ -118,6 +124,13 @@ pub async fn read(
             );
             Err(refuse(StatusCode::REQUEST_TIMEOUT, "BodyTimeout", &msg))
         }
+        Err(ReadError::Evicted { received }) => {
+            let msg = format!(
+                "request body evicted to make room: {received} of {limit} bytes after {:?}, none for the last {STALLED:?} or more than others hold; try again",
+                pace.started.elapsed(),
+            );
+            Err(overloaded(&msg))
+        }
     }
 }
 
@@ -131,7 +144,13 @@ fn overloaded(msg: &str) -> Refused {
 enum ReadError {
     TooLarge,
     Unreadable(axum::Error),
-    Slow { received: usize },
+    Slow {
+        received: usize,
+    },
+    /// Its charge was taken back to make room for another body.
+    Evicted {
+        received: usize,
+    },
 }
 
 /// When a body's next bytes are due.
@@ -162,16 +181,24 @@ impl Pace {
 }
 
 /// The body into one buffer of `limit` bytes at most, allocated once (no copy at the end,
-/// so a body costs its length, not twice that).
+/// so a body costs its length, not twice that), each frame told to the budget as progress.
 async fn read_body(
     mut body: axum::body::Body,
     limit: usize,
     pace: Pace,
+    charge: &Charge,
 ) -> Result<Vec<u8>, ReadError> {
     let mut bytes = Vec::with_capacity(limit);
     loop {
         let due = pace.due(bytes.len());
-        let next = tokio::time::timeout_at(due, body.frame()).await;
+        let next = tokio::select! {
+            biased;
+            next = tokio::time::timeout_at(due, body.frame()) => next,
+            () = charge.evicted() => {
+                let received = bytes.len();
+                return Err(ReadError::Evicted { received });
+            }
+        };
         let frame = match next {
             Ok(Some(frame)) => frame.map_err(ReadError::Unreadable)?,
             Ok(None) => return Ok(bytes),
@@ -185,6 +212,7 @@ async fn read_body(
                 return Err(ReadError::TooLarge);
             }
             bytes.extend_from_slice(&data);
+            charge.progressed();
         }
     }
 }

@@ -2,7 +2,7 @@
 //! admin port: their routes and handlers. The request path reads the snapshot and nothing
 //! else. The connections under them are [`accept`](super::accept)'s.
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -28,7 +28,7 @@ use tracing::Level;
 
 pub const WEBHOOK_PATH: &str = "/mutate-machinesets";
 
-pub use super::accept::{ConnLimits, MAX_HEAD, MAX_HEADERS};
+pub use super::accept::{ConnLimits, MAX_HEAD, MAX_HEADERS, WRITE_BUFFERS};
 pub use super::body::MAX_BODY;
 pub use super::refusals::RefusalLog;
 pub use super::slots::{MAX_CONNECTIONS, MAX_CONNECTIONS_PER_PEER};
@@ -174,7 +174,8 @@ async fn mutate(State(st): St, req: Request) -> Response {
         timeout: st.body_timeout,
         min_rate: st.min_body_rate,
     };
-    let (bytes, _charge) = match body::read(&st.budget, limits, req).await {
+    let ip = peer.map_or(IpAddr::V6(Ipv6Addr::UNSPECIFIED), |p| p.ip());
+    let (bytes, _charge) = match body::read(&st.budget, limits, req, ip).await {
         Ok(read) => read,
         Err(r) => {
             let mut res = fail(&st, peer, start, r.code, r.reason, &r.message);

@@ -13,6 +13,7 @@ macro_rules! e2e_only {
 #[path = "../support/mod.rs"]
 mod support;
 
+mod blocked_writes;
 mod certs;
 mod cli;
 mod clouds;
