@@ -16,6 +16,7 @@ mod support;
 
 mod apiserver;
 mod aws_credentials;
+mod cluster_profiles;
 mod ec2;
 mod image;
 mod image_multiarch;

@@ -19,9 +19,11 @@ use super::binary::{Served, serve_command_on};
 use super::{admin_get, dev_certs};
 
 mod audit;
+mod profile;
 mod world;
 
 pub use audit::*;
+pub use profile::*;
 pub use world::*;
 
 pub const NS: &str = "openshift-machine-api";
