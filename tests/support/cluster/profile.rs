@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 
 use super::super::apiserver::ApiServer;
 use super::super::clusters::{FILES, Profile};
-use super::{create_all, set_status};
+use super::{create_all, set_master_updated, set_status};
 
 /// Loads `profile` into `api`; returns its objects as loaded.
 pub fn load_profile(api: &ApiServer, profile: Profile) -> Vec<Value> {
@@ -63,6 +63,30 @@ pub fn unload_profile(api: &ApiServer, objects: &[Value]) {
     let list = json!({"apiVersion": "v1", "kind": "List", "items": objects});
     let out = api.kubectl_stdin(["delete", "--wait=true", "-f", "-"], &list.to_string());
     api.expect_ok(&["delete", "-f", "-"], out);
+}
+
+/// What the cluster runs besides what the profile holds, as the default install's gate and
+/// the architecture read it: the master pool done with the profile's release (its rendered
+/// MachineConfig of that release) and one amd64 master Node.
+pub fn run_state(api: &ApiServer, profile: Profile) {
+    let cv = profile.object("clusterversion.yaml");
+    let release = cv["status"]["history"][0]["version"].as_str().unwrap();
+    let world = [
+        json!({"apiVersion": "machineconfiguration.openshift.io/v1", "kind": "MachineConfigPool",
+               "metadata": {"name": "master"},
+               "spec": {"configuration": {"name": "rendered-master-new"},
+                        "machineConfigSelector": {"matchLabels": {"machineconfiguration.openshift.io/role": "master"}},
+                        "nodeSelector": {"matchLabels": {"node-role.kubernetes.io/master": ""}}}}),
+        json!({"apiVersion": "machineconfiguration.openshift.io/v1", "kind": "MachineConfig",
+               "metadata": {"name": "rendered-master-new",
+                            "annotations": {"machineconfiguration.openshift.io/release-image-version": release}},
+               "spec": {"config": {"ignition": {"version": "3.5.0"}}}}),
+        json!({"apiVersion": "v1", "kind": "Node",
+               "metadata": {"name": "master-0",
+                            "labels": {"node-role.kubernetes.io/master": "", "kubernetes.io/arch": "amd64"}}}),
+    ];
+    create_all(api, &world.iter().collect::<Vec<_>>());
+    set_master_updated(api, 1);
 }
 
 /// `kind.group`, as kubectl names the resource of `o`.
