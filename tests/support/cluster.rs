@@ -360,11 +360,6 @@ impl Cluster {
         set_status(&self.api, kind, name, status);
     }
 
-    /// [`machine_configuration_the_mco_leaves_alone`].
-    pub fn machine_configuration_the_mco_leaves_alone(&self) {
-        machine_configuration_the_mco_leaves_alone(&self.api);
-    }
-
     /// The master pool updates to rendered-master-new; `updated` masters run it.
     pub fn set_master_updated(&self, updated: u32) {
         set_master_updated(&self.api, updated);
