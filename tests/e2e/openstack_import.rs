@@ -33,6 +33,11 @@ const PROFILE: Profile = Profile {
     release: "4.22",
 };
 const PROFILE_INFRA: &str = "ci-os-x7k2b";
+/// The same cluster on 4.19, whose MCO leaves the same status here.
+const PROFILE_4_19: Profile = Profile {
+    platform: "openstack",
+    release: "4.19",
+};
 /// How long an import of the test qcow2 may take here (it takes seconds).
 const IMPORTED_WITHIN: Duration = Duration::from_secs(120);
 
@@ -51,12 +56,22 @@ struct World {
 impl World {
     /// `stream_sha256`: what the stream says the `.gz`'s SHA-256 is (`None`: the truth).
     fn start(servers: &Servers, project: &str, stream_sha256: Option<&str>) -> World {
+        World::start_on(PROFILE, servers, project, stream_sha256)
+    }
+
+    /// [`World::start`] from `profile`.
+    fn start_on(
+        profile: Profile,
+        servers: &Servers,
+        project: &str,
+        stream_sha256: Option<&str>,
+    ) -> World {
         support::install_provider();
         let infra = format!("ci-os-{project}");
         // The profile's cluster, its infrastructure name the test's own: each test's images
         // carry it, and no two tests share one.
         let cluster =
-            Cluster::start_profile_with(PROFILE, &[(PROFILE_INFRA, &infra)]).with_shipped_touch();
+            Cluster::start_profile_with(profile, &[(PROFILE_INFRA, &infra)]).with_shipped_touch();
         let tenant = servers.tenant(project);
         let cache = tempfile::tempdir().unwrap();
         let qcow2 = Qcow2::make(cache.path(), 1, 7);
@@ -256,16 +271,21 @@ fn stale_machinesets_move_to_the_image_imported_once_and_a_customers_stay() {
     a_restart_imports_the_third_from_a_mirror_alone(&world, &bind);
 }
 
-/// MachineConfiguration `cluster` as OpenShift 4.22 leaves it on OpenStack (`{"managedBootImagesStatus":
-/// {}, "observedGeneration": 1}`, the 4.22 CRD): the MCO manages no boot images here, so its
-/// status is not a selection; installing the webhook is the opt-in. The installer's MachineSets
-/// are enrolled, move to the image imported once, and the decision's log line and `status`
-/// say which rule enrolled them.
+/// MachineConfiguration `cluster` as OpenShift 4.19 and 4.22 leave it on OpenStack
+/// (`managedBootImagesStatus: {}`, the profiles'): the MCO manages no boot images here, so
+/// its status is not a selection; installing the webhook is the opt-in. The installer's
+/// MachineSets are enrolled, move to the image imported once, and the decision's log line and
+/// `status` say which rule enrolled them.
 #[test]
 fn the_status_the_mco_leaves_on_openstack_enrolls_the_installers_machinesets() {
     let _parallel = support::parallel();
     let (servers, _turn) = block_on(Servers::shared());
-    let world = World::start(servers, "bgenroll", None);
+    for (profile, project) in [(PROFILE_4_19, "bgenroll19"), (PROFILE, "bgenroll")] {
+        enrolled_by_the_webhooks_own_opt_in(&World::start_on(profile, servers, project, None));
+    }
+}
+
+fn enrolled_by_the_webhooks_own_opt_in(world: &World) {
     let c = &world.cluster;
     let mc = c.api.get_json(["machineconfiguration", "cluster"]);
     assert_eq!(mc["status"]["managedBootImagesStatus"], json!({}), "{mc:#}");
