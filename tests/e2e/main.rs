@@ -16,6 +16,8 @@ mod support;
 
 mod apiserver;
 mod aws_credentials;
+mod azure_profiles;
+mod cluster_profiles;
 mod ec2;
 mod image;
 mod image_multiarch;
