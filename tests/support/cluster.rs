@@ -360,6 +360,12 @@ impl Cluster {
         set_status(&self.api, kind, name, status);
     }
 
+    /// MachineConfiguration `cluster` as OpenShift 4.22 keeps it where the MCO does not
+    /// manage boot images ([`machine_configuration_the_mco_leaves_alone`]).
+    pub fn machine_configuration_the_mco_leaves_alone(&self) {
+        machine_configuration_the_mco_leaves_alone(&self.api);
+    }
+
     /// The master pool updates to rendered-master-new; `updated` masters run it.
     pub fn set_master_updated(&self, updated: u32) {
         set_master_updated(&self.api, updated);

@@ -194,3 +194,46 @@ pub fn set_master_updated(api: &ApiServer, updated: u32) {
                    {"type": "Updated", "status": "False", "lastTransitionTime": t, "reason": "", "message": ""}]}),
     );
 }
+
+/// OpenShift 4.22's MachineConfiguration CRD.
+pub const MACHINE_CONFIGURATION_CRD_4_22: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/tests/fixtures/crds/openshift-4.22/0000_80_machine-config_01_machineconfigurations-Default.crd.yaml"
+);
+
+/// MachineConfiguration `cluster` as OpenShift 4.22 keeps it on a platform whose boot
+/// images the MCO does not manage (OpenStack, Nutanix): its spec names none (the MCO's
+/// `managed-bootimages-platform-check` policy refuses `spec.managedBootImages` there), and
+/// its operator, which copies the old status and fills `managedBootImagesStatus` only where
+/// it manages boot images, leaves `{"managedBootImagesStatus": {}, "observedGeneration": 1}`.
+pub fn machine_configuration_the_mco_leaves_alone(api: &ApiServer) {
+    api.kubectl_ok([
+        "apply",
+        "--server-side",
+        "--force-conflicts",
+        "-f",
+        MACHINE_CONFIGURATION_CRD_4_22,
+    ]);
+    api.kubectl_ok([
+        "wait",
+        "--for=condition=Established",
+        "crd/machineconfigurations.operator.openshift.io",
+    ]);
+    api.kubectl_ok(["delete", "machineconfiguration", "cluster"]);
+    let mc = json!({"apiVersion": "operator.openshift.io/v1", "kind": "MachineConfiguration",
+                    "metadata": {"name": "cluster"}, "spec": {"managementState": "Managed"}});
+    create_all(api, &[&mc]);
+    set_status(
+        api,
+        "machineconfiguration",
+        "cluster",
+        json!({"managedBootImagesStatus": {}, "observedGeneration": 1}),
+    );
+    let stored = api.get_json(["machineconfiguration", "cluster"]);
+    assert_eq!(stored["metadata"]["generation"], 1, "{stored:#}");
+    assert_eq!(
+        stored["status"],
+        json!({"managedBootImagesStatus": {}, "observedGeneration": 1}),
+        "{stored:#}"
+    );
+}
