@@ -66,10 +66,15 @@ struct World {
 
 impl World {
     fn start(infra: &str) -> World {
+        World::start_on(PROFILE, infra)
+    }
+
+    /// [`World::start`] from `profile`.
+    fn start_on(profile: Profile, infra: &str) -> World {
         support::install_provider();
         // The profile's cluster, its infrastructure name the test's own.
         let cluster =
-            Cluster::start_profile_with(PROFILE, &[(PROFILE_INFRA, infra)]).with_shipped_touch();
+            Cluster::start_profile_with(profile, &[(PROFILE_INFRA, infra)]).with_shipped_touch();
         let prism = PrismDouble::start(USER, PASSWORD);
         prism.add_category(&format!("kubernetes-io-cluster-{infra}"), "owned");
         let certs = DevCerts::generate(&["127.0.0.1".into()]).unwrap();
@@ -282,6 +287,39 @@ fn nutanix_machinesets_move_to_the_image_imported_once_and_a_customers_stay() {
         assert_eq!(found[0]["metadata"]["uuid"], uuid);
     }
     assert!(a.lines("cannot import the Nutanix image").is_empty());
+    c.assert_nothing_refused(&[&a]);
+}
+
+/// The Nutanix cluster on 4.19, as OpenShift leaves it (`managedBootImagesStatus: {}` there
+/// too): the installer's MachineSet is enrolled by the webhook's own opt-in and moves to the
+/// image imported once; `status` says by which rule.
+#[test]
+fn nutanix_on_4_19_the_installers_machineset_moves_after_one_import() {
+    let _parallel = support::parallel();
+    let profile = Profile {
+        platform: "nutanix",
+        release: "4.19",
+    };
+    let world = World::start_on(profile, "ci-ntnx-bg419");
+    let c = &world.cluster;
+    let mc = c.api.get_json(["machineconfiguration", "cluster"]);
+    assert_eq!(mc["status"]["managedBootImagesStatus"], json!({}), "{mc:#}");
+    let installer = format!("{}-rhcos", world.infra);
+    world.prism.add_image(&installer, "", b"installer");
+    let a = world.holder();
+    let ours = world.ours(RELEASE);
+    wait_image(c, &world.installer_ms(), &ours, &a);
+    assert_eq!(world.prism.fetches(), 1);
+    assert_eq!(world.prism.images_named(&ours).len(), 1);
+    let rule = "the MCO does not manage boot images on Nutanix; installing bootimage-webhook is the opt-in";
+    let ca = world.dir.path().join("ca.pem");
+    let flags = ["--trusted-ca-bundle", ca.to_str().unwrap()];
+    let report: Value = serde_json::from_str(&status_with(c, "json", &flags)).unwrap();
+    assert_eq!(
+        report["enrollment"]["machineSets"],
+        format!("all: {rule}"),
+        "{report:#}"
+    );
     c.assert_nothing_refused(&[&a]);
 }
 
