@@ -627,7 +627,7 @@ async fn delete(State(s): State<St>, headers: HeaderMap, Path(uuid): Path<String
             rec.status = "SUCCEEDED".into();
         }
     });
-    let body = json!({"api_version": "3.1", "spec": "", "metadata": {"kind": "image", "uuid": uuid},
+    let body = json!({"api_version": "3.1", "metadata": {"kind": "image", "uuid": uuid},
         "status": {"state": "DELETE_PENDING", "execution_context": {"task_uuid": task}}});
     (StatusCode::ACCEPTED, axum::Json(body)).into_response()
 }
