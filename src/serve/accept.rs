@@ -15,10 +15,14 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 
 use super::deadline::{Deadline, Timeouts, Waiting};
-use super::server::{Peer, RefusalLog};
+use super::refusals::RefusalLog;
 use super::slots::{Admitted, Conn, MAX_CONNECTIONS, MAX_CONNECTIONS_PER_PEER, Slots};
 use super::tls::Serving;
 use crate::health::until;
+
+/// The client's address, put on each request by the accept loop.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Peer(pub SocketAddr);
 
 #[derive(Debug, Clone, Copy)]
 pub struct ConnLimits {
