@@ -273,6 +273,13 @@ async fn start_cluster_side(
     running: &Running,
     stop: watch::Receiver<bool>,
 ) -> anyhow::Result<Vec<JoinHandle<()>>> {
+    if let Some(mirror) = &args.artifact_base_url
+        && !crate::cluster::egress::https_or_allowed(mirror.base())
+    {
+        anyhow::bail!(
+            "--artifact-base-url {mirror}: plain http:// is refused, the importers download over https:// only"
+        );
+    }
     let client = kube_client()
         .await
         .context("building the Kubernetes client (in-cluster service account or KUBECONFIG)")?;

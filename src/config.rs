@@ -37,6 +37,16 @@ pub struct EgressArgs {
     /// `config.openshift.io/inject-trusted-cabundle` (key `ca-bundle.crt`).
     #[arg(long, global = true, env = "BOOTIMAGE_WEBHOOK_TRUSTED_CA_BUNDLE")]
     pub trusted_ca_bundle: Option<PathBuf>,
+    /// For the tests' own servers only: lets Keystone, Glance, Prism Central, the
+    /// artifacts' downloads and `--artifact-base-url` be plain `http://`. Never on a
+    /// cluster: without it every one of them must be `https://`.
+    #[arg(
+        long,
+        global = true,
+        hide = true,
+        env = "BOOTIMAGE_WEBHOOK_ALLOW_PLAIN_HTTP_FOR_TESTS"
+    )]
+    pub allow_plain_http_for_tests: bool,
 }
 
 #[derive(Debug, Subcommand)]

@@ -36,6 +36,9 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     if let Some(path) = cli.egress.trusted_ca_bundle.clone() {
         bootimage_webhook::cluster::egress::trust_ca_bundle(path);
     }
+    if cli.egress.allow_plain_http_for_tests {
+        bootimage_webhook::cluster::egress::allow_plain_http_for_tests();
+    }
     match cli.command {
         Command::Serve(args) => {
             logging::init(&cli.log)?;

@@ -11,7 +11,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use base64::Engine;
-use bootimage_webhook::cluster::nutanix::image_name;
+use bootimage_webhook::cluster::nutanix::{Marker, image_name};
 use bootimage_webhook::serve::tls::DevCerts;
 use serde_json::{Value, json};
 use support::cluster::*;
@@ -399,7 +399,38 @@ fn nutanix_no_secret_then_a_foreign_image_then_the_import() {
     assert!(message.contains(&taken), "{message}");
     assert!(message.contains("the importer says: image"), "{message}");
 
+    // A new trouble is an Event of its own: a look-alike with our marker copied, made by
+    // another user, in place of the foreign image. The first Event still names the image
+    // it was about; none is counted again with a note that is no longer true.
     world.prism.remove_image(&foreign);
+    let copied = Marker {
+        infra_id: world.infra.clone(),
+        stream: "rhel-9".into(),
+        release: RELEASE.into(),
+        sha256: "ab".repeat(32),
+        import_deadline: None,
+    };
+    let alike = world
+        .prism
+        .add_image(&ours, &copied.description(), b"look-alike");
+    let events = eventually(
+        "a second Warning Event on ms-a naming the look-alike",
+        Duration::from_secs(180),
+        || a.served.log_text(),
+        || {
+            let e = events_of(c, "ImageNotImported", "ms-a");
+            (e.len() == 2).then_some(e)
+        },
+    );
+    let notes: Vec<&str> = events.iter().filter_map(|e| e["note"].as_str()).collect();
+    assert!(notes.iter().any(|n| n.contains(&taken)), "{notes:#?}");
+    assert!(
+        notes
+            .iter()
+            .any(|n| n.contains(&alike) && n.contains("look-alike")),
+        "{notes:#?}"
+    );
+    world.prism.remove_image(&alike);
     eventually(
         &format!("ms-a to move to {ours}"),
         Duration::from_secs(240),
@@ -407,7 +438,7 @@ fn nutanix_no_secret_then_a_foreign_image_then_the_import() {
         || (image_of(&c.get("ms-a"))["name"] == ours).then_some(()),
     );
     a.wait_line("Prism Central answers again");
-    assert_eq!(a.lines("cannot import the Nutanix image").len(), 2);
+    assert!(a.lines("cannot import the Nutanix image").len() >= 2);
     c.assert_nothing_refused(&[&a]);
 }
 

@@ -28,6 +28,7 @@ mod found_inputs;
 mod fuzz_cases;
 mod idle_eviction;
 mod memory_budget;
+mod plain_http;
 mod properties;
 mod real_cluster;
 mod response_bytes;

@@ -725,6 +725,7 @@ pub fn status_with(c: &Cluster, output: &str, flags: &[&str]) -> String {
         .args(["status", "-o", output])
         .args(flags)
         .env("KUBECONFIG", c.api.kubeconfig())
+        .env("BOOTIMAGE_WEBHOOK_ALLOW_PLAIN_HTTP_FOR_TESTS", "true")
         .output()
         .expect("running status");
     assert!(out.status.success(), "status: {}", text(&out));

@@ -30,5 +30,8 @@ pub use clouds::{CLOUD_NAME, Cloud, parse as parse_clouds};
 pub use error::OpenStackError;
 pub(crate) use glance::encode;
 pub use glance::{Glance, Image};
+pub use https::{MAX_ANSWER, MAX_LIST};
 pub use import::{Importer, Look, Settings, Want};
-pub use marker::{INFRASTRUCTURE, Keep, Marker, QCOW2_SHA256, RELEASE, STREAM, image_name};
+pub use marker::{
+    INFRASTRUCTURE, Keep, Marker, QCOW2_SHA256, RELEASE, STREAM, image_name, image_name_for,
+};
