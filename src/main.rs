@@ -36,6 +36,9 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     if let Some(path) = cli.egress.trusted_ca_bundle.clone() {
         bootimage_webhook::cluster::egress::trust_ca_bundle(path);
     }
+    if cli.egress.allow_plain_http_for_tests {
+        bootimage_webhook::cluster::egress::allow_plain_http_for_tests();
+    }
     match cli.command {
         Command::Serve(args) => {
             logging::init(&cli.log)?;
@@ -95,6 +98,15 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         Command::Skew(skew) => match skew.command {
             SkewCommand::Record(args) => skew_record(&args),
+            SkewCommand::Keep(args) => {
+                logging::init(&cli.log)?;
+                tokio::runtime::Builder::new_multi_thread()
+                    .enable_all()
+                    .build()
+                    .context("starting the runtime")?
+                    .block_on(bootimage_webhook::keep::keep(args))?;
+                Ok(ExitCode::SUCCESS)
+            }
         },
     }
 }

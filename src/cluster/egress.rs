@@ -1,5 +1,6 @@
 //! What leaves the cluster (EC2 and STS, vCenter, the ESXi hosts' NFC upload, the OVA
-//! download): through the cluster-wide proxy when `HTTPS_PROXY` / `HTTP_PROXY` (or
+//! download, OpenStack's Keystone and Glance, Nutanix's Prism Central, the qcow2
+//! downloads): through the cluster-wide proxy when `HTTPS_PROXY` / `HTTP_PROXY` (or
 //! `ALL_PROXY`) say so, straight to the hosts `NO_PROXY` names, and trusting the extra CA
 //! bundle (`--trusted-ca-bundle`, the bundle OpenShift injects) beside the system's roots.
 //!
@@ -13,6 +14,7 @@ use std::future::Future;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll};
 
@@ -31,6 +33,24 @@ use tower::Service;
 type BoxError = Box<dyn Error + Send + Sync>;
 
 static TRUSTED_CA_BUNDLE: OnceLock<PathBuf> = OnceLock::new();
+
+/// Plain `http://` is for the tests' own servers alone (`--allow-plain-http-for-tests`).
+static PLAIN_HTTP: AtomicBool = AtomicBool::new(false);
+
+/// Lets the clouds' clients of this process send plain `http://`: the tests' servers only.
+pub fn allow_plain_http_for_tests() {
+    PLAIN_HTTP.store(true, Ordering::Relaxed);
+}
+
+/// Whether `url` may be sent to: `https://`, or `http://` where the tests allowed it.
+pub fn https_or_allowed(url: &str) -> bool {
+    let scheme = url.split_once("://").map(|(s, _)| s.to_ascii_lowercase());
+    match scheme.as_deref() {
+        Some("https") => true,
+        Some("http") => PLAIN_HTTP.load(Ordering::Relaxed),
+        _ => false,
+    }
+}
 
 /// Makes every outbound client built from now on trust the bundle at `path` too. Set once,
 /// at start, from the flag; the file is read each time a client is built, so that a bundle

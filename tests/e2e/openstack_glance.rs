@@ -19,19 +19,19 @@ use bootimage_webhook::core::platforms::artifact::ArtifactMirror;
 use serde_json::json;
 use support::openstack::*;
 
-const RELEASE: &str = "9.8.20260428-0";
+pub(crate) const RELEASE: &str = "9.8.20260428-0";
 const GZ_PATH: &str = "/art/rhcos-9.8.20260428-0-openstack.x86_64.qcow2.gz";
 
 /// The stream's artifact, served; its target; a cache directory.
-struct Stream {
-    files: Files,
-    qcow2: Qcow2,
-    target: Qcow2Target,
+pub(crate) struct Stream {
+    pub(crate) files: Files,
+    pub(crate) qcow2: Qcow2,
+    pub(crate) target: Qcow2Target,
     cache: tempfile::TempDir,
 }
 
 impl Stream {
-    fn new(mib: u32, seed: u32) -> Stream {
+    pub(crate) fn new(mib: u32, seed: u32) -> Stream {
         let cache = tempfile::tempdir().unwrap();
         let qcow2 = Qcow2::make(cache.path(), mib, seed);
         let files = Files::serve(BTreeMap::from([(GZ_PATH.to_owned(), qcow2.gz.clone())]));
@@ -50,7 +50,7 @@ impl Stream {
         }
     }
 
-    fn settings(&self) -> Settings {
+    pub(crate) fn settings(&self) -> Settings {
         Settings {
             cache_dir: self.cache.path().join("qcow2"),
             max_bytes: 1 << 30,
@@ -70,7 +70,7 @@ impl Stream {
     }
 }
 
-fn importer(tenant: &Tenant, cloud: &str) -> Importer {
+pub(crate) fn importer(tenant: &Tenant, cloud: &str) -> Importer {
     importer_via(tenant, cloud, Proxy::new("", "", ""))
 }
 
@@ -79,12 +79,17 @@ fn importer_via(tenant: &Tenant, cloud: &str, proxy: Proxy) -> Importer {
     openstack::connect_cloud(parsed, &Credentials::default(), |_| None, proxy).unwrap()
 }
 
-fn want<'a>(infra: &'a str, target: &'a Qcow2Target, named: &'a BTreeSet<String>) -> Want<'a> {
+pub(crate) fn want<'a>(
+    infra: &'a str,
+    target: &'a Qcow2Target,
+    named: &'a BTreeSet<String>,
+) -> Want<'a> {
     Want {
         infra_id: infra,
         target,
         named: Some(named),
         carried: BTreeMap::new(),
+        arch: None,
     }
 }
 
@@ -147,11 +152,19 @@ async fn the_first_import_makes_an_active_marked_image_and_the_second_uploads_no
     // One token for every call of the import.
     assert_eq!(first.glance.keystone.issued(), 1);
 
-    // Another replica, with the application credential: it finds the image, and uploads
-    // and downloads nothing.
+    // Another replica, with the application credential: it finds the image, proves it
+    // from the qcow2 in the cache, and uploads and downloads nothing.
     let started = Instant::now();
     let mut second = importer(&tenant, "openstack-appcred");
     let look = second.look(&wanted).await.unwrap();
+    assert_eq!(
+        look.unproven.iter().map(|i| &i.id).collect::<Vec<_>>(),
+        [&image.id]
+    );
+    let look = second
+        .look_proven(&stream.settings(), &wanted)
+        .await
+        .unwrap();
     assert_eq!(look.usable().map(|i| &i.id), Some(&image.id));
     let again = second.ensure(&stream.settings(), &wanted).await.unwrap();
     eprintln!("second run: {:?}", started.elapsed());

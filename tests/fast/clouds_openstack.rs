@@ -8,6 +8,7 @@ use crate::support;
 
 use bootimage_webhook::core::decision::Reason;
 use bootimage_webhook::core::platforms::openstack::{self, OpenStackLearned};
+use bootimage_webhook::core::snapshot::Arch;
 use bootimage_webhook::core::snapshot::{Learned, Snapshot};
 use serde_json::{Value, json};
 use support::clouds::*;
@@ -111,11 +112,20 @@ fn openstack_a_root_volume_moves_its_source_and_a_matching_image() {
         json!({"diskSize": 30, "sourceUUID": ours(), "volumeType": "tripleo",
             "availabilityZone": "nova"})
     );
-    assert_eq!(provider_spec(&mut out).get("image"), None);
+    // cluster-capi-operator drops sourceUUID when it converts the MachineSet to Cluster
+    // API, and boots the volume from image: an absent or empty image gets it too.
+    assert_eq!(provider_spec(&mut out)["image"], json!(ours()));
     assert_eq!(
         provider_spec_paths(&d),
-        ["/spec/template/spec/providerSpec/value/rootVolume/sourceUUID"]
+        [
+            "/spec/template/spec/providerSpec/value/rootVolume/sourceUUID",
+            "/spec/template/spec/providerSpec/value/image"
+        ]
     );
+    provider_spec(&mut ms)["image"] = json!("");
+    let (d, mut out) = decide(&ms, &snap);
+    assert_eq!(d.reason, Reason::Updated, "{}", d.message);
+    assert_eq!(provider_spec(&mut out)["image"], json!(ours()));
     // An image naming the same image as the volume moves with it; another is left alone.
     provider_spec(&mut ms)["image"] = json!("ostest-x7k2p-rhcos");
     let (_, mut out) = decide(&ms, &snap);
@@ -211,4 +221,36 @@ fn openstack_a_control_plane_machine_set_is_left_alone() {
     });
     let (d, _) = decide(&cpms, &snap);
     assert_eq!(d.reason, Reason::ControlPlaneNotManaged, "{}", d.message);
+}
+
+#[test]
+fn openstack_on_a_multi_arch_cluster_each_architecture_has_an_image_of_its_own() {
+    let _parallel = support::parallel();
+    let stream = real_stream();
+    let arm = stream["architectures"]["aarch64"]["artifacts"]["openstack"]["release"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let base = openstack_snapshot(&[]);
+    let mut cluster = base.cluster.clone();
+    cluster.multi_arch = true;
+    let amd64 = openstack::image_name_for(INFRA_ID, &release(), Some(Arch::Amd64));
+    let arm64 = openstack::image_name_for(INFRA_ID, &arm, Some(Arch::Arm64));
+    assert_eq!(amd64, format!("{}-amd64", ours()));
+    cluster.learned = Learned::default().with_openstack(OpenStackLearned {
+        images: [amd64.clone(), arm64.clone()].into(),
+        ..OpenStackLearned::default()
+    });
+    let snap = Snapshot::new(base.boot_images.clone(), cluster);
+    for (arch, wanted) in [("amd64", amd64), ("arm64", arm64)] {
+        let mut ms = openstack_ms();
+        ms["metadata"]["annotations"] = json!({
+            "capacity.cluster-autoscaler.kubernetes.io/labels": format!("kubernetes.io/arch={arch}")});
+        let (d, mut out) = decide(&ms, &snap);
+        assert_eq!(d.reason, Reason::Updated, "{arch}: {}", d.message);
+        assert_eq!(provider_spec(&mut out)["image"], json!(wanted));
+        // Moved once: its architecture's image is up to date.
+        let (again, _) = decide(&out, &snap);
+        assert_eq!(again.reason, Reason::UpToDate, "{}", again.message);
+    }
 }

@@ -46,6 +46,8 @@ pub struct Servers {
 
 impl Servers {
     pub fn start() -> Servers {
+        // Keystone and Glance here are plain http, as no cloud may be.
+        bootimage_webhook::cluster::egress::allow_plain_http_for_tests();
         let dir = own_dir();
         let path = dir.path().join("s");
         let pid = std::process::id().to_string();
@@ -150,6 +152,11 @@ impl Tenant {
         )
     }
 
+    /// Uploads `data` to the image `id` (curl), as anyone of the project can.
+    pub fn upload(&self, id: &str, data: &[u8]) {
+        upload(&self.env["GLANCE_URL"], &self.token(), id, data);
+    }
+
     /// The images of this project named `name`, as Glance lists them.
     pub fn images_named(&self, name: &str) -> Vec<Value> {
         let found = self.glance("GET", &format!("/v2/images?name={name}"), None);
@@ -210,6 +217,20 @@ pub fn token(auth_url: &str, user: &str, password: &str, project: &str) -> Strin
                 .then(|| v.trim().to_owned())
         })
         .unwrap_or_else(|| panic!("no token: {headers}"))
+}
+
+/// Uploads `data` to the image `id` of the Glance at `glance` (curl), with `token`.
+pub fn upload(glance: &str, token: &str, id: &str, data: &[u8]) {
+    let file = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(file.path(), data).unwrap();
+    let out = Command::new("curl")
+        .args(["-sS", "-f", "-X", "PUT", "-H", &format!("X-Auth-Token: {token}")])
+        .args(["-H", "Content-Type: application/octet-stream", "--data-binary"])
+        .arg(format!("@{}", file.path().display()))
+        .arg(format!("{glance}/v2/images/{id}/file"))
+        .output()
+        .expect("curl");
+    assert!(out.status.success(), "upload: {}", String::from_utf8_lossy(&out.stderr));
 }
 
 /// A JSON call with a token (curl); the answer's JSON, `null` when it has none.
@@ -279,6 +300,8 @@ impl Drop for Files {
 
 impl Files {
     pub fn serve(files: BTreeMap<String, Vec<u8>>) -> Files {
+        // Served over plain http, as no mirror may be.
+        bootimage_webhook::cluster::egress::allow_plain_http_for_tests();
         let (runtime, listener) = background_runtime();
         let addr = listener.local_addr().unwrap();
         let hits = Arc::new(AtomicUsize::new(0));

@@ -7,8 +7,9 @@
 //! It keeps what it is given: an image created with a `source_uri` really is fetched over
 //! HTTP and stored, and its checksum checked, in a task that finishes after the create has
 //! answered (`202`, the task's uuid in `status.execution_context`). Like Prism Central it
-//! lets several images share a name, and leaves images that were not created successfully
-//! out of lists.
+//! lets several images share a name, lists only images created successfully, refuses a
+//! create whose `metadata.uuid` is taken, reads `name==` as a regular expression, and
+//! answers a 401 with a page, not JSON.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -40,6 +41,8 @@ struct Stored {
     tasks: Vec<String>,
     messages: Vec<String>,
     created: u64,
+    /// The uuid of the user who made it.
+    owner: String,
 }
 
 #[derive(Debug, Clone)]
@@ -58,16 +61,29 @@ struct World {
     counter: u64,
 }
 
+/// The user the double's credentials log in as, and someone else.
+pub const ME: &str = "6d3c1a42-0b7e-4c1d-9a55-3f2e8b0c7d11";
+pub const SOMEONE_ELSE: &str = "0f4e2b77-91aa-4e0b-8c3d-5a6b7c8d9e0f";
+
 struct Shared {
     world: Mutex<World>,
     authorization: String,
+    user: String,
     /// How long a task stays queued, then running.
     delay: Duration,
+    /// How much longer a create's task runs, as an import of a large qcow2.
+    create_delay: Mutex<Duration>,
     fetches: AtomicUsize,
     /// URLs (by prefix) Prism Central cannot reach, as behind a site's firewall.
     unreachable: Mutex<Vec<String>>,
     /// Deletes still to refuse (500), as a Prism Central that is failing.
     failing_deletes: AtomicUsize,
+    /// Creates refused because their uuid was taken.
+    conflicts: AtomicUsize,
+    /// How long a category lookup takes, as a Prism Central that answers slowly.
+    category_delay: Mutex<Duration>,
+    /// Filler added to every list answer.
+    padding: AtomicUsize,
 }
 
 type St = Arc<Shared>;
@@ -77,10 +93,16 @@ pub struct PrismDouble {
     pub addr: std::net::SocketAddr,
     shared: St,
     runtime: Option<tokio::runtime::Runtime>,
+    /// With `PRISM_DOUBLE_VALIDATE=1`: the validating proxy in front of it
+    /// (`scripts/prism-validator`), its port and process id.
+    validator: Option<(u16, u32)>,
 }
 
 impl Drop for PrismDouble {
     fn drop(&mut self) {
+        if let Some((_, pid)) = self.validator {
+            let _ = std::process::Command::new("kill").arg(pid.to_string()).status();
+        }
         // Dropped from async tests too, where a runtime may not block.
         if let Some(r) = self.runtime.take() {
             r.shutdown_background();
@@ -90,14 +112,21 @@ impl Drop for PrismDouble {
 
 impl PrismDouble {
     pub fn start(user: &str, password: &str) -> PrismDouble {
+        // Plain http on loopback, as no Prism Central may be.
+        bootimage_webhook::cluster::egress::allow_plain_http_for_tests();
         let pair = base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"));
         let shared = Arc::new(Shared {
             world: Mutex::new(World::default()),
             authorization: format!("Basic {pair}"),
+            user: ME.to_owned(),
             delay: Duration::from_millis(100),
+            create_delay: Mutex::new(Duration::ZERO),
             fetches: AtomicUsize::new(0),
             unreachable: Mutex::new(Vec::new()),
             failing_deletes: AtomicUsize::new(0),
+            conflicts: AtomicUsize::new(0),
+            category_delay: Mutex::new(Duration::ZERO),
+            padding: AtomicUsize::new(0),
         });
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
@@ -117,22 +146,30 @@ impl PrismDouble {
             .route("/api/nutanix/v3/images/{uuid}/file", put(upload))
             .route("/api/nutanix/v3/tasks/{uuid}", get(task))
             .route("/api/nutanix/v3/categories/{key}/{value}", get(category))
+            .route("/api/nutanix/v3/users/me", get(me))
             .layer(axum::extract::DefaultBodyLimit::disable())
             .with_state(shared.clone());
         runtime.spawn(async move {
             let listener = tokio::net::TcpListener::from_std(listener).unwrap();
             axum::serve(listener, app).await.unwrap();
         });
+        let validator = (std::env::var("PRISM_DOUBLE_VALIDATE").as_deref() == Ok("1"))
+            .then(|| validator(addr));
         PrismDouble {
             addr,
             shared,
             runtime: Some(runtime),
+            validator,
         }
     }
 
-    /// `http://127.0.0.1:<port>`, where the importer's endpoint would be `https://...:9440`.
+    /// `http://127.0.0.1:<port>`, where the importer's endpoint would be `https://...:9440`
+    /// (the validating proxy's, with `PRISM_DOUBLE_VALIDATE=1`).
     pub fn endpoint(&self) -> String {
-        format!("http://{}", self.addr)
+        match self.validator {
+            Some((port, _)) => format!("http://127.0.0.1:{port}"),
+            None => format!("http://{}", self.addr),
+        }
     }
 
     /// A category value, as the installer makes `kubernetes-io-cluster-<infra-id>: owned`.
@@ -143,6 +180,11 @@ impl PrismDouble {
 
     /// An image made by someone else, complete, holding `data`.
     pub fn add_image(&self, name: &str, description: &str, data: &[u8]) -> String {
+        self.add_image_by(SOMEONE_ELSE, name, description, data)
+    }
+
+    /// An image made by the user `owner`, complete, holding `data`.
+    pub fn add_image_by(&self, owner: &str, name: &str, description: &str, data: &[u8]) -> String {
         let mut w = self.shared.world.lock().unwrap();
         let uuid = new_uuid(&mut w);
         let created = w.counter;
@@ -156,10 +198,20 @@ impl PrismDouble {
                 state: "COMPLETE".into(),
                 data: Some(data.to_vec()),
                 created,
+                owner: owner.to_owned(),
                 ..Stored::default()
             },
         );
         uuid
+    }
+
+    /// Makes Prism Central report no checksum of the image `uuid` (as for an image whose
+    /// checksum it never computed).
+    pub fn forget_checksum(&self, uuid: &str) {
+        let mut w = self.shared.world.lock().unwrap();
+        if let Some(i) = w.images.get_mut(uuid) {
+            i.checksum = Some(("NONE".into(), String::new()));
+        }
     }
 
     /// Every image called `name`, as `GET /images/{uuid}` answers, whatever its state.
@@ -201,10 +253,56 @@ impl PrismDouble {
         self.shared.fetches.load(Ordering::SeqCst)
     }
 
+    /// Pads every list answer with `bytes` of filler, as a Prism Central whose answers are
+    /// larger than the importer reads.
+    pub fn pad_lists(&self, bytes: usize) {
+        self.shared.padding.store(bytes, Ordering::SeqCst);
+    }
+
+    /// Makes each create's task run `d` longer.
+    pub fn slow_creates(&self, d: Duration) {
+        *self.shared.create_delay.lock().unwrap() = d;
+    }
+
+    /// Answers each category lookup after `d`.
+    pub fn slow_categories(&self, d: Duration) {
+        *self.shared.category_delay.lock().unwrap() = d;
+    }
+
+    /// How many creates it refused because their uuid was taken.
+    pub fn conflicts(&self) -> usize {
+        self.shared.conflicts.load(Ordering::SeqCst)
+    }
+
     /// How many images it holds.
     pub fn count(&self) -> usize {
         self.shared.world.lock().unwrap().images.len()
     }
+}
+
+/// Eight, four, four, four and twelve hex digits.
+fn is_uuid(s: &str) -> bool {
+    let groups: Vec<&str> = s.split('-').collect();
+    groups.iter().map(|g| g.len()).eq([8, 4, 4, 4, 12])
+        && groups.iter().all(|g| g.bytes().all(|b| b.is_ascii_hexdigit()))
+}
+
+/// `scripts/prism-validator proxy` in front of the double: its port and process id.
+fn validator(upstream: std::net::SocketAddr) -> (u16, u32) {
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/prism-validator");
+    let out = std::process::Command::new(script)
+        .args(["proxy", &format!("http://{upstream}")])
+        .output()
+        .expect("scripts/prism-validator");
+    assert!(out.status.success(), "prism-validator: {}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8_lossy(&out.stdout);
+    let value = |key: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(key))
+            .and_then(|v| v.parse::<u32>().ok())
+            .expect("PORT= and PID=")
+    };
+    (value("PORT=") as u16, value("PID="))
 }
 
 fn new_uuid(w: &mut World) -> String {
@@ -223,12 +321,10 @@ fn error(status: StatusCode, reason: &str, message: &str) -> Response {
 /// The refusal of a call without the user's basic auth, if it is one.
 fn refused(s: &Shared, headers: &HeaderMap) -> Option<Response> {
     let given = headers.get("authorization").and_then(|v| v.to_str().ok());
+    // Not v3's error body: prism-go-client reads a 401 apart, as "non-json".
     (given != Some(s.authorization.as_str())).then(|| {
-        error(
-            StatusCode::UNAUTHORIZED,
-            "AUTHENTICATION_REQUIRED",
-            "Authentication required.",
-        )
+        let page = "<html><head><title>401 Unauthorized</title></head><body><h1>401 Unauthorized</h1></body></html>";
+        (StatusCode::UNAUTHORIZED, [("content-type", "text/html")], page).into_response()
     })
 }
 
@@ -250,7 +346,9 @@ fn intent(i: &Stored) -> Value {
     if let Some(data) = &i.data {
         resources["size_bytes"] = json!(data.len());
         let (alg, value) = i.checksum.clone().unwrap_or(("SHA_256".into(), sha256(data)));
-        resources["checksum"] = json!({"checksum_algorithm": alg, "checksum_value": value});
+        if alg != "NONE" {
+            resources["checksum"] = json!({"checksum_algorithm": alg, "checksum_value": value});
+        }
         resources["retrieval_uri_list"] = json!([format!("https://pe.invalid:9440/api/nutanix/v3/images/{}/file", i.uuid)]);
     }
     let task_uuid = match i.tasks.as_slice() {
@@ -261,7 +359,8 @@ fn intent(i: &Stored) -> Value {
     json!({
         "api_version": "3.1",
         "metadata": {"kind": "image", "uuid": i.uuid, "spec_version": 0,
-            "categories": i.categories, "name": i.name},
+            "categories": i.categories, "name": i.name,
+            "owner_reference": {"kind": "user", "uuid": i.owner}},
         "spec": {"name": i.name, "description": i.description, "resources": spec_resources},
         "status": {"name": i.name, "description": i.description, "state": i.state,
             "resources": resources, "execution_context": {"task_uuid": task_uuid},
@@ -287,12 +386,20 @@ async fn list(State(s): State<St>, headers: HeaderMap, body: Bytes) -> Response 
         Some(Some(n)) => Some(n.to_owned()),
         Some(None) => return error(StatusCode::BAD_REQUEST, "INVALID_ARGUMENT", "the double filters on name== only"),
     };
+    // `name==` is a regular expression to Prism Central (a deprecated filter), found
+    // anywhere in the name.
+    let pattern = match name.as_deref().map(regex::Regex::new) {
+        None => None,
+        Some(Ok(p)) => Some(p),
+        Some(Err(e)) => return error(StatusCode::BAD_REQUEST, "INVALID_ARGUMENT", &format!("bad filter: {e}")),
+    };
     let w = s.world.lock().unwrap();
+    // "Entities that have not been created successfully are not listed."
     let mut all: Vec<&Stored> = w
         .images
         .values()
-        .filter(|i| i.state != "ERROR")
-        .filter(|i| name.as_ref().is_none_or(|n| &i.name == n))
+        .filter(|i| i.state == "COMPLETE" || i.state == "DELETE_PENDING")
+        .filter(|i| pattern.as_ref().is_none_or(|p| p.is_match(&i.name)))
         .collect();
     all.sort_by_key(|i| i.created);
     let page: Vec<Value> = all.iter().skip(offset).take(length).map(|i| intent(i)).collect();
@@ -300,7 +407,17 @@ async fn list(State(s): State<St>, headers: HeaderMap, body: Bytes) -> Response 
     if let Some(f) = filter {
         metadata["filter"] = json!(f);
     }
-    axum::Json(json!({"api_version": "3.1", "metadata": metadata, "entities": page})).into_response()
+    let mut answer = json!({"api_version": "3.1", "metadata": metadata, "entities": page});
+    let padding = s.padding.load(Ordering::SeqCst);
+    if padding > 0 {
+        metadata_pad(&mut answer, padding);
+    }
+    axum::Json(answer).into_response()
+}
+
+/// Filler in the list's metadata (`user_query`, a free-text field of v3's list metadata).
+fn metadata_pad(answer: &mut Value, bytes: usize) {
+    answer["metadata"]["user_query"] = json!("x".repeat(bytes));
 }
 
 fn new_task(w: &mut World, operation: &str, image: &str) -> String {
@@ -341,11 +458,23 @@ async fn create(State(s): State<St>, headers: HeaderMap, body: Bytes) -> Respons
         .and_then(Value::as_object)
         .map(|c| c.iter().filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_owned()))).collect())
         .unwrap_or_default();
+    let chosen = input.pointer("/metadata/uuid").and_then(Value::as_str).map(str::to_ascii_lowercase);
+    if chosen.as_deref().is_some_and(|u| !is_uuid(u)) {
+        return error(StatusCode::UNPROCESSABLE_ENTITY, "INVALID_ARGUMENT", "metadata.uuid is not a UUID");
+    }
     let mut w = s.world.lock().unwrap();
     if let Some((k, v)) = categories.iter().find(|(k, v)| !w.categories.contains(&((*k).clone(), (*v).clone()))) {
         return error(StatusCode::UNPROCESSABLE_ENTITY, "INVALID_ARGUMENT", &format!("Category {k}:{v} does not exist"));
     }
-    let uuid = new_uuid(&mut w);
+    // The client's uuid makes the create idempotent: a second one is refused.
+    if let Some(u) = chosen.as_ref().filter(|u| w.images.contains_key(*u)) {
+        s.conflicts.fetch_add(1, Ordering::SeqCst);
+        return error(StatusCode::CONFLICT, "ENTITY_ALREADY_EXISTS", &format!("Image {u} already exists"));
+    }
+    let uuid = match chosen {
+        Some(u) => u,
+        None => new_uuid(&mut w),
+    };
     let task = new_task(&mut w, "create_image", &uuid);
     let stored = Stored {
         uuid: uuid.clone(),
@@ -358,6 +487,7 @@ async fn create(State(s): State<St>, headers: HeaderMap, body: Bytes) -> Respons
         state: "PENDING".into(),
         tasks: vec![task.clone()],
         created: w.counter,
+        owner: s.user.clone(),
         ..Stored::default()
     };
     let answer = intent(&stored);
@@ -423,6 +553,8 @@ async fn run_create(s: St, image: String, task: String) {
         }
     };
     tokio::time::sleep(s.delay).await;
+    let longer = *s.create_delay.lock().unwrap();
+    tokio::time::sleep(longer).await;
     finish(&s, &task, &image, result);
 }
 
@@ -495,7 +627,7 @@ async fn delete(State(s): State<St>, headers: HeaderMap, Path(uuid): Path<String
             rec.status = "SUCCEEDED".into();
         }
     });
-    let body = json!({"api_version": "3.1", "spec": "", "metadata": {"kind": "image", "uuid": uuid},
+    let body = json!({"api_version": "3.1", "metadata": {"kind": "image", "uuid": uuid},
         "status": {"state": "DELETE_PENDING", "execution_context": {"task_uuid": task}}});
     (StatusCode::ACCEPTED, axum::Json(body)).into_response()
 }
@@ -558,9 +690,20 @@ async fn category(State(s): State<St>, headers: HeaderMap, Path((key, value)): P
     if let Some(r) = refused(&s, &headers) {
         return r;
     }
+    let pause = *s.category_delay.lock().unwrap();
+    tokio::time::sleep(pause).await;
     let w = s.world.lock().unwrap();
     match w.categories.contains(&(key.clone(), value.clone())) {
         true => axum::Json(json!({"api_version": "3.1", "name": key, "value": value})).into_response(),
         false => error(StatusCode::NOT_FOUND, "ENTITY_NOT_FOUND", &format!("Category {key}:{value} not found")),
     }
+}
+
+async fn me(State(s): State<St>, headers: HeaderMap) -> Response {
+    if let Some(r) = refused(&s, &headers) {
+        return r;
+    }
+    axum::Json(json!({"api_version": "3.1", "metadata": {"kind": "user", "uuid": s.user},
+        "spec": {"resources": {}}, "status": {"state": "COMPLETE", "name": "admin", "resources": {}}}))
+    .into_response()
 }

@@ -89,6 +89,19 @@ pub fn platform_cases() -> Vec<FieldCase> {
             ],
         },
         FieldCase {
+            name: "ms-openstack-arm64",
+            value: json!({"kind": "OpenstackProviderSpec", "image": "infra1-rhcos",
+                          "flavor": "m1.xlarge", "cloudName": "openstack"}),
+            field: "image",
+            // A multi-architecture cluster's name carries the architecture.
+            target: json!("infra1-rhcos-9.8.20260428-0-arm64"),
+            others: vec![
+                json!("infra1-rhcos-9.8.20260428-0-arm64x"),
+                json!("infra1-rhcos-9.8.20260428-0-aarch64"),
+                json!("infra1-rhcos-9.9.20990101-0-arm64"),
+            ],
+        },
+        FieldCase {
             name: "ms-openstack-volume",
             value: json!({"kind": "OpenstackProviderSpec", "flavor": "m1.xlarge",
                           "rootVolume": {"diskSize": 30, "sourceUUID": "infra1-rhcos",

@@ -378,6 +378,18 @@ impl Sent {
     }
 }
 
+/// The size, SHA-256 and SHA-512 of the file at `path`, read through once.
+pub async fn digests(path: &Path) -> std::io::Result<(u64, (String, String))> {
+    let (mut body, _, sent) = body(path).await?;
+    while let Some(frame) = body.frame().await {
+        frame?;
+    }
+    let sent = sent
+        .lock()
+        .map_err(|_| std::io::Error::other("the tally is lost"))?;
+    Ok((sent.bytes, sent.digests()))
+}
+
 /// The file at `path` as a request body, streamed from disk and hashed on the way.
 pub async fn body(path: &Path) -> std::io::Result<(Body, u64, Arc<Mutex<Sent>>)> {
     let file = tokio::fs::File::open(path).await?;

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use kube::runtime::events::{Recorder, Reporter};
+use kube::runtime::events::Reporter;
 use tokio::sync::{Notify, watch};
 use tokio::time::Instant;
 
@@ -56,7 +56,7 @@ impl Frame {
                 machines: P::MACHINES,
                 named: P::named,
             },
-            warnings: Warnings::new(Recorder::new(client, reporter)),
+            warnings: Warnings::new(client, reporter),
             retention: Retention::new(self.retention),
         };
         let mut trouble = Trouble::default();

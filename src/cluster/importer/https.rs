@@ -19,14 +19,38 @@ use crate::cluster::egress::{self, Proxy, ProxyConnector};
 
 pub type Body = UnsyncBoxBody<Bytes, std::io::Error>;
 
-/// The largest JSON answer read (a page of Glance's largest page size fits well within it).
-const MAX_ANSWER: usize = 16 << 20;
+/// The largest answer read: a page of a list (Glance's default page of 25 images, Prism
+/// Central's page of 100) is tens of kilobytes. An answer beyond it is one error, not the
+/// pod (whose limit is 128 MiB): see also [`MAX_LIST`].
+pub const MAX_ANSWER: usize = 4 << 20;
+
+/// The most a list may read over all its pages in one pass, where every page of one list
+/// is held at once.
+pub const MAX_LIST: usize = 24 << 20;
+
+/// `url` may be sent to: `https://` (plain `http://` only where the tests allowed it).
+pub fn require_https(url: &str) -> Result<(), HttpsError> {
+    match egress::https_or_allowed(url) {
+        true => Ok(()),
+        false => Err(HttpsError::PlainHttp {
+            url: url.to_owned(),
+        }),
+    }
+}
 
 /// What goes wrong on the way to a cloud and back.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum HttpsError {
     #[error("the CA bundle {from}: {why}")]
     CaBundle { from: String, why: String },
+    #[error(
+        "{url}: plain http:// is refused: Keystone, Glance, Prism Central and the artifacts' mirror are reached over https:// only (the tests' own servers are the one exception, with --allow-plain-http-for-tests)"
+    )]
+    PlainHttp { url: String },
+    #[error(
+        "{url}: the answer is larger than {limit} bytes: not read (the pod's memory is bounded)"
+    )]
+    TooLarge { url: String, limit: usize },
     #[error("{url}{}: {}", proxy_note(.proxy), chain(&**.cause))]
     Send {
         url: String,
@@ -113,6 +137,7 @@ impl Https {
     /// Sends `req` and hands back the answer with its body unread.
     pub async fn start(&self, mut req: Request<Body>) -> Result<Response<Incoming>, HttpsError> {
         let url = req.uri().to_string();
+        require_https(&url)?;
         let proxy = self.connector.intercept(req.uri());
         if let Some(auth) = proxy.as_ref().and_then(|p| p.basic_auth()) {
             // Plain HTTP goes to the proxy as is; HTTPS carries this in its CONNECT.
@@ -143,21 +168,55 @@ impl Https {
         let url = req.uri().to_string();
         let resp = self.start(req).await?;
         let (parts, body) = resp.into_parts();
+        let declared = parts
+            .headers
+            .get(header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
+        if declared.is_some_and(|n| n > MAX_ANSWER as u64) {
+            return Err(too_large(url));
+        }
         let limited = http_body_util::Limited::new(body, MAX_ANSWER);
-        let bytes = limited
-            .collect()
-            .await
-            .map_err(|e| HttpsError::Send {
-                url,
-                proxy: None,
-                cause: cause(format!("reading the answer: {e}")),
-            })?
-            .to_bytes();
+        let bytes = match limited.collect().await {
+            Ok(collected) => collected.to_bytes(),
+            Err(e) if e.is::<http_body_util::LengthLimitError>() => return Err(too_large(url)),
+            Err(e) => {
+                return Err(HttpsError::Send {
+                    url,
+                    proxy: None,
+                    cause: cause(format!("reading the answer: {e}")),
+                });
+            }
+        };
         Ok(Answer {
             status: parts.status,
             headers: parts.headers,
             text: String::from_utf8_lossy(&bytes).into_owned(),
         })
+    }
+}
+
+fn too_large(url: String) -> HttpsError {
+    HttpsError::TooLarge {
+        url,
+        limit: MAX_ANSWER,
+    }
+}
+
+/// What a list has read so far over its pages, against [`MAX_LIST`].
+#[derive(Default)]
+pub struct ListBudget(usize);
+
+impl ListBudget {
+    /// Counts an answer of the list at `url`; past the budget, the list stops with an error.
+    pub fn charge(&mut self, url: &str, answer: &Answer) -> Result<(), HttpsError> {
+        self.0 += answer.text.len();
+        match self.0 > MAX_LIST {
+            true => Err(HttpsError::TooLarge {
+                url: url.to_owned(),
+                limit: MAX_LIST,
+            }),
+            false => Ok(()),
+        }
     }
 }
 

@@ -1,15 +1,16 @@
 //! Warning Events on the objects that wait for an import that cannot happen until a person
 //! acts (a bad artifact, a foreign image under our name): once per object and trouble, not
-//! once per pass.
+//! once per pass, each trouble an Event of its own with its own note.
 
 use std::collections::BTreeSet;
 
 use k8s_openapi::api::core::v1::ObjectReference;
-use kube::runtime::events::{Event, EventType, Recorder};
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use serde_json::Value;
 
 pub struct Warnings {
-    recorder: Recorder,
+    client: kube::Client,
+    reporter: Reporter,
     /// Events already sent.
     sent: BTreeSet<String>,
 }
@@ -23,9 +24,10 @@ pub struct Warning<'a> {
 }
 
 impl Warnings {
-    pub fn new(recorder: Recorder) -> Warnings {
+    pub fn new(client: kube::Client, reporter: Reporter) -> Warnings {
         Warnings {
-            recorder,
+            client,
+            reporter,
             sent: BTreeSet::new(),
         }
     }
@@ -44,7 +46,10 @@ impl Warnings {
                 action: w.action.into(),
                 secondary: None,
             };
-            if let Err(err) = self.recorder.publish(&event, &reference).await {
+            // A recorder of its own: one shared would count a new trouble as the last
+            // Event on the object (same reason and action), whose note would then be stale.
+            let recorder = Recorder::new(self.client.clone(), self.reporter.clone());
+            if let Err(err) = recorder.publish(&event, &reference).await {
                 tracing::warn!(error = %err, "cannot record the Event");
             }
         }

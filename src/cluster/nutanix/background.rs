@@ -154,11 +154,10 @@ pub async fn look(client: &kube::Client, snap: &Snapshot) -> Option<NutanixLearn
                 learned.images.insert(wanted.name.clone());
                 continue;
             }
-            Ok(look) if !look.taken.is_empty() => NutanixError::NameTaken {
-                name: wanted.name.clone(),
-                uuids: look.taken.iter().map(|i| i.uuid.clone()).collect(),
+            Ok(look) => match look.blocked(&wanted.name) {
+                Some(e) => e,
+                None => continue,
             },
-            Ok(_) => continue,
             Err(e) => e,
         };
         learned.unavailable.get_or_insert(why.to_string());
@@ -312,11 +311,7 @@ async fn image(
         .into_iter()
         .filter(|w| w.decision.arch.is_none_or(|a| wanted.arches.contains(&a)))
         .collect();
-    if !look.taken.is_empty() {
-        let e = NutanixError::NameTaken {
-            name: wanted.name.clone(),
-            uuids: look.taken.iter().map(|i| i.uuid.clone()).collect(),
-        };
+    if let Some(e) = look.blocked(&wanted.name) {
         warn(kit, &waiting, &wanted.name, &e).await;
         return Err(e);
     }
@@ -343,9 +338,15 @@ async fn image(
 }
 
 /// Whether only a person can unblock the import: a bad artifact, or a foreign image under
-/// our name.
+/// our name or one the machine API could take for it.
 fn warns(e: &NutanixError) -> bool {
-    e.is_bad_artifact() || matches!(e, NutanixError::NameTaken { .. })
+    e.is_bad_artifact()
+        || matches!(
+            e,
+            NutanixError::NameTaken { .. }
+                | NutanixError::NearName { .. }
+                | NutanixError::LookAlike { .. }
+        )
 }
 
 /// A Warning Event on each waiting object, when only a person can unblock the import.

@@ -19,6 +19,8 @@ pub enum NutanixError {
         #[source]
         cause: Cause,
     },
+    #[error("{why}")]
+    Refused { why: String },
     #[error("Prism Central {what} ({url}): HTTP {status}: {said}")]
     Prism {
         what: String,
@@ -50,6 +52,25 @@ pub enum NutanixError {
         .uuids.join(", "), if .uuids.len() == 1 { "it" } else { "them" }
     )]
     NameTaken { name: String, uuids: Vec<String> },
+    #[error(
+        "Prism Central image {name} is also held by {}, which carry our marker but were not made by the credentials' user: look-alikes, left alone, and nothing is imported or moved to under that name: remove or rename them",
+        .images.join(", ")
+    )]
+    LookAlike { name: String, images: Vec<String> },
+    #[error(
+        "Prism Central holds {} under a name the machine API could take for {name} (the same name in another case, or one its name== filter selects): left alone, and nothing is imported or moved to (the machine API needs the name to select one image): rename {}",
+        .images.join(", "), if .images.len() == 1 { "it" } else { "them" }
+    )]
+    NearName { name: String, images: Vec<String> },
+    #[error(
+        "Prism Central refused the credentials of {secret} ({url}): HTTP 401{}",
+        if .said.is_empty() { String::new() } else { format!(": {}", .said) }
+    )]
+    Unauthorized {
+        secret: String,
+        url: String,
+        said: String,
+    },
     #[error("Prism Central image {name} ({uuid}) of ours is {why}: it is left alone")]
     Busy {
         name: String,

@@ -22,6 +22,7 @@ use super::error::{NutanixError, cause};
 use super::marker::{self, Keep, Marker, image_name};
 use super::prism::{Image, Prism};
 use crate::cluster::importer::artifact::{self, ArtifactError};
+use crate::cluster::importer::https;
 use crate::core::platforms::artifact::{Artifact, ArtifactMirror, download_url};
 
 /// The importer's settings.
@@ -73,6 +74,11 @@ impl Want<'_> {
         image_name(self.infra_id, &self.artifact.release)
     }
 
+    /// The uuid its import creates the image with, from the URL or for an upload.
+    pub fn import_uuid(&self, from_url: bool) -> String {
+        marker::import_uuid(self.infra_id, &self.name(), &self.artifact.sha256, from_url)
+    }
+
     fn names(&self, image: &Image) -> bool {
         self.named.is_none_or(|n| {
             n.contains(&image.uuid) || image.name.as_ref().is_some_and(|name| n.contains(name))
@@ -85,22 +91,67 @@ impl Want<'_> {
 pub struct Look {
     /// Ours, complete, of the stream's qcow2: MachineSets may move to it.
     pub ready: Option<Image>,
+    /// Ours, complete, of the stream's qcow2 too, beside `ready` (an earlier import's).
+    pub twins: Vec<Image>,
     /// Ours, not complete: an import under way, or one that failed.
     pub unfinished: Vec<Image>,
     /// Ours, of another qcow2 than the stream's, or holding other data than its marker says.
     pub stale: Vec<Image>,
     /// Not marked by this cluster: never touched, and nothing is imported beside them.
     pub taken: Vec<Image>,
+    /// Marked as ours, but made by another user than the credentials': look-alikes,
+    /// never touched, and nothing is imported beside them.
+    pub lookalikes: Vec<Image>,
+    /// Under another name that the machine API could take for this one (another case, or
+    /// one its name filter selects): never touched, and nothing is imported beside them.
+    pub near: Vec<Image>,
     /// Prism Central's clock when it answered.
     pub now: Option<Timestamp>,
 }
 
 impl Look {
-    /// The image MachineSets may move to: ready, and the only image under its name (the
-    /// machine API resolves the name and refuses one that names several).
+    /// The image MachineSets may move to: ready, and the only image under its name, by
+    /// any comparison the machine API makes (it refuses a name that selects several).
     pub fn usable(&self) -> Option<&Image> {
-        let alone = self.unfinished.is_empty() && self.stale.is_empty() && self.taken.is_empty();
+        let alone = self.twins.is_empty()
+            && self.unfinished.is_empty()
+            && self.stale.is_empty()
+            && self.taken.is_empty()
+            && self.lookalikes.is_empty()
+            && self.near.is_empty();
         self.ready.as_ref().filter(|_| alone)
+    }
+
+    /// What stops an import or a move that only a person can clear: an image not ours
+    /// under the name, or under a name the machine API could take for it.
+    pub fn blocked(&self, name: &str) -> Option<NutanixError> {
+        if !self.lookalikes.is_empty() {
+            return Some(NutanixError::LookAlike {
+                name: name.to_owned(),
+                images: self
+                    .lookalikes
+                    .iter()
+                    .map(|i| {
+                        let by = i.owner.as_deref().unwrap_or("an unknown user");
+                        format!("{} (made by {by})", i.uuid)
+                    })
+                    .collect(),
+            });
+        }
+        if !self.taken.is_empty() {
+            return Some(NutanixError::NameTaken {
+                name: name.to_owned(),
+                uuids: self.taken.iter().map(|i| i.uuid.clone()).collect(),
+            });
+        }
+        (!self.near.is_empty()).then(|| NutanixError::NearName {
+            name: name.to_owned(),
+            images: self
+                .near
+                .iter()
+                .map(|i| format!("{} ({})", i.name.as_deref().unwrap_or_default(), i.uuid))
+                .collect(),
+        })
     }
 }
 
@@ -108,6 +159,8 @@ pub struct Importer {
     pub prism: Prism,
     /// Images of this replica's imports that failed and could not be deleted then.
     failed_here: BTreeSet<String>,
+    /// The credentials' user, read once.
+    me: tokio::sync::OnceCell<String>,
 }
 
 impl Importer {
@@ -115,32 +168,64 @@ impl Importer {
         Importer {
             prism,
             failed_here: BTreeSet::new(),
+            me: tokio::sync::OnceCell::new(),
         }
+    }
+
+    /// The credentials' user's uuid: only what it made may be ours.
+    pub async fn me(&self) -> Result<&str, NutanixError> {
+        self.me
+            .get_or_try_init(|| self.prism.me())
+            .await
+            .map(String::as_str)
     }
 
     /// What Prism Central holds under the wanted name (read-only).
     pub async fn look(&self, want: &Want<'_>) -> Result<Look, NutanixError> {
         let name = want.name();
-        let (images, now) = self.prism.list(Some(&format!("name=={name}"))).await?;
+        // Every image: the machine API's `name==` filter may select other names than
+        // this one, and the cluster-api provider ignores case.
+        let (mut images, now) = self.prism.list(None).await?;
+        // An import under way is listed only once it succeeded: read it by its uuid.
+        for uuid in [want.import_uuid(true), want.import_uuid(false)] {
+            if images.iter().all(|i| i.uuid != uuid)
+                && let (Some(image), _) = self.prism.get(&uuid).await?
+            {
+                images.push(image);
+            }
+        }
+        let me = self.me().await?;
         let mut look = Look {
             now,
             ..Look::default()
         };
         let a = want.artifact;
-        // The filter's matching is Prism Central's: the name is compared exactly here.
+        // Being deleted is as good as gone.
+        let gone = ["DELETED", "DELETE_PENDING"];
         for image in images
             .into_iter()
-            .filter(|i| i.name.as_deref() == Some(&name))
+            .filter(|i| !gone.contains(&i.state.as_str()))
         {
+            let Some(called) = image.name.as_deref() else {
+                continue;
+            };
+            if called != name {
+                if marker::answers_to(&name, called) {
+                    look.near.push(image);
+                }
+                continue;
+            }
             match image
-                .seen(now)
+                .seen(now, me)
                 .usable(&name, want.infra_id, &a.release, &a.sha256)
             {
-                Ok(()) if look.ready.is_none() && holds(&image, &a.sha256) => {
-                    look.ready = Some(image)
-                }
+                Ok(()) if holds(&image, &a.sha256) => match look.ready {
+                    None => look.ready = Some(image),
+                    Some(_) => look.twins.push(image),
+                },
                 Ok(()) | Err(Keep::OtherImage { .. }) => look.stale.push(image),
                 Err(Keep::NotComplete(_)) => look.unfinished.push(image),
+                Err(Keep::NotOwned(_)) => look.lookalikes.push(image),
                 Err(_) => look.taken.push(image),
             }
         }
@@ -156,14 +241,14 @@ impl Importer {
         want: &Want<'_>,
     ) -> Result<Image, NutanixError> {
         let look = self.look(want).await?;
-        if !look.taken.is_empty() {
-            return Err(NutanixError::NameTaken {
-                name: want.name(),
-                uuids: look.taken.iter().map(|i| i.uuid.clone()).collect(),
-            });
+        if let Some(e) = look.blocked(&want.name()) {
+            return Err(e);
         }
         if let Some(stale) = look.stale.first() {
             return Err(stale_error(stale, want));
+        }
+        for twin in &look.twins {
+            self.clear_twin(want, &twin.uuid).await?;
         }
         self.retry_discards(want).await;
         for leftover in &look.unfinished {
@@ -175,6 +260,23 @@ impl Importer {
         }
     }
 
+    /// Deletes a second complete image of ours of the same qcow2 under the name (an
+    /// earlier import's), once Prism Central says it still is that and no object names
+    /// it by its uuid (a name names both).
+    async fn clear_twin(&self, want: &Want<'_>, uuid: &str) -> Result<(), NutanixError> {
+        let (now, _) = self.prism.get(uuid).await?;
+        let Some(image) = now else {
+            return Ok(());
+        };
+        let by_uuid = want.named.is_none_or(|n| n.contains(uuid));
+        image
+            .seen(None, self.me().await?)
+            .retirable(&want.name(), want.infra_id, by_uuid)
+            .map_err(|why| busy(&image, why))?;
+        tracing::info!(image = %want.name(), uuid, "deleting a second image of ours of the same qcow2 under the name");
+        self.prism.delete(uuid).await.map(drop)
+    }
+
     /// Deletes what an import of ours left when Prism Central says, right now, that it may go.
     async fn clear_leftover(&mut self, want: &Want<'_>, uuid: &str) -> Result<(), NutanixError> {
         let (now_image, now) = self.prism.get(uuid).await?;
@@ -183,7 +285,7 @@ impl Importer {
             return Ok(());
         };
         let failed_here = self.failed_here.contains(uuid);
-        let seen = seen_image.seen(now);
+        let seen = seen_image.seen(now, self.me().await?);
         let named = want.names(&seen_image);
         seen.clearable(&want.name(), want.infra_id, named, failed_here)
             .map_err(|why| busy(&seen_image, why))?;
@@ -216,13 +318,18 @@ impl Importer {
         let (name, a) = (want.name(), want.artifact);
         let marker = marker_for(settings, want, now);
         let categories = self.categories(want.infra_id).await?;
-        let input = |source: Option<&str>| image_input(&name, &marker, &categories, a, source);
+        let input = |source: Option<&str>| {
+            let uuid = want.import_uuid(source.is_some());
+            image_input(&name, &uuid, &marker, &categories, a, source)
+        };
         // The mirror's URL, when there is one, both for Prism Central and for here.
         let mirror = settings.artifact_mirror.as_ref();
         let url = download_url(mirror, &a.location).map_err(|e| ArtifactError::Download {
             url: a.location.clone(),
             cause: cause(e),
         })?;
+        // Prism Central fetches it: over https, as everything here.
+        https::require_https(&url).map_err(|e| NutanixError::Refused { why: e.to_string() })?;
         tracing::info!(image = %name, url, "importing the RHCOS qcow2 into Prism Central from its URL");
         let from_url = self.attempt(settings, want, &input(Some(&url)), None).await;
         let done = match (from_url, &settings.cache_dir) {
@@ -253,7 +360,7 @@ impl Importer {
         file: Option<&Path>,
     ) -> Result<Image, NutanixError> {
         let name = want.name();
-        let (image, task) = self.prism.create(input).await?;
+        let (image, task) = self.create(input).await?;
         let result = async {
             if let Some(task) = &task {
                 let what = format!("create image {name}");
@@ -277,6 +384,26 @@ impl Importer {
             self.discard(want, &image).await;
         }
         result
+    }
+
+    /// The image of `input`, under the uuid it names: a create another replica made
+    /// first is refused, and looked at on the next pass. A uuid still refused once its
+    /// image is gone (deleted, and not given again) is left to Prism Central to choose.
+    async fn create(&self, input: &Value) -> Result<(Image, Option<String>), NutanixError> {
+        let uuid = input.pointer("/metadata/uuid").and_then(Value::as_str);
+        match (self.prism.create(input).await, uuid) {
+            (Err(NutanixError::Prism { status: 409, .. }), Some(uuid)) => {
+                if let (Some(there), _) = self.prism.get(uuid).await? {
+                    return Err(busy(&there, Keep::Appeared));
+                }
+                let mut again = input.clone();
+                if let Some(meta) = again.get_mut("metadata").and_then(Value::as_object_mut) {
+                    meta.remove("uuid");
+                }
+                self.prism.create(&again).await
+            }
+            (result, _) => result,
+        }
     }
 
     /// The installer's category for the cluster, where Prism Central has it: v3 refuses an
@@ -347,7 +474,7 @@ impl Importer {
                         name,
                         uuid: now.uuid.clone(),
                         what: "SHA-256",
-                        prism: now.checksum.map(|c| c.1).unwrap_or_default(),
+                        prism: checksum_said(&now),
                         stream: a.sha256.clone(),
                     });
                 }
@@ -364,10 +491,18 @@ impl Importer {
     /// that the next pass may delete it without waiting for its deadline.
     async fn discard(&mut self, want: &Want<'_>, image: &Image) {
         let name = want.name();
+        let me = match self.me().await {
+            Ok(me) => me.to_owned(),
+            Err(e) => {
+                tracing::warn!(image = %name, uuid = %image.uuid, error = %e, "cannot delete the image of a failed import; the next import tries again");
+                self.failed_here.insert(image.uuid.clone());
+                return;
+            }
+        };
         let allowed = match self.prism.get(&image.uuid).await {
             Ok((None, _)) => return,
             Ok((Some(now), clock)) => {
-                let seen = now.seen(clock);
+                let seen = now.seen(clock, &me);
                 let named = want.names(&now);
                 match seen.state.as_str() {
                     "COMPLETE" => seen.retirable(&name, want.infra_id, named),
@@ -397,12 +532,15 @@ impl Importer {
         }
     }
 
-    /// Every image this cluster marked, whatever its name (for retention and `status`).
+    /// Every image this cluster marked and the credentials' user made, whatever its name
+    /// (for retention and `status`): a copied marker makes nothing ours.
     pub async fn ours(&self, infra_id: &str) -> Result<Vec<Image>, NutanixError> {
+        let me = self.me().await?;
         let (images, _) = self.prism.list(None).await?;
         Ok(images
             .into_iter()
             .filter(|i| i.marker().is_some_and(|m| m.infra_id == infra_id))
+            .filter(|i| i.owner.as_deref() == Some(me))
             .collect())
     }
 
@@ -422,7 +560,7 @@ impl Importer {
         let name = image.name.clone().unwrap_or_default();
         let is_named = named.contains(uuid) || named.contains(&name);
         image
-            .seen(None)
+            .seen(None, self.me().await?)
             .retirable(&name, infra_id, is_named)
             .map_err(|why| busy(&image, why))?;
         tracing::info!(image = %name, uuid, "deleting an image of ours that nothing has named for the retention");
@@ -449,6 +587,7 @@ fn marker_for(settings: &Settings, want: &Want<'_>, now: Option<Timestamp>) -> M
 /// check, or empty, for an upload that carries the checksum itself.
 fn image_input(
     name: &str,
+    uuid: &str,
     marker: &Marker,
     categories: &Value,
     a: &Artifact,
@@ -462,18 +601,15 @@ fn image_input(
     }
     json!({
         "api_version": "3.1",
-        "metadata": {"kind": "image", "categories": categories},
+        "metadata": {"kind": "image", "uuid": uuid, "categories": categories},
         "spec": {"name": name, "description": marker.description(), "resources": resources},
     })
 }
 
-/// Whether what Prism Central reports of an image's data agrees with `sha256` (an image
-/// reported with no SHA-256 cannot be checked, and is taken on its marker).
+/// Whether Prism Central's own checksum of an image's data (its `status`) is the SHA-256
+/// `sha256`: no checksum, or another algorithm's, proves nothing.
 fn holds(image: &Image, sha256: &str) -> bool {
-    match &image.checksum {
-        Some((alg, value)) if alg == "SHA_256" => value == sha256,
-        _ => true,
-    }
+    matches!(&image.checksum, Some((alg, value)) if alg == "SHA_256" && value == sha256)
 }
 
 fn stale_error(image: &Image, want: &Want<'_>) -> NutanixError {
@@ -483,7 +619,7 @@ fn stale_error(image: &Image, want: &Want<'_>) -> NutanixError {
             name: want.name(),
             uuid: image.uuid.clone(),
             what: "SHA-256",
-            prism: image.checksum.clone().map(|c| c.1).unwrap_or_default(),
+            prism: checksum_said(image),
             stream: a.sha256.clone(),
         },
         m => busy(
@@ -494,6 +630,14 @@ fn stale_error(image: &Image, want: &Want<'_>) -> NutanixError {
                 wanted: format!("{} and qcow2 {}", a.release, a.sha256),
             },
         ),
+    }
+}
+
+/// The checksum Prism Central reports, as a person reads it.
+fn checksum_said(image: &Image) -> String {
+    match &image.checksum {
+        Some((alg, value)) => format!("{alg} {value}"),
+        None => "no checksum".into(),
     }
 }
 

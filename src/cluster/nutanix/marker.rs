@@ -76,6 +76,10 @@ pub struct Seen {
     /// `status.state`: `PENDING`, `COMPLETE`, `ERROR`, ...
     pub state: String,
     pub marker: Option<Marker>,
+    /// `metadata.owner_reference.uuid`: the user who made it.
+    pub owner: Option<String>,
+    /// The credentials' user (`users/me`): only its images may be ours.
+    pub me: Option<String>,
     /// Prism Central's clock when it was read (its `Date`), if it said.
     pub now: Option<Timestamp>,
 }
@@ -89,6 +93,10 @@ pub enum Keep {
     Unmarked,
     #[error("marked by infrastructure {0}, not this cluster")]
     OtherCluster(String),
+    #[error(
+        "marked as ours but made by user {0}, not the credentials' user: a look-alike, not ours"
+    )]
+    NotOwned(String),
     #[error("marked for release {marked} and qcow2 {sha256}, not {wanted}")]
     OtherImage {
         marked: String,
@@ -118,9 +126,15 @@ impl Seen {
             return Err(Keep::Gone);
         }
         let marker = self.marker.as_ref().ok_or(Keep::Unmarked)?;
-        match marker.infra_id == infra_id {
-            true => Ok(marker),
-            false => Err(Keep::OtherCluster(marker.infra_id.clone())),
+        if marker.infra_id != infra_id {
+            return Err(Keep::OtherCluster(marker.infra_id.clone()));
+        }
+        // Anyone may copy a description: only who made it proves it ours.
+        match (&self.owner, &self.me) {
+            (Some(owner), Some(me)) if owner == me => Ok(marker),
+            (owner, _) => Err(Keep::NotOwned(
+                owner.clone().unwrap_or_else(|| "unknown".into()),
+            )),
         }
     }
 
@@ -204,6 +218,51 @@ impl Seen {
     }
 }
 
+/// The uuid an import of `sha256` under `name` creates its image with (`metadata.uuid`,
+/// which v3 lets the client choose): an RFC 4122 name-based (version 5) uuid of what is
+/// imported, so that every replica's create of the same image is the same create, and a
+/// second one is refused instead of making a twin. `from_url` tells the two ways apart
+/// (from the URL, or empty then uploaded), which follow each other.
+pub fn import_uuid(infra_id: &str, name: &str, sha256: &str, from_url: bool) -> String {
+    // This project's namespace, itself a version 4 uuid made once.
+    const NAMESPACE: [u8; 16] = [
+        0x5b, 0x0e, 0x3c, 0x6e, 0x2f, 0x41, 0x4d, 0x1a, 0x9c, 0x47, 0x8e, 0x06, 0xd2, 0x71, 0xa4,
+        0x3b,
+    ];
+    let how = if from_url { "url" } else { "upload" };
+    let what = format!("{infra_id}/{name}/{sha256}/{how}");
+    let mut ctx = ring::digest::Context::new(&ring::digest::SHA1_FOR_LEGACY_USE_ONLY);
+    ctx.update(&NAMESPACE);
+    ctx.update(what.as_bytes());
+    let digest = ctx.finish();
+    let mut b = [0u8; 16];
+    b.copy_from_slice(&digest.as_ref()[..16]);
+    b[6] = (b[6] & 0x0f) | 0x50;
+    b[8] = (b[8] & 0x3f) | 0x80;
+    let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();
+    format!(
+        "{}-{}-{}-{}-{}",
+        &hex[..8],
+        &hex[8..12],
+        &hex[12..16],
+        &hex[16..20],
+        &hex[20..]
+    )
+}
+
+/// Whether the machine API could take an image called `other` for one called `name`:
+/// the same name ignoring case (the cluster-api provider compares names with Go's
+/// `EqualFold`), or a name `name==<name>` selects when Prism Central reads it as a
+/// regular expression (the machine API's filter; a dot then matches any character, and
+/// the match may be anywhere in the name).
+pub fn answers_to(name: &str, other: &str) -> bool {
+    let escaped: Vec<String> = name.split('.').map(regex::escape).collect();
+    let loose = escaped.join(".");
+    let folded = regex::Regex::new(&format!("(?i)^{}$", regex::escape(name)));
+    let filter = regex::Regex::new(&loose);
+    folded.is_ok_and(|r| r.is_match(other)) || filter.is_ok_and(|r| r.is_match(other))
+}
+
 /// How long an import may take end to end (Prism Central fetching the qcow2 at a mebibyte
 /// a second and storing it), after which it gives up.
 pub fn import_budget(bytes: Option<u64>) -> Duration {
@@ -232,6 +291,8 @@ mod tests {
             name: Some(image_name(INFRA, RELEASE)),
             state: state.into(),
             marker,
+            owner: Some("u1".into()),
+            me: Some("u1".into()),
             now: now.map(|n| n.parse().unwrap()),
         }
     }
@@ -278,6 +339,28 @@ mod tests {
             seen("COMPLETE", Some(other), None).usable(&name, INFRA, RELEASE, &sha),
             Err(Keep::OtherCluster("other".into()))
         );
+        // Our marker copied by another user: a look-alike, whatever else it says.
+        let copied = Seen {
+            owner: Some("u2".into()),
+            ..ok.clone()
+        };
+        assert_eq!(
+            copied.usable(&name, INFRA, RELEASE, &sha),
+            Err(Keep::NotOwned("u2".into()))
+        );
+        assert_eq!(
+            copied.retirable(&name, INFRA, false),
+            Err(Keep::NotOwned("u2".into()))
+        );
+        let unknown = Seen {
+            owner: None,
+            state: "ERROR".into(),
+            ..ok
+        };
+        assert_eq!(
+            unknown.clearable(&name, INFRA, false, true),
+            Err(Keep::NotOwned("unknown".into()))
+        );
     }
 
     #[test]
@@ -314,6 +397,39 @@ mod tests {
             seen("ERROR", m, late).clearable(&name, INFRA, true, true),
             Err(Keep::Named)
         );
+    }
+
+    #[test]
+    fn an_imports_uuid_is_the_same_on_every_replica_and_apart_for_everything_else() {
+        let sha = "ab".repeat(32);
+        let name = image_name(INFRA, RELEASE);
+        let url = import_uuid(INFRA, &name, &sha, true);
+        assert_eq!(url, import_uuid(INFRA, &name, &sha, true));
+        assert_eq!(url.len(), 36);
+        // Version 5, RFC 4122's variant.
+        assert_eq!(&url[14..15], "5");
+        assert!("89ab".contains(&url[19..20]), "{url}");
+        let others = [
+            import_uuid(INFRA, &name, &sha, false),
+            import_uuid(INFRA, &name, &"cd".repeat(32), true),
+            import_uuid("other", &name, &sha, true),
+            import_uuid(INFRA, &image_name(INFRA, "9.8.20260601-0"), &sha, true),
+        ];
+        assert!(others.iter().all(|o| *o != url), "{others:?}");
+    }
+
+    #[test]
+    fn a_name_answers_to_itself_in_any_case_and_to_what_the_filter_selects() {
+        let name = image_name(INFRA, RELEASE);
+        assert!(answers_to(&name, &name));
+        assert!(answers_to(&name, &name.to_uppercase()));
+        // Unicode's simple folding, as Go's EqualFold: the Kelvin sign is a k.
+        assert!(answers_to(&name, &name.replace('k', "\u{212a}")));
+        // A dot of the name is any character to the filter, anywhere in a longer name.
+        assert!(answers_to(&name, &name.replace("9.8", "9x8")));
+        assert!(answers_to(&name, &format!("old-{name}-copy")));
+        assert!(!answers_to(&name, &image_name(INFRA, "9.8.20260601-0")));
+        assert!(!answers_to(&name, &format!("{INFRA}-rhcos")));
     }
 
     #[test]

@@ -10,7 +10,7 @@ use hyper::{Method, Request, StatusCode, header};
 use k8s_openapi::jiff::Timestamp;
 use serde_json::{Value, json};
 
-use super::credentials::BasicAuth;
+use super::credentials::{self, BasicAuth};
 use super::error::{NutanixError, cause, said};
 use super::marker::{Marker, Seen};
 use crate::cluster::importer::https::{self, Answer, Body, Https, HttpsError, encode};
@@ -33,6 +33,8 @@ pub struct Image {
     pub checksum: Option<(String, String)>,
     pub size: Option<u64>,
     pub source_uri: Option<String>,
+    /// `metadata.owner_reference.uuid`: the user who made it.
+    pub owner: Option<String>,
     /// `status.execution_context.task_uuid`: one task or several.
     pub tasks: Vec<String>,
     /// `status.message_list`, for a failed image.
@@ -56,11 +58,14 @@ impl Image {
                 .and_then(|s| s.pointer(&format!("/resources/{key}")))
                 .or_else(|| spec.and_then(|s| s.pointer(&format!("/resources/{key}"))))
         };
-        let checksum = resources("checksum").and_then(|c| {
-            let algorithm = c.get("checksum_algorithm")?.as_str()?;
-            let value = c.get("checksum_value")?.as_str()?;
-            Some((algorithm.to_owned(), value.to_ascii_lowercase()))
-        });
+        // What Prism Central computed, never what a create asked for (`spec`).
+        let checksum = status
+            .and_then(|s| s.pointer("/resources/checksum"))
+            .and_then(|c| {
+                let algorithm = c.get("checksum_algorithm")?.as_str()?;
+                let value = c.get("checksum_value")?.as_str()?;
+                Some((algorithm.to_owned(), value.to_ascii_lowercase()))
+            });
         let tasks = match status.and_then(|s| s.pointer("/execution_context/task_uuid")) {
             Some(Value::String(t)) => vec![t.clone()],
             Some(Value::Array(list)) => list
@@ -98,6 +103,10 @@ impl Image {
             description: text("description"),
             categories,
             checksum,
+            owner: meta
+                .pointer("/owner_reference/uuid")
+                .and_then(Value::as_str)
+                .map(str::to_owned),
             size: resources("size_bytes").and_then(Value::as_u64),
             source_uri: resources("source_uri")
                 .and_then(Value::as_str)
@@ -111,12 +120,15 @@ impl Image {
         self.description.as_deref().and_then(Marker::read)
     }
 
-    /// What the rules of [`marker`](super::marker) decide on.
-    pub fn seen(&self, now: Option<Timestamp>) -> Seen {
+    /// What the rules of [`marker`](super::marker) decide on, for the credentials' user
+    /// `me`.
+    pub fn seen(&self, now: Option<Timestamp>, me: &str) -> Seen {
         Seen {
             name: self.name.clone(),
             state: self.state.clone(),
             marker: self.marker(),
+            owner: self.owner.clone(),
+            me: Some(me.to_owned()),
             now,
         }
     }
@@ -195,6 +207,7 @@ impl Prism {
         filter: Option<&str>,
     ) -> Result<(Vec<Image>, Option<Timestamp>), NutanixError> {
         let (mut images, mut now, mut offset) = (Vec::new(), None, 0u64);
+        let mut budget = https::ListBudget::default();
         for _ in 0..MAX_PAGES {
             let mut body = json!({"kind": "image", "offset": offset, "length": PAGE});
             if let Some(f) = filter {
@@ -203,6 +216,9 @@ impl Prism {
             let (answer, url) = self
                 .call(Method::POST, "/images/list", Some(&body), true)
                 .await?;
+            budget
+                .charge(&url, &answer)
+                .map_err(|e| send_error(&url, e))?;
             let page = expect(&answer, &url, "list images", &[StatusCode::OK])?;
             now = now.or_else(|| date(&answer));
             let entities = page.get("entities").and_then(Value::as_array);
@@ -346,6 +362,16 @@ impl Prism {
         Ok(Task { status, detail })
     }
 
+    /// The credentials' user's uuid (`GET /users/me`): the owner of what it creates.
+    pub async fn me(&self) -> Result<String, NutanixError> {
+        let (answer, url) = self.call(Method::GET, "/users/me", None, true).await?;
+        let v = expect(&answer, &url, "read the user", &[StatusCode::OK])?;
+        v.pointer("/metadata/uuid")
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+            .ok_or_else(|| answer_error(&Method::GET, &url, "no metadata.uuid"))
+    }
+
     /// Whether the category `key: value` exists (an image can carry only those that do).
     pub async fn category_exists(&self, key: &str, value: &str) -> Result<bool, NutanixError> {
         let path = format!("/categories/{}/{}", encode(key), encode(value));
@@ -365,6 +391,9 @@ impl Prism {
 
 fn send_error(url: &str, e: HttpsError) -> NutanixError {
     match e {
+        e @ (HttpsError::PlainHttp { .. } | HttpsError::TooLarge { .. }) => {
+            NutanixError::Refused { why: e.to_string() }
+        }
         HttpsError::Send { url, proxy, cause } => NutanixError::Send {
             url: match proxy {
                 Some(p) => format!("{url} (through the proxy {p})"),
@@ -386,6 +415,23 @@ fn expect(
     what: &str,
     ok: &[StatusCode],
 ) -> Result<Value, NutanixError> {
+    if answer.status == StatusCode::UNAUTHORIZED {
+        // Prism Central answers a 401 with a page, not v3's error body.
+        let json = serde_json::from_str::<Value>(&answer.text).is_ok();
+        return Err(NutanixError::Unauthorized {
+            secret: format!(
+                "Secret {}/{}",
+                credentials::SECRET_NAMESPACE,
+                credentials::SECRET_NAME
+            ),
+            url: url.to_owned(),
+            said: if json {
+                said(&answer.text)
+            } else {
+                String::new()
+            },
+        });
+    }
     if !ok.contains(&answer.status) {
         return Err(NutanixError::Prism {
             what: what.to_owned(),
@@ -435,6 +481,7 @@ mod tests {
                 "execution_context": {"task_uuid": ["t1", "t2"]}}
         });
         let image = Image::from_json(&v).unwrap();
+        assert_eq!(image.owner, None);
         assert_eq!(image.state, "COMPLETE");
         assert_eq!(image.description.as_deref(), Some("d"));
         assert_eq!(image.checksum, Some(("SHA_256".into(), "ab".into())));
@@ -449,5 +496,11 @@ mod tests {
             (Some("n"), &["t3".to_owned()][..])
         );
         assert_eq!(Image::from_json(&json!({"spec": {}})), None);
+        // A checksum a create asked for is no proof: only Prism Central's own counts.
+        let asked = json!({"metadata": {"uuid": "3d", "owner_reference": {"kind": "user", "uuid": "u1"}},
+            "spec": {"name": "n", "resources": {"checksum": {"checksum_algorithm": "SHA_256", "checksum_value": "ab"}}},
+            "status": {"state": "COMPLETE", "resources": {}}});
+        let asked = Image::from_json(&asked).unwrap();
+        assert_eq!((asked.checksum, asked.owner.as_deref()), (None, Some("u1")));
     }
 }

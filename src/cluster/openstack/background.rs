@@ -22,7 +22,7 @@ use crate::core::snapshot::Snapshot;
 use super::access::{self, Credentials};
 use super::error::OpenStackError;
 use super::import::{Importer, Settings, Want};
-use super::marker::image_name;
+use super::marker::image_name_for;
 use crate::cluster::importer::artifact::Qcow2Target;
 
 /// The importer's state between passes.
@@ -52,6 +52,8 @@ pub struct Wanted {
     pub name: String,
     pub target: Qcow2Target,
     pub arches: BTreeSet<Arch>,
+    /// The one architecture the name carries, on a multi-architecture cluster.
+    pub arch: Option<Arch>,
 }
 
 /// What a pass works on.
@@ -59,32 +61,31 @@ pub struct Wanted {
 pub struct Work {
     pub infra_id: String,
     pub wanted: Vec<Wanted>,
-    /// Names two architectures' different qcow2s would share (the name has no
-    /// architecture): neither is imported, and why is said.
-    pub clashes: BTreeMap<String, String>,
 }
 
 impl Work {
     /// An image of this name is current: never retired.
     fn current(&self, name: &str) -> bool {
-        self.clashes.contains_key(name) || self.wanted.iter().any(|w| w.name == name)
+        self.wanted.iter().any(|w| w.name == name)
     }
 }
 
 /// The stream's qcow2s the cluster's machines may boot (the control plane's architecture,
-/// or every one on a multi-arch cluster), by image name; `None` when this is not an
-/// OpenStack cluster with an infrastructure id and a stream with a qcow2.
+/// or every one on a multi-arch cluster, each under a name with its architecture), by
+/// image name; `None` when this is not an OpenStack cluster with an infrastructure id and
+/// a stream with a qcow2.
 pub fn work(snap: &Snapshot) -> Option<Work> {
     if snap.cluster.platform.as_deref() != Some(Platform::OpenStack.name()) {
         return None;
     }
     let infra_id = snap.cluster.infrastructure_name.clone()?;
     let boot = snap.boot_images.as_ref()?;
-    let arches: Vec<Arch> = match snap.cluster.multi_arch {
+    let multi = snap.cluster.multi_arch;
+    let arches: Vec<Arch> = match multi {
         true => boot.architectures.iter().copied().collect(),
         false => vec![snap.cluster.control_plane_arch.unwrap_or(Arch::Amd64)],
     };
-    let mut by_name: BTreeMap<String, Vec<(Arch, Qcow2Target)>> = BTreeMap::new();
+    let mut by_name: BTreeMap<String, Wanted> = BTreeMap::new();
     for doc in boot.docs() {
         for &arch in &arches {
             let Some(Ok(Target::OpenStack(a))) = doc.target(arch, Platform::OpenStack) else {
@@ -100,45 +101,26 @@ pub fn work(snap: &Snapshot) -> Option<Work> {
                 sha256: a.sha256.clone(),
                 uncompressed_sha256,
             };
-            let name = image_name(&infra_id, &a.release);
-            by_name.entry(name).or_default().push((arch, target));
-        }
-    }
-    let mut work = Work {
-        infra_id,
-        ..Work::default()
-    };
-    for (name, targets) in by_name {
-        let (first_arch, first) = &targets[0];
-        match targets
-            .iter()
-            .find(|(_, t)| t.uncompressed_sha256 != first.uncompressed_sha256)
-        {
-            Some((other_arch, _)) => {
-                let why = format!(
-                    "the stream's {first_arch} and {other_arch} qcow2s of RHCOS {} would both be the Glance image {name}, whose name has no architecture: neither is imported",
-                    first.release
-                );
-                work.clashes.insert(name, why);
-            }
-            None => work.wanted.push(Wanted {
+            let tag = multi.then_some(arch);
+            let name = image_name_for(&infra_id, &a.release, tag);
+            let wanted = by_name.entry(name.clone()).or_insert_with(|| Wanted {
                 name,
-                target: first.clone(),
-                arches: targets.iter().map(|(a, _)| *a).collect(),
-            }),
+                target,
+                arches: BTreeSet::new(),
+                arch: tag,
+            });
+            wanted.arches.insert(arch);
         }
     }
-    (!work.wanted.is_empty() || !work.clashes.is_empty()).then_some(work)
+    let wanted: Vec<Wanted> = by_name.into_values().collect();
+    (!wanted.is_empty()).then_some(Work { infra_id, wanted })
 }
 
 /// Which of the stream's images are usable in Glance, looked at without changing anything
 /// (`status`); `None` when this is not an OpenStack cluster with a qcow2 in its stream.
 pub async fn look(client: &kube::Client, snap: &Snapshot) -> Option<OpenStackLearned> {
     let work = work(snap)?;
-    let mut learned = OpenStackLearned {
-        unavailable: work.clashes.values().next().cloned(),
-        ..OpenStackLearned::default()
-    };
+    let mut learned = OpenStackLearned::default();
     let connected = access::read(client).await;
     let mut importer = match connected.and_then(|creds| access::connect(&creds)) {
         Ok(importer) => importer,
@@ -153,17 +135,17 @@ pub async fn look(client: &kube::Client, snap: &Snapshot) -> Option<OpenStackLea
             target: &wanted.target,
             named: None,
             carried: BTreeMap::new(),
+            arch: wanted.arch,
         };
         let why = match importer.look(&want).await {
-            Ok(look) if look.usable().is_some() => {
+            Ok(look) if look.usable_once_proven().is_some() => {
                 learned.images.insert(wanted.name.clone());
                 continue;
             }
-            Ok(look) if !look.taken.is_empty() => OpenStackError::NameTaken {
-                name: wanted.name.clone(),
-                ids: look.taken.iter().map(|i| i.id.clone()).collect(),
+            Ok(look) => match look.blocked(&wanted.name) {
+                Some(e) => e,
+                None => continue,
             },
-            Ok(_) => continue,
             Err(e) => e,
         };
         learned.unavailable.get_or_insert(why.to_string());
@@ -211,7 +193,7 @@ impl Plugin for Background {
         listed: Option<&Listed>,
     ) -> Pass<OpenStackLearned> {
         let mut learned = OpenStackLearned::default();
-        let mut trouble = work.clashes.values().next().cloned();
+        let mut trouble = None;
         let Background {
             client,
             settings,
@@ -300,8 +282,9 @@ async fn image(
         target: &wanted.target,
         named: at.listed.map(|l| &l.named),
         carried: BTreeMap::new(),
+        arch: wanted.arch,
     };
-    let look = importer.look(&want).await?;
+    let look = importer.look_proven(settings, &want).await?;
     if look.usable().is_some() {
         return Ok(true);
     }
@@ -312,11 +295,7 @@ async fn image(
         .into_iter()
         .filter(|w| w.decision.arch.is_none_or(|a| wanted.arches.contains(&a)))
         .collect();
-    if !look.taken.is_empty() {
-        let e = OpenStackError::NameTaken {
-            name: wanted.name.clone(),
-            ids: look.taken.iter().map(|i| i.id.clone()).collect(),
-        };
+    if let Some(e) = look.blocked(&wanted.name) {
         warn(kit, &waiting, &wanted.name, &e).await;
         return Err(e);
     }
@@ -333,7 +312,12 @@ async fn image(
     match importer.ensure(settings, &want).await {
         Ok(_) => Ok(true),
         Err(e) => {
-            if e.is_bad_artifact() || matches!(e, OpenStackError::NameTaken { .. }) {
+            if e.is_bad_artifact()
+                || matches!(
+                    e,
+                    OpenStackError::NameTaken { .. } | OpenStackError::LookAlike { .. }
+                )
+            {
                 warn(kit, &waiting, &wanted.name, &e).await;
             }
             Err(e)
@@ -362,6 +346,7 @@ async fn retire(
     listed: &Listed,
 ) -> Result<(), OpenStackError> {
     let ours = importer.ours(&work.infra_id).await?;
+    clear_stopped(importer, work, &ours, listed).await;
     let active: Vec<_> = ours.iter().filter(|i| i.status == "active").collect();
     kit.retention
         .keep_only(|id| active.iter().any(|i| &i.id == id));
@@ -399,6 +384,35 @@ async fn retire(
     Ok(())
 }
 
+/// Deletes the images of ours whose data never came (`queued`, `killed`), of any release,
+/// once their import provably stopped and nothing names them: Glance keeps them, and one
+/// under a wanted name stops the move.
+async fn clear_stopped(
+    importer: &mut Importer,
+    work: &Work,
+    ours: &[super::glance::Image],
+    listed: &Listed,
+) {
+    let stopped = ours
+        .iter()
+        .filter(|i| matches!(i.status.as_str(), "queued" | "killed"));
+    for image in stopped {
+        let name = image.name.as_deref().unwrap_or_default();
+        match importer
+            .clear(&image.id, &work.infra_id, &listed.named)
+            .await
+        {
+            Ok(()) => {}
+            Err(e @ OpenStackError::Busy { .. }) => {
+                tracing::debug!(image = %name, id = %image.id, reason = %e, "an unfinished image of ours is kept");
+            }
+            Err(e) => {
+                tracing::warn!(image = %name, id = %image.id, error = %e, "cannot delete an unfinished image of ours");
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;
@@ -429,7 +443,6 @@ mod tests {
     fn the_control_planes_qcow2_is_wanted_under_the_clusters_name() {
         let work = work(&snapshot("OpenStack", false)).unwrap();
         assert_eq!(work.infra_id, INFRA);
-        assert!(work.clashes.is_empty());
         let [wanted] = &work.wanted[..] else {
             panic!("{work:?}")
         };
@@ -454,15 +467,18 @@ mod tests {
     }
 
     #[test]
-    fn architectures_whose_qcow2s_would_share_a_name_import_nothing() {
-        // On a multi-arch cluster every architecture's qcow2 of one release would be the
-        // same image name.
+    fn on_a_multi_arch_cluster_each_architecture_is_an_image_of_its_own() {
         let work = work(&snapshot("OpenStack", true)).unwrap();
-        assert!(work.wanted.is_empty(), "{work:?}");
-        let name = format!("{INFRA}-rhcos-{RELEASE}");
-        let why = &work.clashes[&name];
-        assert!(why.contains("neither is imported"), "{why}");
-        assert!(work.current(&name));
+        let names: Vec<&str> = work.wanted.iter().map(|w| w.name.as_str()).collect();
+        assert_eq!(
+            names,
+            ["amd64", "arm64", "ppc64le", "s390x"].map(|a| format!("{INFRA}-rhcos-{RELEASE}-{a}"))
+        );
+        for w in &work.wanted {
+            let arch = w.arch.unwrap();
+            assert_eq!(w.arches, [arch].into());
+            assert!(w.target.location.contains(arch.rpm()), "{w:?}");
+        }
     }
 
     #[test]

@@ -12,6 +12,14 @@ pub enum OpenStackError {
     Credentials { secret: String, why: String },
     #[error("the OpenStack CA bundle {from}: {why}")]
     CaBundle { from: String, why: String },
+    #[error(
+        "{url}: plain http:// is refused: Keystone, Glance, Prism Central and the artifacts' mirror are reached over https:// only (the tests' own servers are the one exception, with --allow-plain-http-for-tests)"
+    )]
+    PlainHttp { url: String },
+    #[error(
+        "{url}: the answer is larger than {limit} bytes: not read (the pod's memory is bounded)"
+    )]
+    TooLarge { url: String, limit: usize },
     #[error("{url}{}: {}", proxy_note(.proxy), chain(&**.cause))]
     Send {
         url: String,
@@ -62,6 +70,11 @@ pub enum OpenStackError {
         .ids.join(", "), if .ids.len() == 1 { "it" } else { "them" }
     )]
     NameTaken { name: String, ids: Vec<String> },
+    #[error(
+        "the Glance image name {name} is also held by {}, which carry our marker but are not ours (another project's, or data other than the stream's by Glance's own hash): look-alikes, left alone, and nothing is imported or moved to under that name: remove or rename them",
+        .images.join(", ")
+    )]
+    LookAlike { name: String, images: Vec<String> },
     #[error("Glance image {name} ({id}) of ours is {why}: it is left alone")]
     Busy { name: String, id: String, why: Keep },
     #[error("Glance image {name} ({id}) went {status} after its upload: not used")]
@@ -95,6 +108,8 @@ impl From<HttpsError> for OpenStackError {
     fn from(e: HttpsError) -> OpenStackError {
         match e {
             HttpsError::CaBundle { from, why } => OpenStackError::CaBundle { from, why },
+            HttpsError::PlainHttp { url } => OpenStackError::PlainHttp { url },
+            HttpsError::TooLarge { url, limit } => OpenStackError::TooLarge { url, limit },
             HttpsError::Send { url, proxy, cause } => OpenStackError::Send { url, proxy, cause },
         }
     }

@@ -48,15 +48,21 @@ impl Image {
     }
 
     /// What the rules of [`marker`](super::marker) decide on. An image another project
-    /// owns (a public or shared one) carries no marker of ours, whatever its properties.
+    /// owns (a public or shared one) is never ours, whatever its properties.
     pub fn seen(&self, now: Option<Timestamp>, project: Option<&str>) -> Seen {
-        let owned = project.is_some_and(|p| self.prop("owner") == Some(p));
         Seen {
             name: self.name.clone(),
             status: self.status.clone(),
-            marker: self.marker().filter(|_| owned),
+            marker: self.marker(),
+            owned: self.owned_by(project),
+            owner: self.prop("owner").map(str::to_owned),
             now,
         }
+    }
+
+    /// Owned by `project` (the credentials' project).
+    pub fn owned_by(&self, project: Option<&str>) -> bool {
+        project.is_some_and(|p| self.prop("owner") == Some(p))
     }
 
     pub fn prop(&self, key: &str) -> Option<&str> {
@@ -128,8 +134,10 @@ impl Glance {
         let mut path = format!("/v2/images?{}", query.join("&"));
         let mut images = Vec::new();
         let mut now = None;
+        let mut budget = https::ListBudget::default();
         for _ in 0..MAX_PAGES {
             let (answer, url) = self.call(Method::GET, &path, None).await?;
+            budget.charge(&url, &answer)?;
             let page = expect(&answer, &url, "list images", &[StatusCode::OK])?;
             now = now.or_else(|| date(&answer));
             let found = page
@@ -349,10 +357,26 @@ mod tests {
             v[k] = json!(val);
         }
         let image = Image::from_json(&v).unwrap();
-        assert_eq!(image.seen(None, Some("p1")).marker, Some(marker));
-        // A public image of another project with our properties: not ours.
-        assert_eq!(image.seen(None, Some("p2")).marker, None);
-        assert_eq!(image.seen(None, None).marker, None);
+        let name = "n";
+        let ours = image.seen(None, Some("p1"));
+        assert_eq!(ours.marker, Some(marker));
+        assert_eq!(
+            ours.retirable(name, "ci-os-abc12", false),
+            Err(super::super::marker::Keep::OtherImage {
+                marked: "9.8.1".into(),
+                sha256: "ab".repeat(32),
+                wanted: "the release its name says (n)".into()
+            })
+        );
+        // A public image of another project with our properties: a look-alike, not ours.
+        for project in [Some("p2"), None] {
+            assert_eq!(
+                image
+                    .seen(None, project)
+                    .retirable(name, "ci-os-abc12", false),
+                Err(super::super::marker::Keep::NotOwned("p1".into()))
+            );
+        }
     }
 
     #[test]

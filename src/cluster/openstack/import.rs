@@ -16,8 +16,9 @@ use k8s_openapi::jiff::{SignedDuration, Timestamp};
 
 use super::error::{OpenStackError, cause};
 use super::glance::{Glance, Image};
-use super::marker::{self, Keep, Marker, image_name};
+use super::marker::{self, Keep, Marker, image_name_for};
 use crate::cluster::importer::artifact::{self, ArtifactError, Qcow2Target};
+use crate::core::arch::Arch;
 use crate::core::platforms::artifact::ArtifactMirror;
 
 /// The importer's settings.
@@ -46,11 +47,13 @@ pub struct Want<'a> {
     /// The properties a new image carries over from the one the waiting MachineSets use
     /// now ([`Importer::carried_from`]): how the cloud boots RHCOS (`hw_*` and the like).
     pub carried: BTreeMap<String, String>,
+    /// The architecture the name carries, on a multi-architecture cluster.
+    pub arch: Option<Arch>,
 }
 
 impl Want<'_> {
     pub fn name(&self) -> String {
-        image_name(self.infra_id, &self.target.release)
+        image_name_for(self.infra_id, &self.target.release, self.arch)
     }
 
     fn names(&self, image: &Image) -> bool {
@@ -71,6 +74,13 @@ pub struct Look {
     pub stale: Vec<Image>,
     /// Not marked by this cluster: never touched, and nothing is imported beside them.
     pub taken: Vec<Image>,
+    /// Marked as ours, but owned by another project, or holding other data than the
+    /// stream's by Glance's own hash: look-alikes, never touched, and nothing is imported
+    /// beside them.
+    pub lookalikes: Vec<Image>,
+    /// Ours by marker and owner, whose data this replica cannot prove yet: it has not
+    /// computed the digest Glance keeps (`os_hash_value`) of the stream's qcow2.
+    pub unproven: Vec<Image>,
     /// Glance's clock when it answered.
     pub now: Option<Timestamp>,
 }
@@ -79,9 +89,63 @@ impl Look {
     /// The image MachineSets may move to: ready, and the only image under its name (the
     /// machine API resolves the name and refuses one that names several).
     pub fn usable(&self) -> Option<&Image> {
-        let alone = self.unfinished.is_empty() && self.stale.is_empty() && self.taken.is_empty();
+        let alone = self.unfinished.is_empty()
+            && self.stale.is_empty()
+            && self.taken.is_empty()
+            && self.lookalikes.is_empty()
+            && self.unproven.is_empty();
         self.ready.as_ref().filter(|_| alone)
     }
+
+    /// The image MachineSets may move to once this replica proves it (`status`, which
+    /// does not download the qcow2, reports it so).
+    pub fn usable_once_proven(&self) -> Option<&Image> {
+        let alone = self.unfinished.is_empty()
+            && self.stale.is_empty()
+            && self.taken.is_empty()
+            && self.lookalikes.is_empty();
+        match (&self.ready, self.unproven.as_slice()) {
+            (Some(ready), []) => Some(ready),
+            (None, [one]) => Some(one),
+            _ => None,
+        }
+        .filter(|_| alone)
+    }
+
+    /// What stops an import or a move that only a person can clear: a look-alike under
+    /// the name, or an image that is not ours.
+    pub fn blocked(&self, name: &str) -> Option<OpenStackError> {
+        if !self.lookalikes.is_empty() {
+            return Some(OpenStackError::LookAlike {
+                name: name.to_owned(),
+                images: self
+                    .lookalikes
+                    .iter()
+                    .map(|i| {
+                        format!(
+                            "{} (project {})",
+                            i.id,
+                            i.prop("owner").unwrap_or("unknown")
+                        )
+                    })
+                    .collect(),
+            });
+        }
+        (!self.taken.is_empty()).then(|| OpenStackError::NameTaken {
+            name: name.to_owned(),
+            ids: self.taken.iter().map(|i| i.id.clone()).collect(),
+        })
+    }
+}
+
+/// What Glance's own hash of an image's data says of it.
+enum Proof {
+    /// The stream's qcow2.
+    Holds,
+    /// Other data, or no hash this replica can check.
+    Differs,
+    /// Not known here yet: the digest of the stream's qcow2 Glance keeps is not computed.
+    Unknown,
 }
 
 pub struct Importer {
@@ -91,6 +155,9 @@ pub struct Importer {
     /// The artifact found bad (its URL and checksums) and why: not downloaded again until
     /// the stream names another.
     bad_artifact: Option<(String, OpenStackError)>,
+    /// The SHA-512 of each qcow2 (by its SHA-256) this replica computed itself, while
+    /// uploading it or from its download: what Glance's `os_hash_value` must be.
+    digests: BTreeMap<String, String>,
 }
 
 impl Importer {
@@ -99,7 +166,68 @@ impl Importer {
             glance,
             failed_here: BTreeSet::new(),
             bad_artifact: None,
+            digests: BTreeMap::new(),
         }
+    }
+
+    /// What Glance's hash of `image` (`os_hash_algo`, `os_hash_value`, which only Glance
+    /// writes) says of it against the stream's qcow2.
+    fn proof(&self, image: &Image, t: &Qcow2Target) -> Proof {
+        let value = image.prop("os_hash_value");
+        let wanted = match image.prop("os_hash_algo") {
+            Some("sha256") => Some(&t.uncompressed_sha256),
+            Some("sha512") => match self.digests.get(&t.uncompressed_sha256) {
+                Some(d) => Some(d),
+                None => return Proof::Unknown,
+            },
+            _ => None,
+        };
+        match (wanted, value) {
+            (Some(w), Some(v)) if w == v => Proof::Holds,
+            _ => Proof::Differs,
+        }
+    }
+
+    /// The SHA-512 of the stream's qcow2, computed here from its download (the cache,
+    /// else downloaded and checked against the stream's SHA-256), so that an image already
+    /// in Glance can be proven.
+    pub async fn prove(
+        &mut self,
+        settings: &Settings,
+        t: &Qcow2Target,
+    ) -> Result<(), OpenStackError> {
+        if self.digests.contains_key(&t.uncompressed_sha256) {
+            return Ok(());
+        }
+        let path = self.fetch(settings, t).await?;
+        let (_, (sha256, sha512)) = artifact::digests(&path)
+            .await
+            .map_err(|e| cache_error(settings, e))?;
+        if sha256 != t.uncompressed_sha256 {
+            return Err(OpenStackError::Artifact(ArtifactError::Checksum {
+                url: t.location.clone(),
+                what: "cached qcow2 (changed on disk since it was checked)",
+                want: t.uncompressed_sha256.clone(),
+                got: sha256,
+            }));
+        }
+        self.digests.insert(sha256, sha512);
+        Ok(())
+    }
+
+    /// What Glance holds under the wanted name, every image of ours proven: the stream's
+    /// qcow2 is hashed here first when an image needs it.
+    pub async fn look_proven(
+        &mut self,
+        settings: &Settings,
+        want: &Want<'_>,
+    ) -> Result<Look, OpenStackError> {
+        let look = self.look(want).await?;
+        if look.unproven.is_empty() {
+            return Ok(look);
+        }
+        self.prove(settings, want.target).await?;
+        self.look(want).await
     }
 
     /// What Glance holds under the wanted name (read-only).
@@ -118,10 +246,15 @@ impl Importer {
         {
             let seen = image.seen(now, project.as_deref());
             match seen.usable(&name, want.infra_id, &t.release, &t.uncompressed_sha256) {
-                Ok(()) if look.ready.is_none() => look.ready = Some(image),
-                Ok(()) => look.stale.push(image),
+                Ok(()) => match self.proof(&image, t) {
+                    Proof::Holds if look.ready.is_none() => look.ready = Some(image),
+                    Proof::Holds => look.stale.push(image),
+                    Proof::Unknown => look.unproven.push(image),
+                    Proof::Differs => look.lookalikes.push(image),
+                },
                 Err(Keep::NotActive(_)) => look.unfinished.push(image),
                 Err(Keep::OtherImage { .. }) => look.stale.push(image),
+                Err(Keep::NotOwned(_)) => look.lookalikes.push(image),
                 Err(_) => look.taken.push(image),
             }
         }
@@ -136,12 +269,9 @@ impl Importer {
         settings: &Settings,
         want: &Want<'_>,
     ) -> Result<Image, OpenStackError> {
-        let look = self.look(want).await?;
-        if !look.taken.is_empty() {
-            return Err(OpenStackError::NameTaken {
-                name: want.name(),
-                ids: look.taken.iter().map(|i| i.id.clone()).collect(),
-            });
+        let look = self.look_proven(settings, want).await?;
+        if let Some(e) = look.blocked(&want.name()) {
+            return Err(e);
         }
         if let Some(stale) = look.stale.first() {
             return Err(busy(
@@ -231,6 +361,10 @@ impl Importer {
             .into_iter()
             .map(|(k, v)| (k.to_owned(), v.to_owned()))
             .collect();
+        // Nova places an image by its architecture where the cloud has several.
+        if let Some(arch) = want.arch {
+            props.insert("architecture".into(), arch.rpm().into());
+        }
         props.extend(want.carried.clone());
         props.extend(marker.pairs().into_iter().map(|(k, v)| (k.to_owned(), v)));
         // The installer's tag: openshift-install destroy deletes the images that carry it.
@@ -246,8 +380,8 @@ impl Importer {
                     why: "the upload's tally is lost".into(),
                 }
             })?;
-            check_sent(&active, t, sent)?;
-            Ok::<_, OpenStackError>(active)
+            check_sent(&active, t, sent.clone())?;
+            Ok::<_, OpenStackError>((active, sent.1.1))
         };
         let result = tokio::time::timeout(budget, uploaded)
             .await
@@ -260,8 +394,9 @@ impl Importer {
                 })
             });
         match result {
-            Ok(active) => {
+            Ok((active, sha512)) => {
                 tracing::info!(image = %name, id = %active.id, seconds = started.elapsed().as_secs_f64(), bytes = size, "imported the RHCOS qcow2 into Glance");
+                self.digests.insert(t.uncompressed_sha256.clone(), sha512);
                 Ok(active)
             }
             Err(e) => {
@@ -278,13 +413,15 @@ impl Importer {
     /// anyone's nor ours (another import, or one finished meanwhile).
     async fn still_free(&mut self, want: &Want<'_>) -> Result<Option<Timestamp>, OpenStackError> {
         let look = self.look(want).await?;
-        if !look.taken.is_empty() {
-            return Err(OpenStackError::NameTaken {
-                name: want.name(),
-                ids: look.taken.iter().map(|i| i.id.clone()).collect(),
-            });
+        if let Some(e) = look.blocked(&want.name()) {
+            return Err(e);
         }
-        let mut ours = look.ready.iter().chain(&look.unfinished).chain(&look.stale);
+        let mut ours = look
+            .ready
+            .iter()
+            .chain(&look.unfinished)
+            .chain(&look.stale)
+            .chain(&look.unproven);
         match ours.next() {
             Some(image) => Err(busy(image, Keep::Appeared)),
             None => Ok(look.now),
@@ -415,16 +552,46 @@ impl Importer {
         }
     }
 
-    /// Every image this cluster marked, whatever its name (for retention and `status`).
+    /// Every image this cluster marked that the credentials' project owns, whatever its
+    /// name (for retention and `status`): a copied marker makes nothing ours.
     pub async fn ours(&mut self, infra_id: &str) -> Result<Vec<Image>, OpenStackError> {
         let (images, _) = self
             .glance
             .list(&[(marker::INFRASTRUCTURE, infra_id)])
             .await?;
+        let project = self.glance.project().await?;
         Ok(images
             .into_iter()
             .filter(|i| i.marker().is_some_and(|m| m.infra_id == infra_id))
+            .filter(|i| i.owned_by(project.as_deref()))
             .collect())
+    }
+
+    /// Deletes an image of ours whose data never came (`queued`, `killed`: an import that
+    /// failed or was cut off, of any release), once Glance says, right now, that its import
+    /// provably stopped and `named` (listed right now) does not name it.
+    pub async fn clear(
+        &mut self,
+        id: &str,
+        infra_id: &str,
+        named: &BTreeSet<String>,
+    ) -> Result<(), OpenStackError> {
+        let (now_image, now) = self.glance.get(id).await?;
+        let Some(image) = now_image else {
+            self.failed_here.remove(id);
+            return Ok(());
+        };
+        let name = image.name.clone().unwrap_or_default();
+        let is_named = named.contains(id) || named.contains(&name);
+        let project = self.glance.project().await?;
+        let failed_here = self.failed_here.contains(id);
+        let seen = image.seen(now, project.as_deref());
+        seen.clearable(&name, infra_id, is_named, failed_here)
+            .map_err(|why| busy(&image, why))?;
+        tracing::info!(image = %name, id, status = %seen.status, glance_time = ?now, "deleting an image of ours whose import stopped");
+        self.glance.delete(id).await?;
+        self.failed_here.remove(id);
+        Ok(())
     }
 
     /// Deletes an image of ours found unused for the retention, once Glance says, right
@@ -491,10 +658,17 @@ fn check_sent(
     if let Some(size) = image.size.filter(|s| *s != bytes) {
         return Err(mismatch("size", size.to_string(), bytes.to_string()));
     }
-    if image.prop("os_hash_algo") == Some("sha512")
-        && let Some(hash) = image.prop("os_hash_value").filter(|h| *h != sha512)
-    {
-        return Err(mismatch("SHA-512", hash.to_owned(), sha512));
+    // Glance's own hash of what it stored, in the algorithm it chose.
+    let hash = image.prop("os_hash_value").unwrap_or("none").to_owned();
+    match image.prop("os_hash_algo") {
+        Some("sha512") if hash == sha512 => Ok(()),
+        Some("sha256") if hash == sha256 => Ok(()),
+        Some("sha512") => Err(mismatch("SHA-512", hash, sha512)),
+        Some("sha256") => Err(mismatch("SHA-256", hash, sha256)),
+        other => Err(mismatch(
+            "os_hash_algo",
+            other.unwrap_or("none").to_owned(),
+            "sha512 or sha256".into(),
+        )),
     }
-    Ok(())
 }

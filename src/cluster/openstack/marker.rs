@@ -24,8 +24,9 @@ pub const IMPORT_DEADLINE: &str = "bootimage_webhook_import_deadline";
 /// (an upload already sent that Glance is still storing).
 pub const GRACE: Duration = Duration::from_secs(300);
 
+use crate::core::platforms::artifact::name_parts;
 /// The image of `release` for the cluster `infra_id`: the decision's name for it.
-pub use crate::core::platforms::openstack::image_name;
+pub use crate::core::platforms::openstack::{image_name, image_name_for};
 
 /// What this project writes on an image it creates.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -74,6 +75,10 @@ pub struct Seen {
     pub name: Option<String>,
     pub status: String,
     pub marker: Option<Marker>,
+    /// Owned by the credentials' project: only such an image may be ours.
+    pub owned: bool,
+    /// The project that owns it, as Glance says.
+    pub owner: Option<String>,
     /// Glance's clock when it was read (its `Date`), if it said.
     pub now: Option<Timestamp>,
 }
@@ -87,6 +92,10 @@ pub enum Keep {
     Unmarked,
     #[error("marked by infrastructure {0}, not this cluster")]
     OtherCluster(String),
+    #[error(
+        "marked as ours but owned by project {0}, not the credentials': a look-alike, not ours"
+    )]
+    NotOwned(String),
     #[error("marked for release {marked} and qcow2 {sha256}, not {wanted}")]
     OtherImage {
         marked: String,
@@ -119,9 +128,13 @@ impl Seen {
             return Err(Keep::Gone);
         }
         let marker = self.marker.as_ref().ok_or(Keep::Unmarked)?;
-        match marker.infra_id == infra_id {
+        if marker.infra_id != infra_id {
+            return Err(Keep::OtherCluster(marker.infra_id.clone()));
+        }
+        // Anyone may copy properties onto an image of theirs: the owner is Glance's.
+        match self.owned {
             true => Ok(marker),
-            false => Err(Keep::OtherCluster(marker.infra_id.clone())),
+            false => Err(Keep::NotOwned(self.owner.clone().unwrap_or_default())),
         }
     }
 
@@ -187,11 +200,11 @@ impl Seen {
     }
 
     /// An active image of ours, unused for the retention, may be deleted: still called
-    /// `name`, which is the name of the release its marker says, marked by this cluster,
-    /// and named by nothing.
+    /// `name`, which is the name of the release its marker says (with an architecture
+    /// or without), marked by this cluster, and named by nothing.
     pub fn retirable(&self, name: &str, infra_id: &str, named: bool) -> Result<(), Keep> {
         let marker = self.ours(name, infra_id)?;
-        if image_name(infra_id, &marker.release) != name {
+        if name_parts(name).is_none_or(|(i, r, _)| i != infra_id || r != marker.release) {
             return Err(Keep::OtherImage {
                 marked: marker.release.clone(),
                 sha256: marker.qcow2_sha256.clone(),
@@ -260,6 +273,8 @@ mod tests {
             name: Some(image_name(INFRA, RELEASE_A)),
             status: status.into(),
             marker,
+            owned: true,
+            owner: Some("p1".into()),
             now: now.map(|n| n.parse().unwrap()),
         }
     }

@@ -16,6 +16,7 @@ use serde_json::Value;
 
 use super::rules::{EntryError, Outcome, Reading};
 pub use crate::core::learned::Imported;
+use crate::core::arch::Arch;
 use crate::core::reason::Reason;
 use crate::core::skew::version::{self as skew, Source, Version};
 
@@ -267,13 +268,37 @@ pub(crate) fn move_to(
 fn may_move_from(name: &str, infra_id: &str) -> bool {
     name.is_empty()
         || name == format!("{infra_id}-rhcos")
-        || release_in_name(name).is_some_and(|r| name == image_name(infra_id, r))
+        || name_parts(name).is_some_and(|(prefix, _, _)| prefix == infra_id)
 }
 
 /// The name the OpenStack and Nutanix importers give the image of a release:
 /// `<infra-id>-rhcos-<release>`.
 pub fn image_name(infra_id: &str, release: &str) -> String {
     format!("{infra_id}-rhcos-{release}")
+}
+
+/// The name of a release's image for one architecture where a cluster boots several
+/// (OpenStack's multi-architecture clusters): `<infra-id>-rhcos-<release>-<arch>`, the
+/// architecture in Kubernetes' spelling; else [`image_name`].
+pub fn image_name_for(infra_id: &str, release: &str, arch: Option<Arch>) -> String {
+    match arch {
+        Some(arch) => format!("{infra_id}-rhcos-{release}-{}", arch.k8s()),
+        None => image_name(infra_id, release),
+    }
+}
+
+/// The infrastructure id, release and architecture (where it has one) of a name of that
+/// form.
+pub fn name_parts(name: &str) -> Option<(&str, &str, Option<Arch>)> {
+    let (prefix, rest) = name.rsplit_once("-rhcos-")?;
+    if prefix.is_empty() {
+        return None;
+    }
+    let with_arch = rest.rsplit_once('-').and_then(|(release, arch)| {
+        let arch = Arch::from_k8s(arch)?;
+        is_rhcos_release(release).then_some((prefix, release, Some(arch)))
+    });
+    with_arch.or_else(|| is_rhcos_release(rest).then_some((prefix, rest, None)))
 }
 
 /// The version a name of that form carries (`Other`: not of that form).
@@ -286,8 +311,7 @@ pub(crate) fn version_in_name(image: &str) -> Reading<Version> {
 
 /// The RHCOS release of a name of that form, for any infrastructure id.
 pub(crate) fn release_in_name(name: &str) -> Option<&str> {
-    let (prefix, release) = name.rsplit_once("-rhcos-")?;
-    (!prefix.is_empty() && is_rhcos_release(release)).then_some(release)
+    name_parts(name).map(|(_, release, _)| release)
 }
 
 /// An RHCOS release exactly as RHCOS writes them: `9.8.20260428-0` (RHEL version and
@@ -470,6 +494,22 @@ mod tests {
             Some("9.8.20260428-0")
         );
         assert_eq!(release_in_name("ostest-x7k2p-rhcos"), None);
+        assert_eq!(
+            name_parts("ostest-x7k2p-rhcos-9.8.20260428-0-arm64"),
+            Some(("ostest-x7k2p", "9.8.20260428-0", Some(Arch::Arm64)))
+        );
+        assert_eq!(
+            image_name_for("ostest-x7k2p", "9.8.20260428-0", Some(Arch::Amd64)),
+            "ostest-x7k2p-rhcos-9.8.20260428-0-amd64"
+        );
+        assert_eq!(
+            release_in_name("ostest-x7k2p-rhcos-9.8.20260428-0-x86_64"),
+            None
+        );
+        assert!(may_move_from(
+            "ostest-x7k2p-rhcos-9.6.20250402-0-arm64",
+            "ostest-x7k2p"
+        ));
         assert_eq!(release_in_name("-rhcos-9.8.20260428-0"), None);
         assert_eq!(release_in_name("rhcos-9-8-20260428-0-gcp-x86-64"), None);
     }

@@ -18,8 +18,8 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 use serde_json::Value;
 
-pub use super::artifact::image_name;
 use super::artifact::{self, Artifact, Imported, move_to};
+pub use super::artifact::{image_name, image_name_for};
 use super::rules::{Context, Edit, EntryError, Outcome, Reading, Rules, per_arch};
 use crate::core::arch::Arch;
 use crate::core::lenient::{Field, Object};
@@ -171,7 +171,12 @@ fn reconcile(spec: &SpecFields<'_>, target: &OpenStackTarget, ctx: &Context<'_>)
         Err(skip) => return skip,
     };
     let infra_id = ctx.infrastructure_name;
-    let wanted = match move_to(&current, boot.path(), &target.release, infra_id) {
+    // On a multi-architecture cluster each architecture's qcow2 is an image of its own.
+    let tag = match ctx.multi_arch {
+        true => format!("{}-{}", target.release, ctx.arch.k8s()),
+        false => target.release.clone(),
+    };
+    let wanted = match move_to(&current, boot.path(), &tag, infra_id) {
         Ok(wanted) => wanted,
         Err(stop) => return stop,
     };
@@ -205,21 +210,23 @@ fn not_imported(wanted: &str, target: &OpenStackTarget, ctx: &Context<'_>) -> Op
 }
 
 /// A root-volume MachineSet whose `image` names the same image as its volume keeps the
-/// two the same; an `image` that says something else is left as it is (the machine API
-/// does not read it there).
+/// two the same, and one whose `image` is empty or absent gets it too: the machine API
+/// does not read it there, but cluster-capi-operator drops `sourceUUID` when it converts
+/// the MachineSet to Cluster API and boots the volume from `image`. An `image` that says
+/// something else is left as it is.
 fn image_beside_root_volume(
     spec: &SpecFields<'_>,
     boot: BootField,
     current: &str,
     wanted: &str,
 ) -> Option<Edit> {
-    if boot != BootField::RootVolume || current.is_empty() {
+    if boot != BootField::RootVolume {
         return None;
     }
-    let (image, _) = BootField::Image.read(spec).ok()?;
-    (image == current).then(|| Edit {
+    let (image, exists) = BootField::Image.read(spec).ok()?;
+    (image.is_empty() || (!current.is_empty() && image == current)).then(|| Edit {
         pointer: BootField::Image.pointer().into(),
-        exists: true,
+        exists,
         value: Value::String(wanted.to_owned()),
     })
 }

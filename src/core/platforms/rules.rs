@@ -132,6 +132,8 @@ pub struct Context<'s> {
     /// Infrastructure `status.infrastructureName`, the prefix of the images an importer
     /// names (`None`: not read yet).
     pub infrastructure_name: Option<&'s str>,
+    /// The cluster runs machines of more than one architecture.
+    pub multi_arch: bool,
     /// Infrastructure's vSphere failure domains.
     pub vsphere: Option<&'s VSphereInfra>,
     /// What was learned in the background (EC2's answers, the importers' images).
