@@ -13,7 +13,8 @@
 //! `POST /mutate-machinesets` reads the body whole and answers 200 with the bytes of
 //! `--response-file` (the bench captures them from the real server for the same review), as
 //! `application/json`. Nothing else: no review parsing, no metrics, no logging, no
-//! connection cap, no graceful drain, no plain-HTTP sniffing.
+//! connection cap, no graceful drain, no plain-HTTP sniffing. With `--bare` it does not even
+//! read the body (hyper drains it for the next request): the floor of the stack itself.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -62,6 +63,9 @@ struct Args {
     alt_response_file: Option<PathBuf>,
     #[arg(long, requires = "alt_response_file")]
     alt_if_body_contains: Option<String>,
+    /// Answer without reading the body (no uid echo, no alternative answer).
+    #[arg(long, conflicts_with_all = ["echo_uid", "alt_response_file"])]
+    bare: bool,
     /// Set TCP_NODELAY on accepted connections (the webhook does not, so neither does this
     /// by default).
     #[arg(long)]
@@ -136,6 +140,14 @@ async fn mutate(State(a): State<Arc<Answers>>, review: Bytes) -> impl IntoRespon
     )
 }
 
+/// The answer, the body never read.
+async fn bare(State(a): State<Arc<Answers>>) -> impl IntoResponse {
+    (
+        [(header::CONTENT_TYPE, "application/json")],
+        a.main.whole.clone(),
+    )
+}
+
 fn tls_config(args: &Args) -> anyhow::Result<Arc<rustls::ServerConfig>> {
     let chain = CertificateDer::pem_file_iter(&args.tls_cert_file)
         .with_context(|| format!("reading {}", args.tls_cert_file.display()))?
@@ -169,8 +181,9 @@ async fn main() -> anyhow::Result<()> {
         echo_uid: args.echo_uid,
     });
     let acceptor = TlsAcceptor::from(tls_config(&args)?);
+    let handler = if args.bare { post(bare) } else { post(mutate) };
     let router = Router::new()
-        .route("/mutate-machinesets", post(mutate))
+        .route("/mutate-machinesets", handler)
         .with_state(answers);
     let listener = TcpListener::bind(args.bind_address)
         .await

@@ -111,6 +111,12 @@ pub async fn start(
     let refusals: Arc<server::RefusalLog> = Arc::default();
     let wanted = Arc::new(tokio::sync::Notify::new());
     let wanted_import = Arc::new(tokio::sync::Notify::new());
+    // Request bodies and blocked response writes, on the webhook's port.
+    let budget = Budget::new(
+        settings.max_body_bytes_in_flight,
+        server::MAX_BODY,
+        metrics.requests.body_bytes.clone(),
+    );
     let state = AppState {
         snapshot: snapshot.clone(),
         metrics: metrics.clone(),
@@ -120,24 +126,27 @@ pub async fn start(
         body_timeout: settings.body_timeout,
         min_body_rate: settings.min_body_rate,
         refusals: refusals.clone(),
-        budget: Budget::new(
-            settings.max_body_bytes_in_flight,
-            metrics.requests.body_bytes.clone(),
-        ),
+        budget: budget.clone(),
     };
     let webhook = tokio::spawn(accept::serve(
-        webhook_listener,
-        accept::Transport::Tls(serving.clone(), refusals),
-        server::webhook_router(state),
+        accept::Listening {
+            listener: webhook_listener,
+            transport: accept::Transport::Tls(serving.clone(), refusals),
+            router: server::webhook_router(state),
+            budget: Some(budget),
+        },
         settings.limits,
         stop_webhook_rx.clone(),
         settings.drain_timeout,
     ));
     let tasks = vec![
         tokio::spawn(accept::serve(
-            admin_listener,
-            accept::Transport::Plain,
-            server::admin_router(metrics.clone(), health.clone()),
+            accept::Listening {
+                listener: admin_listener,
+                transport: accept::Transport::Plain,
+                router: server::admin_router(metrics.clone(), health.clone()),
+                budget: None,
+            },
             settings.limits,
             stop_admin_rx,
             Duration::from_secs(2),

@@ -200,9 +200,12 @@ async fn admin(
         idle_timeout: Duration::from_secs(120),
     };
     Ok(tokio::spawn(accept::serve(
-        listener,
-        accept::Transport::Plain,
-        server::admin_router(metrics.clone(), health.clone()),
+        accept::Listening {
+            listener,
+            transport: accept::Transport::Plain,
+            router: server::admin_router(metrics.clone(), health.clone()),
+            budget: None,
+        },
         limits,
         stop,
         Duration::from_secs(2),

@@ -4,7 +4,8 @@
 //! - [`core`]: the pure decision, platforms, snapshot and cluster facts (no I/O);
 //! - [`serve`]: the webhook over HTTPS, reading only the snapshot;
 //! - [`cluster`]: watchers feeding the snapshot, and the toucher;
-//! - [`app`], [`config`], [`offline`], [`preview`], [`status`]: the commands that wire them.
+//! - [`app`], [`config`], [`keep`], [`offline`], [`preview`], [`status`]: the commands that
+//!   wire them.
 
 pub mod app;
 pub mod cluster;
@@ -12,6 +13,7 @@ pub mod config;
 pub mod core;
 pub(crate) mod health;
 pub mod import;
+pub mod keep;
 pub mod logging;
 pub(crate) mod metrics;
 pub(crate) mod offline;

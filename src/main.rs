@@ -95,6 +95,15 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         Command::Skew(skew) => match skew.command {
             SkewCommand::Record(args) => skew_record(&args),
+            SkewCommand::Keep(args) => {
+                logging::init(&cli.log)?;
+                tokio::runtime::Builder::new_multi_thread()
+                    .enable_all()
+                    .build()
+                    .context("starting the runtime")?
+                    .block_on(bootimage_webhook::keep::keep(args))?;
+                Ok(ExitCode::SUCCESS)
+            }
         },
     }
 }

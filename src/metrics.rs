@@ -138,7 +138,7 @@ impl RequestMetrics {
         let body_bytes: Gauge = registered(
             registry,
             "request_body_bytes_in_flight",
-            "Bytes of request bodies held now, of the --max-body-bytes-in-flight budget (over it, requests are refused with 503, reason Overloaded)",
+            "Bytes of request bodies (and of blocked response writes) held now, of the --max-body-bytes-in-flight budget (over it, requests are refused with 503, reason Overloaded)",
         );
         RequestMetrics {
             family,
@@ -367,6 +367,8 @@ pub struct TouchMetrics {
     pub leader: Gauge,
     /// The Lease holder's last proof of the admission policy (its values: see its help).
     pub admission_policy_enforced: Gauge,
+    /// 1 when Manual skew enforcement's record is not the oldest boot image in use.
+    pub skew_record_due: Gauge,
 }
 
 impl TouchMetrics {
@@ -420,6 +422,11 @@ impl TouchMetrics {
             "1 when the Lease holder's last probe (a server-side dry run of a write the ValidatingAdmissionPolicy must deny) was denied by the policy, 0 when it was admitted (the policy is not in force: nothing is touched until it is), -1 when not known (no verdict yet, or not the Lease holder)",
         );
         admission_policy_enforced.set(-1);
+        let skew_record_due: Gauge = registered(
+            registry,
+            "skew_record_due",
+            "1 when MachineConfiguration cluster enforces boot image skew in Manual mode and its record (spec.bootImageSkewEnforcement, else the one the MCO chose) is not the oldest boot image any MachineSet names, as the Lease holder saw it at its last pass: run `bootimage-webhook skew record` (0: current, not Manual, the version in use unknown, or not the Lease holder)",
+        );
         TouchMetrics {
             touches,
             machinesets,
@@ -430,6 +437,7 @@ impl TouchMetrics {
             revert_loops,
             leader,
             admission_policy_enforced,
+            skew_record_due,
         }
     }
 

@@ -332,6 +332,8 @@ pub const COMPONENTS: &[(&str, &[Call])] = &[
         ],
     ),
     ("nutanix-import", &[NUTANIX_CREDENTIALS, NUTANIX_MACHINE]),
+    // None for the webhook: the keeper runs under a ServiceAccount of its own (KEEPER).
+    ("skew-record-keeper", &[]),
     (
         "vsphere-import",
         &[VSPHERE_CREDENTIALS, VSPHERE_INSTALL_CONFIG, VSPHERE_MACHINE],
@@ -357,4 +359,37 @@ pub const ALL: &[Call] = &[
     EVENT,
     LEASE,
     APISERVER,
+];
+
+/// The ServiceAccount of `skew keep` (`manifests/components/skew-record-keeper`), its own
+/// identity: it reads what the survey needs and writes MachineConfiguration `cluster` alone.
+pub const KEEPER_SERVICE_ACCOUNT: &str = "bootimage-webhook-skew-record-keeper";
+/// Its namespace, of its own: the webhook's Service and NetworkPolicy cannot select it.
+pub const KEEPER_NAMESPACE: &str = "bootimage-webhook-skew-record-keeper";
+pub const KEEPER_LEASE_NAME: &str = "bootimage-webhook-skew-record-keeper";
+/// The ValidatingAdmissionPolicy that limits the keeper's writes to the Manual record.
+pub const KEEPER_ADMISSION_POLICY: &str = "bootimage-webhook-skew-record-only";
+
+/// The calls of `skew keep`, granted to [`KEEPER_SERVICE_ACCOUNT`] alone.
+pub const KEEPER: &[Call] = &[
+    Call {
+        verbs: &["list"],
+        why: "skew_keeper::Keeper::pass: the MachineSets' boot images, surveyed as skew record does",
+        ..MACHINESET
+    },
+    Call {
+        verbs: &["get"],
+        why: "skew_keeper::Keeper::pass: the boot images ConfigMap, whose stream tells its images' versions",
+        ..CONFIGMAP
+    },
+    Call {
+        verbs: &["get", "patch"],
+        why: "skew_keeper::Keeper::pass: read the mode and record, write spec.bootImageSkewEnforcement (merge patch; the admission policy allows nothing else)",
+        ..MACHINECONFIGURATION
+    },
+    Call {
+        names: &[KEEPER_LEASE_NAME],
+        why: "skew_keeper::run: kube-lease-manager, one keeper writes (get, create, server-side apply)",
+        ..LEASE
+    },
 ];

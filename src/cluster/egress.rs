@@ -1,5 +1,6 @@
 //! What leaves the cluster (EC2 and STS, vCenter, the ESXi hosts' NFC upload, the OVA
-//! download): through the cluster-wide proxy when `HTTPS_PROXY` / `HTTP_PROXY` (or
+//! download, OpenStack's Keystone and Glance, Nutanix's Prism Central, the qcow2
+//! downloads): through the cluster-wide proxy when `HTTPS_PROXY` / `HTTP_PROXY` (or
 //! `ALL_PROXY`) say so, straight to the hosts `NO_PROXY` names, and trusting the extra CA
 //! bundle (`--trusted-ca-bundle`, the bundle OpenShift injects) beside the system's roots.
 //!

@@ -1,10 +1,11 @@
 //! The cluster side: watchers that keep the snapshot ([`watch`]), the Lease-elected
 //! toucher ([`touch`]) and its Lease ([`lease`]), what is learned in the background (EC2:
 //! [`ec2`]; the user-data Secrets' stub Ignition: [`stubs`], upgraded by
-//! [`stub_upgrade`]; vSphere templates and OpenStack images, imported by the Lease holder:
-//! [`vsphere`], [`openstack`], both on the frame of [`importer`]), the
-//! cluster's TLS security profile ([`tls_profile`]), and the one
-//! list of API calls the code makes ([`apis`]).
+//! [`stub_upgrade`]; vSphere templates, OpenStack images and Nutanix images, imported by
+//! the Lease holder: [`vsphere`], [`openstack`], [`nutanix`], all on the frame of
+//! [`importer`]), the cluster's TLS security profile ([`tls_profile`]), the opt-in keeper
+//! of the Manual skew record ([`skew_keeper`]), and the one list of API calls the code
+//! makes ([`apis`]).
 
 pub mod apis;
 pub(crate) mod aws_credentials;
@@ -18,6 +19,7 @@ pub(crate) mod learned;
 pub(crate) mod lease;
 pub mod nutanix;
 pub mod openstack;
+pub mod skew_keeper;
 pub(crate) mod stub_upgrade;
 pub(crate) mod stubs;
 pub mod tls_profile;

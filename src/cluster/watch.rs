@@ -289,6 +289,7 @@ impl Builder {
                     .and_then(|i| crate::core::platforms::vsphere::infra(&i.data))
                     .map(Arc::new),
                 learned,
+                machine_configuration: mcfg.cloned().map(Arc::new),
             },
         )
     }

@@ -22,6 +22,9 @@ use crate::cluster::apis;
 use crate::cluster::watch::WatchSettings;
 use crate::serve::tls::MinVersion;
 
+mod skew;
+pub use skew::{SkewArgs, SkewCommand, SkewKeepArgs, SkewRecordArgs, TakeOverOf};
+
 #[derive(Debug, Parser)]
 #[command(
     name = "bootimage-webhook",
@@ -77,39 +80,6 @@ object with the patch applied and patch is empty unless reason is Updated.",
     Status(StatusArgs),
     /// Boot image skew enforcement: record the oldest boot image in use (Manual mode).
     Skew(SkewArgs),
-}
-
-#[derive(Debug, Args)]
-pub struct SkewArgs {
-    #[command(subcommand)]
-    pub command: SkewCommand,
-}
-
-#[derive(Debug, Subcommand)]
-pub enum SkewCommand {
-    /// Print (or with --apply, make) the MachineConfiguration change Manual skew
-    /// enforcement needs: the oldest boot image any MachineSet still uses.
-    #[command(
-        long_about = "Print the change of MachineConfiguration `cluster` that Manual boot image skew enforcement needs: `spec.bootImageSkewEnforcement: {mode: Manual, manual: {mode: RHCOSVersion, rhcosVersion: <the oldest boot image in use>}}` (OCPVersion when the image tells only its OpenShift release), as `status` computes it, with the MachineSet and image it was read from, as a merge patch and as the `oc patch` command.\n\nRefuses (exit status 1, nothing written) when no version can be told: no MachineSets, a MachineSet whose boot image version is unknown, or a version the CRD would refuse.\n\n--apply makes the change with the kubeconfig's user (never the webhook's ServiceAccount), as a merge patch of field manager bootimage-webhook-skew-record; where the MCO records the version itself (Automatic, or the MachineSets' boot images managed by it) or enforcement is turned off (mode None), only with --force."
-    )]
-    Record(SkewRecordArgs),
-}
-
-#[derive(Debug, Args)]
-pub struct SkewRecordArgs {
-    /// Read the cluster as `status` reads it (-o table, wide or json).
-    #[command(flatten)]
-    pub status: StatusArgs,
-    /// Make the change on MachineConfiguration `cluster` with the kubeconfig's user.
-    #[arg(long, env = "BOOTIMAGE_WEBHOOK_SKEW_RECORD_APPLY")]
-    pub apply: bool,
-    /// With --apply: write even where the MCO records the version itself (Automatic, or
-    /// boot images it manages) or enforcement is turned off (mode None).
-    #[arg(long, env = "BOOTIMAGE_WEBHOOK_SKEW_RECORD_FORCE")]
-    pub force: bool,
-    /// With --apply: how long to wait for the MCO to report on the change.
-    #[arg(long, env = "BOOTIMAGE_WEBHOOK_SKEW_RECORD_WAIT", value_parser = duration, default_value = "30s")]
-    pub wait: Duration,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -230,11 +200,11 @@ pub struct ServeArgs {
     #[arg(long, env = "BOOTIMAGE_WEBHOOK_MIN_BODY_RATE", value_parser = clap::value_parser!(u64).range(1..), default_value_t = DEFAULT_MIN_BODY_RATE)]
     pub min_body_rate: u64,
     /// Bytes of request bodies held at once, across all connections: a body whose
-    /// length (the largest allowed, 8 MiB, when it is not declared) does not fit in what
-    /// is left is refused at once with 503 and `Retry-After: 1`. A quarter is kept for
-    /// bodies up to 256 KiB, so that ordinary reviews are answered while large bodies
-    /// take the rest. The default is a quarter of the Deployment's 128 MiB memory limit;
-    /// change both together.
+    /// declared length does not fit in what is left is refused at once with 503 and
+    /// `Retry-After: 1`, unless stalled holders, then the address holding the most, give
+    /// way. One address holds at most a quarter (and never less than the largest body,
+    /// 8 MiB), so that ordinary reviews are answered whoever holds the rest. The default is
+    /// a quarter of the Deployment's 128 MiB memory limit; change both together.
     #[arg(long, env = "BOOTIMAGE_WEBHOOK_MAX_BODY_BYTES_IN_FLIGHT", value_parser = body_budget, default_value_t = DEFAULT_MAX_BODY_BYTES_IN_FLIGHT)]
     pub max_body_bytes_in_flight: usize,
     /// On SIGTERM, keep serving (with readiness failing) this long so endpoints drop us
@@ -588,26 +558,5 @@ mod tests {
             panic!()
         };
         assert_eq!(s.cluster.importers.artifact_base_url, None);
-    }
-
-    #[test]
-    fn skew_record_reads_the_cluster_as_status_does() {
-        let cli = Cli::try_parse_from([
-            "bootimage-webhook",
-            "skew",
-            "record",
-            "--apply",
-            "-o",
-            "json",
-        ])
-        .unwrap();
-        let Command::Skew(skew) = cli.command else {
-            panic!()
-        };
-        let SkewCommand::Record(r) = skew.command;
-        assert!(r.apply && !r.force);
-        assert_eq!(r.wait, Duration::from_secs(30));
-        assert_eq!(r.status.output, StatusOutput::Json);
-        assert_eq!(r.status.timeout, Duration::from_secs(30));
     }
 }

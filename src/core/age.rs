@@ -1,6 +1,8 @@
 //! How old a boot image is, from the build date RHCOS writes into every release string
 //! (`9.6.20250826-1`, `416.94.202405291527-0`) and so into the image names made from it
-//! (`rhcos-9-6-20250826-1-gcp-x86-64`, an Azure marketplace version `9.6.20250826`). Pure.
+//! (`rhcos-9-6-20250826-1-gcp-x86-64`, an Azure marketplace version `9.6.20250826`, the
+//! names the vSphere, OpenStack and Nutanix importers give, `<infra-id>-rhcos-<release>...`).
+//! Pure.
 
 use k8s_openapi::jiff::civil::Date;
 

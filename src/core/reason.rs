@@ -46,9 +46,6 @@ reasons! {
     /// `status.authoritativeAPI` is `ClusterAPI` or `Migrating`: the Cluster API copy is (or
     /// is becoming) authoritative, and writing the Machine API copy would fight the migration.
     ClusterAPIAuthoritative,
-    /// Hive made the MachineSet from a MachinePool (`hive.openshift.io/machine-pool`) and
-    /// writes it back: its boot image is the MachinePool's, not ours to set.
-    ManagedByHive,
     UnsupportedOSStream,
     Windows,
     UpgradeInProgress,

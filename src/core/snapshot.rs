@@ -147,6 +147,7 @@ impl Snapshot {
                         ),
                         ..Default::default()
                     }),
+                machine_configuration: None,
             },
         )
     }

@@ -14,11 +14,16 @@ use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 
-use super::deadline::{Deadline, Timeouts, Waiting};
-use super::server::{Peer, RefusalLog};
+use super::budget::Budget;
+use super::deadline::{Deadline, Timeouts, Waiting, WriteCharge};
+use super::refusals::RefusalLog;
 use super::slots::{Admitted, Conn, MAX_CONNECTIONS, MAX_CONNECTIONS_PER_PEER, Slots};
 use super::tls::Serving;
 use crate::health::until;
+
+/// The client's address, put on each request by the accept loop.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Peer(pub SocketAddr);
 
 #[derive(Debug, Clone, Copy)]
 pub struct ConnLimits {
@@ -41,6 +46,11 @@ pub const MAX_HEAD: usize = 16 * 1024;
 /// Header fields in a request head (431 beyond); an apiserver sends a handful.
 pub const MAX_HEADERS: usize = 32;
 
+/// What a connection whose response write is blocked may hold in buffers, charged to the
+/// budget while it waits: TLS's send buffer (rustls's default limit, 64 KiB) and hyper's
+/// (bounded like the head).
+pub const WRITE_BUFFERS: usize = 64 * 1024 + MAX_HEAD;
+
 /// How a port turns an accepted TCP connection into a byte stream: TLS, or nothing.
 #[derive(Clone)]
 pub enum Transport {
@@ -57,22 +67,38 @@ struct Port {
     limits: ConnLimits,
     timeouts: Timeouts,
     slots: Arc<Slots>,
+    /// What blocked writes are charged to (the webhook's body budget).
+    budget: Option<Budget>,
 }
 
 /// A connection's byte stream, TLS or plain.
 trait Io: AsyncRead + AsyncWrite + Send + Unpin {}
 impl<T: AsyncRead + AsyncWrite + Send + Unpin> Io for T {}
 
+/// A port: where it listens, how it speaks, what it serves.
+pub struct Listening {
+    pub listener: TcpListener,
+    pub transport: Transport,
+    pub router: Router,
+    /// What blocked response writes are charged to, if anything.
+    pub budget: Option<Budget>,
+}
+
 /// Serve until `stop` turns true, then drain: in-flight requests finish (up to
 /// `drain_timeout`, after which what is left is cut), idle keep-alive connections close.
+/// A response write the client does not take is cut after the header timeout.
 pub async fn serve(
-    listener: TcpListener,
-    transport: Transport,
-    router: Router,
+    on: Listening,
     limits: ConnLimits,
     mut stop: watch::Receiver<bool>,
     drain_timeout: Duration,
 ) {
+    let Listening {
+        listener,
+        transport,
+        router,
+        budget,
+    } = on;
     let port = Arc::new(Port {
         transport,
         router,
@@ -80,8 +106,10 @@ pub async fn serve(
         timeouts: Timeouts {
             header: limits.header_read_timeout,
             idle: limits.idle_timeout,
+            write: limits.header_read_timeout,
         },
         slots: Arc::new(Slots::default()),
+        budget,
     });
     // Connections closed as they come are logged like refusals: a burst, then a count.
     let full = RefusalLog::default();
@@ -212,7 +240,12 @@ async fn serve_http(
         .keep_alive(true)
         .max_buf_size(MAX_HEAD)
         .max_headers(MAX_HEADERS);
-    let io = Deadline::new(io, conn.phase.clone(), port.timeouts);
+    let charge = port.budget.clone().map(|budget| WriteCharge {
+        budget,
+        peer: peer.ip(),
+        bytes: WRITE_BUFFERS,
+    });
+    let io = Deadline::new(io, conn.phase.clone(), port.timeouts, charge);
     let served = http.serve_connection(TokioIo::new(io), service);
     tokio::pin!(served);
     let mut closing = false;
@@ -232,6 +265,11 @@ async fn serve_http(
                 // Never a whole head: nothing to finish.
                 Some(Waiting::Fresh) => {
                     tracing::debug!(%peer, "no request head yet; closed to make room for a new connection");
+                    return;
+                }
+                // Its last response not taken: nothing to wait for.
+                Some(Waiting::Idle) if conn.phase.write_blocked() => {
+                    tracing::debug!(%peer, "response write blocked; closed to make room for a new connection");
                     return;
                 }
                 // Idle: closed once its last response is out.

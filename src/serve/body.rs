@@ -6,18 +6,19 @@
 //! client that declares a large body and then dawdles gives its charge back within about
 //! the grace, not the whole body timeout.
 
-use std::net::SocketAddr;
+use std::net::IpAddr;
 use std::time::Duration;
 
 use axum::extract::Request;
 use axum::http::{HeaderValue, StatusCode, header};
-use axum::response::Response;
 use http_body_util::BodyExt;
 use hyper::body::Body as _;
 use tokio::time::Instant;
 
-use super::budget::Charge;
-use super::server::{AppState, MAX_BODY, fail};
+use super::budget::{Budget, Charge, STALLED};
+
+/// Well above the apiserver's 3 MiB request cap; an UPDATE carries two objects.
+pub const MAX_BODY: usize = 8 * 1024 * 1024;
 
 /// Time a body has for its first bytes (a lost segment's retransmission, a slow start)
 /// before it is held to the minimum rate.
@@ -30,16 +31,43 @@ fn is_json(content_type: Option<&HeaderValue>) -> bool {
         .is_some_and(|essence| essence.trim().eq_ignore_ascii_case("application/json"))
 }
 
-/// The review's bytes, or the answer that refuses them: not JSON, no declared length, too
-/// large, over the budget of bodies in flight, truncated, or too slow to arrive. The
-/// charge is held until the request is answered.
+/// How fast a body must come.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// The whole body within this, once the head is in.
+    pub timeout: Duration,
+    /// Bytes a second on average, once the grace is over.
+    pub min_rate: u64,
+}
+
+/// Why a body was refused, as the answer says it.
+#[derive(Debug)]
+pub struct Refused {
+    pub code: StatusCode,
+    pub reason: &'static str,
+    pub message: String,
+    /// Try again in a second (the budget was full).
+    pub retry_after: bool,
+}
+
+fn refuse(code: StatusCode, reason: &'static str, message: &str) -> Refused {
+    Refused {
+        code,
+        reason,
+        message: message.to_owned(),
+        retry_after: false,
+    }
+}
+
+/// The review's bytes, or why they are refused: not JSON, no declared length, too large,
+/// over the budget of bodies in flight, truncated, or too slow to arrive. The charge is
+/// held until the request is answered.
 pub async fn read(
-    st: &AppState,
+    budget: &Budget,
+    limits: Limits,
     req: Request,
-    peer: Option<SocketAddr>,
-    start: std::time::Instant,
-) -> Result<(Vec<u8>, Charge), Response> {
-    let refuse = |code, reason, msg: &str| fail(st, peer, start, code, reason, msg);
+    peer: IpAddr,
+) -> Result<(Vec<u8>, Charge), Refused> {
     if !is_json(req.headers().get(header::CONTENT_TYPE)) {
         let got = req
             .headers()
@@ -68,18 +96,19 @@ pub async fn read(
             return Err(refuse(StatusCode::LENGTH_REQUIRED, "LengthRequired", msg));
         }
     };
-    let Some(charge) = st.budget.charge(limit) else {
-        let msg = format!(
-            "too many request bodies in flight: {limit} more bytes do not fit in the {}-byte budget; try again",
-            st.budget.total()
-        );
-        let mut res = refuse(StatusCode::SERVICE_UNAVAILABLE, "Overloaded", &msg);
-        res.headers_mut()
-            .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
-        return Err(res);
+    let charge = match budget.charge(peer, limit) {
+        Ok(charge) => charge,
+        Err(full) => {
+            let msg = format!(
+                "too many request bodies in flight: {limit} more bytes do not fit ({full}: {} bytes in all, {} per address); try again",
+                budget.total(),
+                budget.share()
+            );
+            return Err(overloaded(&msg));
+        }
     };
-    let pace = Pace::new(st.body_timeout, st.min_body_rate);
-    match read_body(req.into_body(), limit, pace).await {
+    let pace = Pace::new(limits.timeout, limits.min_rate);
+    match read_body(req.into_body(), limit, pace, &charge).await {
         Ok(bytes) => Ok((bytes, charge)),
         Err(ReadError::TooLarge) => Err(too_large()),
         Err(ReadError::Unreadable(e)) => {
@@ -90,18 +119,38 @@ pub async fn read(
             let msg = format!(
                 "request body too slow: {received} of {limit} bytes after {:?} (at least {} bytes a second after {BODY_GRACE:?}, all within {:?})",
                 pace.started.elapsed(),
-                st.min_body_rate,
-                st.body_timeout
+                limits.min_rate,
+                limits.timeout
             );
             Err(refuse(StatusCode::REQUEST_TIMEOUT, "BodyTimeout", &msg))
         }
+        Err(ReadError::Evicted { received }) => {
+            let msg = format!(
+                "request body evicted to make room: {received} of {limit} bytes after {:?}, none for the last {STALLED:?} or more than others hold; try again",
+                pace.started.elapsed(),
+            );
+            Err(overloaded(&msg))
+        }
+    }
+}
+
+fn overloaded(msg: &str) -> Refused {
+    Refused {
+        retry_after: true,
+        ..refuse(StatusCode::SERVICE_UNAVAILABLE, "Overloaded", msg)
     }
 }
 
 enum ReadError {
     TooLarge,
     Unreadable(axum::Error),
-    Slow { received: usize },
+    Slow {
+        received: usize,
+    },
+    /// Its charge was taken back to make room for another body.
+    Evicted {
+        received: usize,
+    },
 }
 
 /// When a body's next bytes are due.
@@ -132,16 +181,25 @@ impl Pace {
 }
 
 /// The body into one buffer of `limit` bytes at most, allocated once (no copy at the end,
-/// so a body costs its length, not twice that).
+/// so a body costs its length, not twice that), each frame told to the budget as progress.
 async fn read_body(
     mut body: axum::body::Body,
     limit: usize,
     pace: Pace,
+    charge: &Charge,
 ) -> Result<Vec<u8>, ReadError> {
     let mut bytes = Vec::with_capacity(limit);
     loop {
         let due = pace.due(bytes.len());
-        let frame = match tokio::time::timeout_at(due, body.frame()).await {
+        let next = tokio::select! {
+            biased;
+            next = tokio::time::timeout_at(due, body.frame()) => next,
+            () = charge.evicted() => {
+                let received = bytes.len();
+                return Err(ReadError::Evicted { received });
+            }
+        };
+        let frame = match next {
             Ok(Some(frame)) => frame.map_err(ReadError::Unreadable)?,
             Ok(None) => return Ok(bytes),
             Err(_) => {
@@ -154,6 +212,7 @@ async fn read_body(
                 return Err(ReadError::TooLarge);
             }
             bytes.extend_from_slice(&data);
+            charge.progressed();
         }
     }
 }

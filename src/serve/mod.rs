@@ -7,6 +7,7 @@ pub(crate) mod body;
 pub(crate) mod budget;
 mod deadline;
 pub mod profile;
+pub(crate) mod refusals;
 pub mod server;
 pub(crate) mod slots;
 pub mod tls;

@@ -2,7 +2,7 @@
 //! admin port: their routes and handlers. The request path reads the snapshot and nothing
 //! else. The connections under them are [`accept`](super::accept)'s.
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -14,6 +14,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use tokio::sync::Notify;
 
+use super::accept::Peer;
 use super::admission;
 use super::body;
 use super::budget::Budget;
@@ -26,10 +27,10 @@ use prometheus_client::metrics::gauge::Gauge;
 use tracing::Level;
 
 pub const WEBHOOK_PATH: &str = "/mutate-machinesets";
-/// Well above the apiserver's 3 MiB request cap; an UPDATE carries two objects.
-pub const MAX_BODY: usize = 8 * 1024 * 1024;
 
-pub use super::accept::{ConnLimits, MAX_HEAD, MAX_HEADERS};
+pub use super::accept::{ConnLimits, MAX_HEAD, MAX_HEADERS, WRITE_BUFFERS};
+pub use super::body::MAX_BODY;
+pub use super::refusals::RefusalLog;
 pub use super::slots::{MAX_CONNECTIONS, MAX_CONNECTIONS_PER_PEER};
 
 /// What every request reads; shared behind one `Arc`, so a request clones one pointer.
@@ -52,66 +53,8 @@ pub(crate) struct AppState {
     pub budget: Budget,
 }
 
-/// The client's address, put on each request by the accept loop.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Peer(pub SocketAddr);
-
 fn peer(req: &Request) -> Option<SocketAddr> {
     req.extensions().get::<Peer>().map(|p| p.0)
-}
-
-/// Refused requests are logged at warn so that `oc logs` shows an apiserver (or anyone)
-/// sending something wrong; at most [`RefusalLog::BURST`] lines per window, so that a flood
-/// cannot flood the log. The next line says how many were left out. (A window counter
-/// under a mutex: only refusals pass here, never the served path.)
-#[derive(Debug)]
-pub struct RefusalLog {
-    window: Duration,
-    state: std::sync::Mutex<RefusalWindow>,
-}
-
-#[derive(Debug)]
-struct RefusalWindow {
-    started: Instant,
-    logged: u32,
-    suppressed: u64,
-}
-
-impl RefusalLog {
-    pub const BURST: u32 = 10;
-
-    pub fn new(window: Duration) -> Self {
-        RefusalLog {
-            window,
-            state: std::sync::Mutex::new(RefusalWindow {
-                started: Instant::now(),
-                logged: 0,
-                suppressed: 0,
-            }),
-        }
-    }
-
-    /// `Some(n)`: log this one, and say that `n` were left out before it.
-    pub(super) fn admit(&self) -> Option<u64> {
-        let mut w = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        if w.started.elapsed() >= self.window {
-            w.started = Instant::now();
-            w.logged = 0;
-        }
-        if w.logged < Self::BURST {
-            w.logged += 1;
-            Some(std::mem::take(&mut w.suppressed))
-        } else {
-            w.suppressed += 1;
-            None
-        }
-    }
-}
-
-impl Default for RefusalLog {
-    fn default() -> Self {
-        RefusalLog::new(Duration::from_secs(60))
-    }
 }
 
 pub(crate) fn webhook_router(state: AppState) -> Router {
@@ -149,7 +92,7 @@ fn respond(
     res
 }
 
-pub(super) fn fail(
+fn fail(
     st: &AppState,
     peer: Option<SocketAddr>,
     start: Instant,
@@ -227,9 +170,21 @@ async fn mutate(State(st): St, req: Request) -> Response {
     let start = Instant::now();
     let _in_flight = InFlight::new(&st.metrics.requests.in_flight);
     let peer = peer(&req);
-    let (bytes, _charge) = match body::read(&st, req, peer, start).await {
+    let limits = body::Limits {
+        timeout: st.body_timeout,
+        min_rate: st.min_body_rate,
+    };
+    let ip = peer.map_or(IpAddr::V6(Ipv6Addr::UNSPECIFIED), |p| p.ip());
+    let (bytes, _charge) = match body::read(&st.budget, limits, req, ip).await {
         Ok(read) => read,
-        Err(refused) => return refused,
+        Err(r) => {
+            let mut res = fail(&st, peer, start, r.code, r.reason, &r.message);
+            if r.retry_after {
+                res.headers_mut()
+                    .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+            }
+            return res;
+        }
     };
 
     let snapshot = st.snapshot.load();
@@ -314,27 +269,4 @@ pub(crate) fn admin_router(metrics: SharedMetrics, health: Arc<Health>) -> Route
                 )
             }),
         )
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn refusal_log_admits_a_burst_then_counts_what_it_leaves_out() {
-        let log = RefusalLog::new(Duration::from_millis(200));
-        for _ in 0..RefusalLog::BURST {
-            assert_eq!(log.admit(), Some(0));
-        }
-        for _ in 0..7 {
-            assert_eq!(log.admit(), None);
-        }
-        std::thread::sleep(Duration::from_millis(250));
-        assert_eq!(
-            log.admit(),
-            Some(7),
-            "the next line says how many were left out"
-        );
-        assert_eq!(log.admit(), Some(0));
-    }
 }

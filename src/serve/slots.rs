@@ -9,6 +9,10 @@
 //! Waiting longest goes first: a client that drips a head, or sends one request and sits
 //! idle, is older than a well-behaved client's handshake and than the connections an
 //! apiserver's pool keeps busy.
+//!
+//! An address at its cap is not refused while one of its own connections is idle: the one
+//! idle longest gives way, so that clients sharing an address with a hog (a node's probes,
+//! an apiserver behind the same source NAT) still get in.
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::IpAddr;
@@ -18,7 +22,7 @@ use std::time::Duration;
 
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 
-use super::deadline::Phase;
+use super::deadline::{Phase, Waiting};
 
 /// Connections served at once per port; more are closed at once, unless one gives way.
 pub const MAX_CONNECTIONS: usize = 1024;
@@ -33,6 +37,10 @@ pub const MAX_CONNECTIONS_PER_PEER: usize = MAX_CONNECTIONS / 4;
 
 /// How long a new connection waits for the slot of one that was told to give way.
 const GIVE_WAY: Duration = Duration::from_secs(1);
+
+/// Connections an address may have beyond its cap for the moment between telling its own
+/// idle ones to give way and their closing.
+const OVER_CAP: usize = 16;
 
 /// Why a connection was closed as soon as it was accepted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -53,8 +61,9 @@ pub struct Slots {
 }
 
 /// One connection, as the slots see it.
-#[derive(Default)]
 pub struct Conn {
+    /// Its peer's address, as counted.
+    ip: IpAddr,
     /// Where it is between requests; its IO and its service move it along.
     pub phase: Arc<Phase>,
     give_way: Notify,
@@ -63,6 +72,15 @@ pub struct Conn {
 }
 
 impl Conn {
+    fn new(ip: IpAddr) -> Self {
+        Conn {
+            ip,
+            phase: Arc::default(),
+            give_way: Notify::new(),
+            key: AtomicU64::new(0),
+        }
+    }
+
     /// Resolves once the connection is told to give way (at once if it was told before).
     pub async fn told(&self) {
         self.give_way.notified().await;
@@ -135,13 +153,14 @@ impl Slots {
     /// connection that has waited longest told to give way when every slot is taken), and
     /// queued as waiting for its first request.
     pub fn admit(self: &Arc<Self>, ip: IpAddr) -> Result<Admitted, Refused> {
-        let peer = self.count(ip.to_canonical())?;
+        let ip = ip.to_canonical();
+        let peer = self.count(ip)?;
         let slot = match self.permits.clone().try_acquire_owned() {
             Ok(p) => Slot::Now(p),
             Err(_) if self.evict_longest_waiting() => Slot::AfterGiveWay(self.permits.clone()),
             Err(_) => return Err(Refused::AllBusy),
         };
-        let conn = Arc::new(Conn::default());
+        let conn = Arc::new(Conn::new(ip));
         self.waits(&conn);
         Ok(Admitted { slot, conn, peer })
     }
@@ -149,7 +168,9 @@ impl Slots {
     fn count(self: &Arc<Self>, ip: IpAddr) -> Result<PeerCount, Refused> {
         let mut counts = lock(&self.per_peer);
         let n = counts.entry(ip).or_insert(0);
-        if *n >= MAX_CONNECTIONS_PER_PEER {
+        if *n >= MAX_CONNECTIONS_PER_PEER
+            && (*n >= MAX_CONNECTIONS_PER_PEER + OVER_CAP || !self.evict_own_idle(ip))
+        {
             return Err(Refused::PeerFull);
         }
         *n += 1;
@@ -184,6 +205,20 @@ impl Slots {
         false
     }
 
+    /// Tell the connection of `ip` idle the longest to give way; false when none is idle.
+    fn evict_own_idle(&self, ip: IpAddr) -> bool {
+        let mut queue = lock(&self.queue);
+        let own = queue
+            .iter()
+            .find(|(_, c)| c.ip == ip && c.phase.waiting() == Some(Waiting::Idle))
+            .map(|(key, _)| *key);
+        let Some(conn) = own.and_then(|key| queue.remove(&key)) else {
+            return false;
+        };
+        conn.give_way.notify_one();
+        true
+    }
+
     /// Connections counted against `ip` now.
     #[cfg(test)]
     fn counted(&self, ip: IpAddr) -> usize {
@@ -201,7 +236,6 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::serve::deadline::Waiting;
 
     fn ip(last: u8) -> IpAddr {
         IpAddr::from([127, 0, 0, last])
@@ -214,13 +248,25 @@ mod tests {
         notified.as_mut().enable()
     }
 
+    /// A request, answered: the connection is idle.
+    fn answer(slots: &Slots, a: &Admitted) {
+        a.conn.phase.request();
+        slots.busy(&a.conn);
+        a.conn.phase.answered();
+        slots.waits(&a.conn);
+    }
+
     #[test]
     fn one_address_gets_a_quarter_of_the_slots_and_no_more() {
         let slots = Arc::new(Slots::default());
         let held: Vec<Admitted> = (0..MAX_CONNECTIONS_PER_PEER)
             .map(|_| slots.admit(ip(2)).ok().unwrap())
             .collect();
-        assert_eq!(slots.admit(ip(2)).err(), Some(Refused::PeerFull));
+        assert_eq!(
+            slots.admit(ip(2)).err(),
+            Some(Refused::PeerFull),
+            "none of its own is idle"
+        );
         // The same address written as IPv4-mapped IPv6 is the same peer.
         let mapped = IpAddr::from(std::net::Ipv4Addr::new(127, 0, 0, 2).to_ipv6_mapped());
         assert_eq!(slots.admit(mapped).err(), Some(Refused::PeerFull));
@@ -228,6 +274,51 @@ mod tests {
         drop(held);
         assert_eq!(slots.counted(ip(2)), 0, "given back on drop");
         assert!(slots.admit(ip(2)).is_ok());
+    }
+
+    #[test]
+    fn an_address_at_its_cap_closes_its_own_connection_idle_the_longest() {
+        let slots = Arc::new(Slots::default());
+        let held: Vec<Admitted> = (0..MAX_CONNECTIONS_PER_PEER)
+            .map(|_| slots.admit(ip(2)).ok().unwrap())
+            .collect();
+        let other = slots.admit(ip(3)).ok().unwrap();
+        answer(&slots, &other);
+        answer(&slots, &held[7]);
+        answer(&slots, &held[3]);
+        let probe = slots.admit(ip(2)).ok().unwrap();
+        assert!(told(&held[7].conn), "its own idle the longest");
+        assert!(!told(&held[3].conn) && !told(&other.conn));
+        let next = slots.admit(ip(2)).ok();
+        assert!(
+            next.is_some() && told(&held[3].conn),
+            "then the next idle one"
+        );
+        assert_eq!(slots.admit(ip(2)).err(), Some(Refused::PeerFull));
+        assert_eq!(
+            slots.counted(ip(2)),
+            MAX_CONNECTIONS_PER_PEER + 2,
+            "over the cap until the told ones close"
+        );
+        drop((probe, held));
+        assert_eq!(slots.counted(ip(2)), 1);
+    }
+
+    #[test]
+    fn over_the_cap_only_by_a_few_while_they_close() {
+        let slots = Arc::new(Slots::default());
+        let held: Vec<Admitted> = (0..MAX_CONNECTIONS_PER_PEER)
+            .map(|_| slots.admit(ip(2)).ok().unwrap())
+            .collect();
+        for a in &held {
+            answer(&slots, a);
+        }
+        // The told ones have not closed yet.
+        let more: Vec<Admitted> = (0..OVER_CAP)
+            .map(|_| slots.admit(ip(2)).ok().unwrap())
+            .collect();
+        assert_eq!(slots.admit(ip(2)).err(), Some(Refused::PeerFull));
+        drop(more);
     }
 
     #[test]

@@ -18,6 +18,8 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use support::apiserver::ApiServer;
 use support::binary::{self, Served};
+use support::cluster::{NS, load_profile, run_state};
+use support::clusters::Profile;
 use support::moto::Moto;
 use support::{ami_of, evanphx, fixture, stream_ami};
 
@@ -29,8 +31,29 @@ const MARKET_TOO_NEW: &str = "ami-0market0000000003";
 const FOREIGN: &str = "ami-0foreign000000001";
 const PRODUCT: &str = "59ead7de-2540-4653-a8b0-fa7926d5c845";
 
-/// What EC2 holds: Red Hat's, the marketplace's (three versions of one product) and a
-/// stranger's AMIs, in moto's AMI file format.
+/// The AWS cluster on 4.22, as OpenShift leaves it (`tests/fixtures/clusters/aws-4.22`).
+const PROFILE: Profile = Profile {
+    platform: "aws",
+    release: "4.22",
+};
+
+/// The AMI the installer's MachineSets were installed with: Red Hat's, older than the stream.
+fn installer_ami() -> String {
+    let ms = &PROFILE.machine_sets()[0];
+    ami_of(ms)["id"].as_str().unwrap().to_owned()
+}
+
+/// The installer's MachineSets, by name.
+fn installer_machine_sets() -> Vec<String> {
+    PROFILE
+        .machine_sets()
+        .iter()
+        .map(|ms| ms["metadata"]["name"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+/// What EC2 holds: Red Hat's (the installer's among them), the marketplace's (three versions
+/// of one product) and a stranger's AMIs, in moto's AMI file format.
 fn amis() -> Value {
     let market = |id: &str, version: &str, date: &str| {
         json!({
@@ -44,6 +67,12 @@ fn amis() -> Value {
         })
     };
     json!([
+        {
+            "ami_id": installer_ami(), "state": "available", "public": true, "owner_id": "531415883065",
+            "name": "rhcos-9.6.20250826-1-x86_64", "description": "OpenShift 4.20",
+            "image_type": "machine", "architecture": "x86_64", "virtualization_type": "hvm",
+            "root_device_type": "ebs", "root_device_name": "/dev/xvda", "hypervisor": "xen"
+        },
         {
             "ami_id": RED_HAT, "state": "available", "public": true, "owner_id": "531415883065",
             "name": "rhcos-9.6.20250826-1-x86_64", "description": "OpenShift 4.20",
@@ -209,30 +238,19 @@ fn preview_without_credentials_or_ec2_says_so_and_changes_nothing() {
     }
 }
 
-/// The cluster the server follows: an AWS Infrastructure, the ConfigMap (stamped), a
-/// finished master pool, an amd64 master, the MachineSets' spec-3 user-data Secret, and
-/// our webhook registered at `webhook`.
-fn aws_cluster(api: &ApiServer, webhook: SocketAddr, ca_pem: &str) {
-    let stream = fixture("stream-coreos-rhel-9.installer.json");
-    let objects = json!([
-        {"apiVersion": "v1", "kind": "ConfigMap",
-         "metadata": {"name": "coreos-bootimages", "namespace": "openshift-machine-config-operator"},
-         "data": {"releaseVersion": "4.21.0", "MCOReleaseImageVersion": "4.21.0", "stream": stream.to_string()}},
-        {"apiVersion": "config.openshift.io/v1", "kind": "Infrastructure", "metadata": {"name": "cluster"}, "spec": {}},
-        {"apiVersion": "machineconfiguration.openshift.io/v1", "kind": "MachineConfig",
-         "metadata": {"name": "rendered-master-1",
-                      "annotations": {"machineconfiguration.openshift.io/release-image-version": "4.21.0"}},
-         "spec": {}},
-        {"apiVersion": "machineconfiguration.openshift.io/v1", "kind": "MachineConfigPool",
-         "metadata": {"name": "master"},
-         "spec": {"configuration": {"name": "rendered-master-1"},
-                  "machineConfigSelector": {"matchLabels": {"machineconfiguration.openshift.io/role": "master"}},
-                  "nodeSelector": {"matchLabels": {"node-role.kubernetes.io/master": ""}}}},
-        {"apiVersion": "v1", "kind": "Node",
-         "metadata": {"name": "master-0", "labels": {"node-role.kubernetes.io/master": "", "kubernetes.io/arch": "amd64"}}},
-        {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
-         "metadata": {"name": "worker-user-data", "namespace": "openshift-machine-api"},
-         "data": {"userData": base64(r#"{"ignition":{"version":"3.2.0"}}"#)}},
+/// The cluster the server follows: the AWS profile (its master pool done with its release,
+/// an amd64 master), without the machine API's credentials Secret unless `credentials`.
+fn aws_cluster(api: &ApiServer, credentials: bool) {
+    load_profile(api, PROFILE);
+    run_state(api, PROFILE);
+    if !credentials {
+        api.kubectl_ok(["delete", "secret", "aws-cloud-credentials", "-n", NS]);
+    }
+}
+
+/// Our webhook registered at `webhook`.
+fn register_webhook(api: &ApiServer, webhook: SocketAddr, ca_pem: &str) {
+    let mwc = json!(
         {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingWebhookConfiguration",
          "metadata": {"name": "bootimage-webhook"},
          "webhooks": [{
@@ -242,22 +260,9 @@ fn aws_cluster(api: &ApiServer, webhook: SocketAddr, ca_pem: &str) {
             "rules": [{"apiGroups": ["machine.openshift.io"], "apiVersions": ["v1beta1"],
                        "operations": ["CREATE", "UPDATE"], "resources": ["machinesets"], "scope": "Namespaced"}],
             "admissionReviewVersions": ["v1"], "sideEffects": "None", "failurePolicy": "Ignore",
-            "reinvocationPolicy": "IfNeeded", "timeoutSeconds": 5}]}
-    ]);
-    for o in objects.as_array().unwrap() {
-        let out = api.kubectl_stdin(["create", "-f", "-"], &o.to_string());
-        api.expect_ok(&["create", "-f", "-"], out);
-    }
-    api.kubectl_ok([
-        "patch", "infrastructure", "cluster", "--subresource=status", "--type=merge",
-        "-p", r#"{"status": {"platform": "AWS", "platformStatus": {"type": "AWS", "aws": {"region": "us-east-1"}}}}"#,
-    ]);
-    api.kubectl_ok([
-        "patch", "machineconfigpool", "master", "--subresource=status", "--type=merge",
-        "-p", r#"{"status": {"configuration": {"name": "rendered-master-1"}, "updatedMachineCount": 1, "machineCount": 1,
-                   "conditions": [{"type": "Updated", "status": "True", "lastTransitionTime": "2026-01-01T00:00:00Z"},
-                                  {"type": "Updating", "status": "False", "lastTransitionTime": "2026-01-01T00:00:00Z"}]}}"#,
-    ]);
+            "reinvocationPolicy": "IfNeeded", "timeoutSeconds": 5}]});
+    let out = api.kubectl_stdin(["create", "-f", "-"], &mwc.to_string());
+    api.expect_ok(&["create", "-f", "-"], out);
 }
 
 fn base64(s: &str) -> String {
@@ -292,15 +297,21 @@ fn the_server_classifies_in_the_background_and_touches_once_ec2_answers() {
     let dir = tempfile::tempdir().unwrap();
     let certs = support::dev_certs();
     certs.write(dir.path()).unwrap();
+    aws_cluster(&api, true);
     // EC2's address, with nothing listening yet.
     let port = support::proxy::free_port();
     let served = serve_touching(&api, dir.path(), &format!("http://127.0.0.1:{port}"));
-    aws_cluster(&api, served.webhook, &certs.ca_pem);
+    register_webhook(&api, served.webhook, &certs.ca_pem);
     let names = [
         ("redhat", RED_HAT),
         ("market", MARKET_OLD),
         ("foreign", FOREIGN),
     ];
+    let installer = installer_ami();
+    let installed: Vec<(String, &str)> = installer_machine_sets()
+        .into_iter()
+        .map(|n| (n, installer.as_str()))
+        .collect();
     for (name, ami) in names {
         let out = api.kubectl_stdin(["create", "-f", "-"], &machineset(name, ami).to_string());
         api.expect_ok(&["create", "-f", "-"], out);
@@ -310,7 +321,9 @@ fn the_server_classifies_in_the_background_and_touches_once_ec2_answers() {
             "{name} stored as sent"
         );
     }
-    nothing_moves_and_one_warning_without_ec2(&api, &served, &names);
+    let mut unmoved: Vec<(&str, &str)> = names.to_vec();
+    unmoved.extend(installed.iter().map(|(n, a)| (n.as_str(), *a)));
+    nothing_moves_and_one_warning_without_ec2(&api, &served, &unmoved);
 
     // EC2 comes up where the server looks for it: classification is retried.
     let _moto = Moto::start(port, &amis());
@@ -327,6 +340,14 @@ fn the_server_classifies_in_the_background_and_touches_once_ec2_answers() {
         || stored_ami(&api, "market") == json!({"id": MARKET_NEW}),
         log,
     );
+    for (name, _) in &installed {
+        wait_until(
+            "the installer's MachineSet moved",
+            Duration::from_secs(60),
+            || stored_ami(&api, name) == json!({"id": stream_ami(REGION)}),
+            log,
+        );
+    }
     assert_eq!(stored_ami(&api, "foreign"), json!({"id": FOREIGN}));
     // Nobody wrote the foreign MachineSet after its creation.
     let writes = api
@@ -508,6 +529,8 @@ impl NoOwnCredentials {
         let token = service_account(&api);
         support::rbac::enable(&api, &["aws-machine-api-credentials"], &[]);
         let moto = Moto::start(0, &amis());
+        // The machine API's Secret is what these tests create: the profile's is left out.
+        aws_cluster(&api, false);
         let dir = tempfile::tempdir().unwrap();
         let certs = support::dev_certs();
         certs.write(dir.path()).unwrap();
@@ -525,7 +548,7 @@ impl NoOwnCredentials {
             .env("KUBECONFIG", api.token_kubeconfig(&token, Some(OWN_NS)));
         no_own_credentials(&mut cmd, &moto.url(), dir.path());
         let served = Served::spawn(cmd);
-        aws_cluster(&api, served.webhook, &certs.ca_pem);
+        register_webhook(&api, served.webhook, &certs.ca_pem);
         NoOwnCredentials {
             api,
             moto,

@@ -536,7 +536,7 @@ fn the_container_reads_tls_from_the_whole_secret() {
 }
 
 #[test]
-fn our_bindings_bind_only_our_service_account() {
+fn our_bindings_bind_only_our_service_accounts() {
     let _parallel = support::parallel();
     let ours =
         serde_json::json!([{"kind": "ServiceAccount", "name": NAME, "namespace": OWN_NAMESPACE}]);
@@ -548,10 +548,19 @@ fn our_bindings_bind_only_our_service_account() {
                     .as_str()
                     .is_some_and(|n| n.starts_with(NAME))
         });
+        // The skew record keeper's bind its own ServiceAccount, in its own namespace.
+        let keepers = serde_json::json!([{"kind": "ServiceAccount",
+            "name": apis::KEEPER_SERVICE_ACCOUNT, "namespace": apis::KEEPER_NAMESPACE}]);
         for binding in bindings {
+            let name = binding["metadata"]["name"].as_str().unwrap_or_default();
+            let want = if name == apis::KEEPER_SERVICE_ACCOUNT {
+                &keepers
+            } else {
+                &ours
+            };
             assert_eq!(
-                binding["subjects"], ours,
-                "{}: {} {}/{NAME} binds our ServiceAccount and nothing else",
+                &binding["subjects"], want,
+                "{}: {} {}/{name} binds its ServiceAccount and nothing else",
                 b.name, binding["kind"], binding["metadata"]["namespace"]
             );
         }
@@ -690,6 +699,13 @@ fn openshift_builds_alert_on_fail_open_give_up_and_down() {
                     && e.ends_with("== 0")
             ),
             "{}: an alert on the admission policy not in force",
+            b.name
+        );
+        assert!(
+            exprs
+                .iter()
+                .any(|e| e.contains("bootimage_webhook_skew_record_due") && e.ends_with("== 1")),
+            "{}: an alert on the Manual skew record due",
             b.name
         );
     }

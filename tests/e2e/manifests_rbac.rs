@@ -30,14 +30,17 @@ const SECRETS_ROLE: &str = "bootimage-webhook-user-data-secrets";
 type Grant = (String, String, String, String, String);
 
 fn granted(docs: &[Value]) -> BTreeSet<Grant> {
+    granted_to(docs, SERVICE_ACCOUNT, OWN_NAMESPACE)
+}
+
+/// What the bindings of `docs` grant the ServiceAccount `sa` of `namespace`.
+fn granted_to(docs: &[Value], sa: &str, namespace: &str) -> BTreeSet<Grant> {
     let bound: BTreeSet<(String, String, String)> = docs
         .iter()
         .filter(|d| d["kind"] == "RoleBinding" || d["kind"] == "ClusterRoleBinding")
         .filter(|b| {
             b["subjects"].as_array().into_iter().flatten().any(|s| {
-                s["kind"] == "ServiceAccount"
-                    && s["name"] == SERVICE_ACCOUNT
-                    && s["namespace"] == OWN_NAMESPACE
+                s["kind"] == "ServiceAccount" && s["name"] == sa && s["namespace"] == namespace
             })
         })
         .map(|b| {
@@ -90,12 +93,17 @@ fn granted(docs: &[Value]) -> BTreeSet<Grant> {
 }
 
 fn needed<'a>(calls: impl IntoIterator<Item = &'a apis::Call>) -> BTreeSet<Grant> {
+    needed_in(calls, OWN_NAMESPACE)
+}
+
+/// [`needed`] of a process running in `own` namespace.
+fn needed_in<'a>(calls: impl IntoIterator<Item = &'a apis::Call>, own: &str) -> BTreeSet<Grant> {
     let mut out = BTreeSet::new();
     for call in calls {
         let ns = match call.scope {
             Scope::Cluster => String::new(),
             Scope::Namespace(n) => n.to_owned(),
-            Scope::Own => OWN_NAMESPACE.to_owned(),
+            Scope::Own => own.to_owned(),
         };
         for verb in call.verbs {
             // create names no existing object: it cannot be narrowed by resourceNames.
@@ -163,6 +171,73 @@ fn rbac_matches<'a>(build: &str, docs: &[Value], calls: impl Iterator<Item = &'a
     assert!(
         extra.is_empty(),
         "{build}: RBAC grants more than the code calls: {extra:#?}"
+    );
+}
+
+/// The skew record keeper's ServiceAccount, in a namespace of its own, is granted exactly
+/// the keeper's calls and is bound by its own admission policy alone; no build grants the
+/// webhook's ServiceAccount a write of MachineConfiguration, and the component leaves the
+/// webhook's Deployment as it is.
+#[test]
+fn the_keeper_has_exactly_its_calls_and_the_webhook_writes_no_machine_configuration() {
+    let _parallel = support::parallel();
+    let keeper_ns = apis::KEEPER_NAMESPACE;
+    let docs = render_with_component("skew-record-keeper");
+    let keepers = granted_to(&docs, apis::KEEPER_SERVICE_ACCOUNT, keeper_ns);
+    assert_eq!(keepers, needed_in(apis::KEEPER, keeper_ns));
+    let writes = |g: &BTreeSet<Grant>| -> Vec<Grant> {
+        g.iter()
+            .filter(|(_, group, resource, verb, _)| {
+                group == "operator.openshift.io"
+                    && resource.starts_with("machineconfigurations")
+                    && !["get", "list", "watch"].contains(&verb.as_str())
+            })
+            .cloned()
+            .collect()
+    };
+    let keeper_writes = writes(&keepers);
+    assert_eq!(keeper_writes.len(), 1, "{keeper_writes:?}");
+    assert_eq!(keeper_writes[0].3, "patch");
+    assert_eq!(keeper_writes[0].4, "cluster");
+    // Every component's grants to the webhook are its calls (the test above): none writes.
+    let webhook_calls = apis::ALL
+        .iter()
+        .chain(apis::COMPONENTS.iter().flat_map(|(_, calls)| calls.iter()));
+    assert_eq!(writes(&needed(webhook_calls)), Vec::<Grant>::new());
+    for build in [render("manifests"), docs.clone()] {
+        assert_eq!(writes(&granted(&build)), Vec::<Grant>::new());
+    }
+    let policy = find(
+        &docs,
+        "ValidatingAdmissionPolicy",
+        apis::KEEPER_ADMISSION_POLICY,
+    );
+    let condition = policy["spec"]["matchConditions"][0]["expression"]
+        .as_str()
+        .unwrap();
+    assert!(
+        condition.contains(&format!(
+            "'system:serviceaccount:{keeper_ns}:{}'",
+            apis::KEEPER_SERVICE_ACCOUNT
+        )),
+        "{condition}"
+    );
+    let binding = find(
+        &docs,
+        "ValidatingAdmissionPolicyBinding",
+        apis::KEEPER_ADMISSION_POLICY,
+    );
+    assert_eq!(
+        binding["spec"]["validationActions"],
+        serde_json::json!(["Deny"])
+    );
+    let deployment = |d: &[Value]| find(d, "Deployment", "bootimage-webhook").clone();
+    assert_eq!(deployment(&docs), deployment(&render("manifests")));
+    let keeper = find(&docs, "Deployment", "bootimage-webhook-skew-record-keeper");
+    assert_eq!(keeper["spec"]["replicas"], 1);
+    assert_eq!(
+        keeper["spec"]["template"]["spec"]["serviceAccountName"],
+        apis::KEEPER_SERVICE_ACCOUNT
     );
 }
 

@@ -15,6 +15,7 @@ use bootimage_webhook::cluster::nutanix::image_name;
 use bootimage_webhook::serve::tls::DevCerts;
 use serde_json::{Value, json};
 use support::cluster::*;
+use support::clusters::Profile;
 use support::openstack::{Files, Forwarder};
 use support::prism_double::PrismDouble;
 use support::vsphere::assert_answered;
@@ -25,6 +26,12 @@ const RELEASE: &str = "9.8.20260428-0";
 /// The next build, which the stream names later.
 const NEXT: &str = "9.8.20260601-0";
 const CUSTOM_IMAGE: &str = "my-golden-rhcos";
+/// The Nutanix cluster on 4.22, as OpenShift leaves it, and its infrastructure name.
+const PROFILE: Profile = Profile {
+    platform: "nutanix",
+    release: "4.22",
+};
+const PROFILE_INFRA: &str = "ci-ntnx-x7k2b";
 /// How long an import of the test qcow2 may take here (it takes seconds).
 const IMPORTED_WITHIN: Duration = Duration::from_secs(120);
 
@@ -60,7 +67,9 @@ struct World {
 impl World {
     fn start(infra: &str) -> World {
         support::install_provider();
-        let cluster = Cluster::start(true).with_shipped_touch();
+        // The profile's cluster, its infrastructure name the test's own.
+        let cluster =
+            Cluster::start_profile_with(PROFILE, &[(PROFILE_INFRA, infra)]).with_shipped_touch();
         let prism = PrismDouble::start(USER, PASSWORD);
         prism.add_category(&format!("kubernetes-io-cluster-{infra}"), "owned");
         let certs = DevCerts::generate(&["127.0.0.1".into()]).unwrap();
@@ -96,14 +105,12 @@ impl World {
         world
     }
 
-    /// Infrastructure `cluster` as a Nutanix one whose Prism Central is the double, and
-    /// the machine API's Secret with its user.
+    /// The profile's Infrastructure pointed at the double as its Prism Central, and the
+    /// machine API's Secret with the double's user in place of the profile's example one.
     fn nutanix_cluster(&self) {
         let c = &self.cluster;
         let endpoint = json!({"address": "127.0.0.1", "port": self.tls.port});
-        let spec = json!({"spec": {"platformSpec": {"type": "Nutanix", "nutanix": {
-            "prismCentral": endpoint,
-            "prismElements": [{"name": "pe-1", "endpoint": {"address": "127.0.0.1", "port": 9440}}]}}}});
+        let spec = json!({"spec": {"platformSpec": {"nutanix": {"prismCentral": endpoint}}}});
         c.kubectl(&[
             "patch",
             "infrastructure",
@@ -112,16 +119,6 @@ impl World {
             "-p",
             &spec.to_string(),
         ]);
-        c.set_status(
-            "infrastructure",
-            "cluster",
-            json!({"platform": "Nutanix", "infrastructureName": self.infra,
-                   "platformStatus": {"type": "Nutanix"},
-                   "controlPlaneTopology": "HighlyAvailable", "infrastructureTopology": "HighlyAvailable",
-                   "apiServerURL": "https://api.ntnx.example:6443",
-                   "apiServerInternalURI": "https://api-int.ntnx.example:6443",
-                   "etcdDiscoveryDomain": ""}),
-        );
         let credentials = json!([{"type": "basic_auth", "data": {"prismCentral":
             {"username": USER, "password": PASSWORD}, "prismElements": null}}]);
         let encoded = base64::engine::general_purpose::STANDARD.encode(credentials.to_string());
@@ -168,6 +165,11 @@ impl World {
             "--touch-resync",
             "3s",
         ])
+    }
+
+    /// The installer's worker MachineSet, on the image the installer uploaded.
+    fn installer_ms(&self) -> String {
+        format!("{}-worker-0", self.infra)
     }
 
     fn ours(&self, release: &str) -> String {
@@ -233,12 +235,16 @@ fn nutanix_machinesets_move_to_the_image_imported_once_and_a_customers_stay() {
     let installer_uuid = world.prism.add_image(&installer, "", b"installer");
     let custom_uuid = world.prism.add_image(CUSTOM_IMAGE, "", b"custom");
     let a = world.holder();
-    c.create(&nutanix_machineset("ms-a", &installer));
+    let ms_a = world.installer_ms();
+    assert_eq!(
+        image_of(&c.get(&ms_a)),
+        json!({"type": "name", "name": installer})
+    );
     c.create(&nutanix_machineset("ms-b", &installer));
     c.create(&nutanix_machineset("ms-custom", CUSTOM_IMAGE));
 
     let ours = world.ours(RELEASE);
-    wait_image(c, "ms-a", &ours, &a);
+    wait_image(c, &ms_a, &ours, &a);
     wait_image(c, "ms-b", &ours, &a);
     let imported = a.lines("imported the RHCOS qcow2 into Prism Central");
     assert_eq!(imported.len(), 1, "{}", a.served.log_text());
@@ -285,7 +291,7 @@ fn the_next_release_retires_ours_alone(world: &World, a: &Replica) {
     let c = &world.cluster;
     let (previous, next) = (world.ours(RELEASE), world.ours(NEXT));
     world.set_stream(NEXT);
-    for ms in ["ms-a", "ms-b", "ms-c"] {
+    for ms in [world.installer_ms().as_str(), "ms-b", "ms-c"] {
         wait_image(c, ms, &next, a);
     }
     eventually(

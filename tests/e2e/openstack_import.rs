@@ -14,6 +14,7 @@ use base64::Engine;
 use bootimage_webhook::cluster::openstack::image_name;
 use serde_json::{Value, json};
 use support::cluster::*;
+use support::clusters::Profile;
 use support::openstack::{Files, Qcow2, Servers, Tenant};
 use support::vsphere::assert_answered;
 
@@ -26,6 +27,17 @@ const NEXT_GZ_PATH: &str = "/art/rhcos-9.8.20260601-0-openstack.x86_64.qcow2.gz"
 const THIRD: &str = "9.8.20260715-0";
 const THIRD_FILE: &str = "rhcos-9.8.20260715-0-openstack.x86_64.qcow2.gz";
 const CUSTOM_IMAGE: &str = "my-golden-rhcos";
+/// The OpenStack cluster on 4.22, as OpenShift leaves it, and its infrastructure name.
+const PROFILE: Profile = Profile {
+    platform: "openstack",
+    release: "4.22",
+};
+const PROFILE_INFRA: &str = "ci-os-x7k2b";
+/// The same cluster on 4.19, whose MCO leaves the same status here.
+const PROFILE_4_19: Profile = Profile {
+    platform: "openstack",
+    release: "4.19",
+};
 /// How long an import of the test qcow2 may take here (it takes seconds).
 const IMPORTED_WITHIN: Duration = Duration::from_secs(120);
 
@@ -44,8 +56,22 @@ struct World {
 impl World {
     /// `stream_sha256`: what the stream says the `.gz`'s SHA-256 is (`None`: the truth).
     fn start(servers: &Servers, project: &str, stream_sha256: Option<&str>) -> World {
+        World::start_on(PROFILE, servers, project, stream_sha256)
+    }
+
+    /// [`World::start`] from `profile`.
+    fn start_on(
+        profile: Profile,
+        servers: &Servers,
+        project: &str,
+        stream_sha256: Option<&str>,
+    ) -> World {
         support::install_provider();
-        let cluster = Cluster::start(true).with_shipped_touch();
+        let infra = format!("ci-os-{project}");
+        // The profile's cluster, its infrastructure name the test's own: each test's images
+        // carry it, and no two tests share one.
+        let cluster =
+            Cluster::start_profile_with(profile, &[(PROFILE_INFRA, &infra)]).with_shipped_touch();
         let tenant = servers.tenant(project);
         let cache = tempfile::tempdir().unwrap();
         let qcow2 = Qcow2::make(cache.path(), 1, 7);
@@ -57,7 +83,7 @@ impl World {
         let world = World {
             cluster,
             tenant,
-            infra: format!("ci-os-{project}"),
+            infra,
             files,
             qcow2,
             next,
@@ -72,29 +98,10 @@ impl World {
         world
     }
 
-    /// Infrastructure `cluster` as an OpenStack one, and the machine API's Secret with the
-    /// project's `clouds.yaml`.
+    /// The machine API's Secret with the project's `clouds.yaml`, in place of the profile's
+    /// example one.
     fn openstack_cluster(&self) {
         let c = &self.cluster;
-        let spec = json!({"spec": {"platformSpec": {"type": "OpenStack"}}});
-        c.kubectl(&[
-            "patch",
-            "infrastructure",
-            "cluster",
-            "--type=merge",
-            "-p",
-            &spec.to_string(),
-        ]);
-        c.set_status(
-            "infrastructure",
-            "cluster",
-            json!({"platform": "OpenStack", "infrastructureName": self.infra,
-                   "platformStatus": {"type": "OpenStack"},
-                   "controlPlaneTopology": "HighlyAvailable", "infrastructureTopology": "HighlyAvailable",
-                   "apiServerURL": "https://api.os.example:6443",
-                   "apiServerInternalURI": "https://api-int.os.example:6443",
-                   "etcdDiscoveryDomain": ""}),
-        );
         let clouds = base64::engine::general_purpose::STANDARD.encode(&self.tenant.clouds_yaml);
         let secret = json!({"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
             "metadata": {"name": "openstack-cloud-credentials", "namespace": NS},
@@ -162,6 +169,11 @@ impl World {
         self.tenant.glance("POST", "/v2/images", Some(image))
     }
 
+    /// The installer's worker MachineSet, on the image the installer uploaded.
+    fn installer_ms(&self) -> String {
+        format!("{}-worker-0", self.infra)
+    }
+
     fn ours(&self, release: &str) -> String {
         image_name(&self.infra, release)
     }
@@ -227,12 +239,13 @@ fn stale_machinesets_move_to_the_image_imported_once_and_a_customers_stay() {
     let installer = format!("{}-rhcos", world.infra);
     world.image(&installer);
     let a = world.holder();
-    c.create(&openstack_machineset("ms-image", &installer, false));
+    let ms_image = world.installer_ms();
+    assert_eq!(field(&c.get(&ms_image), "image"), installer);
     c.create(&openstack_machineset("ms-volume", &installer, true));
     c.create(&openstack_machineset("ms-custom", CUSTOM_IMAGE, false));
 
     let ours = world.ours(RELEASE);
-    wait_image(c, "ms-image", "image", &ours, &a);
+    wait_image(c, &ms_image, "image", &ours, &a);
     wait_image(c, "ms-volume", "rootVolume/sourceUUID", &ours, &a);
     // The volume's image field named the same image: it follows.
     assert_eq!(field(&c.get("ms-volume"), "image"), ours);
@@ -258,34 +271,40 @@ fn stale_machinesets_move_to_the_image_imported_once_and_a_customers_stay() {
     a_restart_imports_the_third_from_a_mirror_alone(&world, &bind);
 }
 
-/// MachineConfiguration `cluster` as OpenShift 4.22 leaves it on OpenStack (`{"managedBootImagesStatus":
-/// {}, "observedGeneration": 1}`, the 4.22 CRD): the MCO manages no boot images here, so its
-/// status is not a selection; installing the webhook is the opt-in. The installer's MachineSets
-/// are enrolled, move to the image imported once, and the decision's log line and `status`
-/// say which rule enrolled them.
+/// MachineConfiguration `cluster` as OpenShift 4.19 and 4.22 leave it on OpenStack
+/// (`managedBootImagesStatus: {}`, the profiles'): the MCO manages no boot images here, so
+/// its status is not a selection; installing the webhook is the opt-in. The installer's
+/// MachineSets are enrolled, move to the image imported once, and the decision's log line and
+/// `status` say which rule enrolled them.
 #[test]
 fn the_status_the_mco_leaves_on_openstack_enrolls_the_installers_machinesets() {
     let _parallel = support::parallel();
     let (servers, _turn) = block_on(Servers::shared());
-    let world = World::start(servers, "bgenroll", None);
+    for (profile, project) in [(PROFILE_4_19, "bgenroll19"), (PROFILE, "bgenroll")] {
+        enrolled_by_the_webhooks_own_opt_in(&World::start_on(profile, servers, project, None));
+    }
+}
+
+fn enrolled_by_the_webhooks_own_opt_in(world: &World) {
     let c = &world.cluster;
-    c.machine_configuration_the_mco_leaves_alone();
+    let mc = c.api.get_json(["machineconfiguration", "cluster"]);
+    assert_eq!(mc["status"]["managedBootImagesStatus"], json!({}), "{mc:#}");
     let installer = format!("{}-rhcos", world.infra);
     world.image(&installer);
     let a = world.holder();
-    c.create(&openstack_machineset("ms-worker-a", &installer, false));
+    let worker_a = world.installer_ms();
     c.create(&openstack_machineset("ms-worker-b", &installer, true));
     let mut opted = openstack_machineset("ms-opted-out", &installer, false);
     opted["metadata"]["labels"] = json!({OPT_OUT: "false"});
     c.create(&opted);
 
     let ours = world.ours(RELEASE);
-    wait_image(c, "ms-worker-a", "image", &ours, &a);
+    wait_image(c, &worker_a, "image", &ours, &a);
     wait_image(c, "ms-worker-b", "rootVolume/sourceUUID", &ours, &a);
     assert_eq!(world.tenant.images_named(&ours).len(), 1);
     assert_eq!(world.files.hits.load(Ordering::SeqCst), 1);
     let rule = "the MCO does not manage boot images on OpenStack; installing bootimage-webhook is the opt-in";
-    let moved = a.lines("Patching machineset ms-worker-a");
+    let moved = a.lines(&format!("Patching machineset {worker_a}"));
     assert!(
         moved
             .iter()
@@ -300,7 +319,7 @@ fn the_status_the_mco_leaves_on_openstack_enrolls_the_installers_machinesets() {
         format!("all: {rule}"),
         "{report:#}"
     );
-    assert_eq!(status_row(&report, "ms-worker-a")["reason"], "UpToDate");
+    assert_eq!(status_row(&report, &worker_a)["reason"], "UpToDate");
     assert_eq!(status_row(&report, "ms-worker-b")["reason"], "UpToDate");
     assert_eq!(status_row(&report, "ms-opted-out")["reason"], "OptedOut");
     let table = status(c, "table");
@@ -329,7 +348,7 @@ fn a_restart_imports_the_third_from_a_mirror_alone(world: &World, bind: &str) {
     );
     world.set_stream_at(THIRD, &unreachable, &third.gz_sha256, &third.sha256);
     let ours = world.ours(THIRD);
-    wait_image(c, "ms-image", "image", &ours, &b);
+    wait_image(c, &world.installer_ms(), "image", &ours, &b);
     wait_image(c, "ms-volume", "rootVolume/sourceUUID", &ours, &b);
     assert_eq!(mirror.hits.load(Ordering::SeqCst), 1);
     // The first server saw the two builds before the restart, and nothing since.
@@ -353,7 +372,7 @@ fn the_next_release_retires_ours_alone(world: &World, a: &Replica, installer: &s
     let (previous, next) = (world.ours(RELEASE), world.ours(NEXT));
     let n = &world.next;
     world.set_stream(NEXT, NEXT_GZ_PATH, &n.gz_sha256, &n.sha256);
-    wait_image(c, "ms-image", "image", &next, a);
+    wait_image(c, &world.installer_ms(), "image", &next, a);
     wait_image(c, "ms-volume", "rootVolume/sourceUUID", &next, a);
     eventually(
         &format!("{previous} to be retired"),

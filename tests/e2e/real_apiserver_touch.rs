@@ -16,30 +16,58 @@ use std::time::{Duration, Instant};
 use k8s_openapi::jiff::Timestamp;
 use serde_json::{Value, json};
 use support::cluster::*;
+use support::clusters::Profile;
 use support::{CURRENT_X86, Https, admin_get, update_review_of};
 
-/// The gate on real MachineConfigPool / MachineConfig objects, the
-/// toucher on the Lease holder counted in the audit log, stream changes in the ConfigMap.
+/// The GCP cluster on 4.22, as OpenShift leaves it (`tests/fixtures/clusters/gcp-4.22`).
+const PROFILE: Profile = Profile {
+    platform: "gcp",
+    release: "4.22",
+};
+
+/// The installer's MachineSets of the profile, sorted, and `more`.
+fn installers_and(more: &[&str]) -> Vec<String> {
+    let mut names: Vec<String> = PROFILE
+        .machine_sets()
+        .iter()
+        .map(|ms| ms["metadata"]["name"].as_str().unwrap().to_owned())
+        .chain(more.iter().map(|m| m.to_string()))
+        .collect();
+    names.sort();
+    names
+}
+
+/// The gate on real MachineConfigPool / MachineConfig objects, the toucher on the Lease
+/// holder counted in the audit log, stream changes in the ConfigMap, on the GCP profile's
+/// cluster caught mid-upgrade: its installer's MachineSets, on the boot image they were
+/// installed with, move with the stale one made here.
 #[test]
 fn the_gate_opens_on_a_finished_master_and_the_lease_holder_touches_exactly_what_needs_it() {
     let _parallel = support::parallel();
-    let c = Cluster::start(false);
+    let c = Cluster::start_profile(PROFILE);
+    c.upgrade_in_progress("4.21.0");
     let a = c.holder(&[]);
     writes_pass_unchanged_and_nothing_is_touched_while_the_gate_is_closed(&c, &a);
 
     // One master finishes: the Lease holder touches exactly the one that needs it, the
     // webhook moves its image, and a later resync writes nothing.
     c.master_finished();
+    let moved = installers_and(&["ms-stale"]);
     eventually(
-        "ms-stale to move",
+        "ms-stale and the installer's MachineSets to move",
         Duration::from_secs(30),
         || a.served.log_text(),
-        || (image(&c.get("ms-stale")) == CURRENT_X86).then_some(()),
+        || {
+            moved
+                .iter()
+                .all(|m| image(&c.get(m)) == CURRENT_X86)
+                .then_some(())
+        },
     );
     a.passes(2);
     let events = c.audit();
-    assert_eq!(touches(&events, None), ["ms-stale"]);
-    assert_eq!(touches(&events, Some(&a.jti)), ["ms-stale"]);
+    assert_eq!(sorted(touches(&events, None)), moved);
+    assert_eq!(sorted(touches(&events, Some(&a.jti))), moved);
     let stale = c.get("ms-stale");
     assert_eq!(annotation(&stale, BOOT_IMAGE), Some(CURRENT_X86));
     assert!(annotation(&stale, TOUCH).is_some(), "{stale}");
@@ -102,7 +130,7 @@ fn a_new_stream_touches_once_each_machineset_that_now_needs_it(c: &Cluster, a: &
     a.passes(2);
     assert_eq!(
         sorted(touches(&c.audit()[mark..], None)),
-        ["ms-current", "ms-stale"]
+        installers_and(&["ms-current", "ms-stale"])
     );
     c.create(&machineset("ms-new", OLD));
     assert_eq!(image(&c.get("ms-new")), NEWER);

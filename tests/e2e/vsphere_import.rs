@@ -27,24 +27,29 @@ fn stale_machinesets_move_to_the_template_imported_in_their_failure_domain() {
     let world = World::start(Ova::good());
     let vc = world.vcenter();
     let c = &world.cluster;
-    // The install-config chose eager-zeroed disks; ms-b's machines get a tag of their own.
+    // The install-config chose eager-zeroed disks.
     world.install_config_disk_type("eagerZeroedThick");
     let tag = vc.create_tag("machines", "workers-b");
+    // The installer's MachineSets, one per failure domain as the profile has them; an
+    // administrator gave fd-b's machines a tag of their own.
+    assert_eq!(template(&c.get(INSTALLER_MS_A)), INSTALLER_A);
+    assert_eq!(template(&c.get(INSTALLER_MS_B)), INSTALLER_B);
+    let tagged = json!([{"op": "add", "path": format!("{PROVIDER}/tagIDs"), "value": [tag]}]);
+    c.kubectl(&[
+        "patch",
+        "machineset",
+        INSTALLER_MS_B,
+        "-n",
+        NS,
+        "--type=json",
+        "-p",
+        &tagged.to_string(),
+    ]);
     let a = world.holder();
-    for (name, fd, template) in [
-        ("ms-a", "fd-a", INSTALLER_A),
-        ("ms-b", "fd-b", INSTALLER_B),
-        ("ms-custom", "fd-a", CUSTOM_TEMPLATE),
-    ] {
-        let mut ms = vsphere_machineset(name, fd, template);
-        if name == "ms-b" {
-            ms["spec"]["template"]["spec"]["providerSpec"]["value"]["tagIDs"] = json!([tag]);
-        }
-        c.create(&ms);
-    }
+    c.create(&vsphere_machineset("ms-custom", "fd-a", CUSTOM_TEMPLATE));
     for (name, fd, own_tags) in [
-        ("ms-a", "fd-a", vec![]),
-        ("ms-b", "fd-b", vec!["workers-b"]),
+        (INSTALLER_MS_A, "fd-a", vec![]),
+        (INSTALLER_MS_B, "fd-b", vec!["workers-b"]),
     ] {
         let wanted = template_name(INFRA_ID, RELEASE, fd);
         wait_template(c, name, &wanted, &a);
@@ -55,7 +60,7 @@ fn stale_machinesets_move_to_the_template_imported_in_their_failure_domain() {
         );
         assert_tagged_and_marked(vc, &path, &own_tags);
     }
-    let ms_b = c.get("ms-b");
+    let ms_b = c.get(INSTALLER_MS_B);
     assert_eq!(
         ms_b.pointer(&format!("{PROVIDER}/tagIDs")),
         Some(&json!([tag]))
@@ -75,8 +80,8 @@ fn stale_machinesets_move_to_the_template_imported_in_their_failure_domain() {
     assert_eq!(template(&c.get("ms-late")), INSTALLER_B);
     let rows = world.status();
     assert_eq!(rows["ms-late"]["reason"], "Updated", "{rows:#}");
-    assert_eq!(rows["ms-a"]["reason"], "UpToDate", "{rows:#}");
-    assert_eq!(rows["ms-b"]["reason"], "UpToDate", "{rows:#}");
+    assert_eq!(rows[INSTALLER_MS_A]["reason"], "UpToDate", "{rows:#}");
+    assert_eq!(rows[INSTALLER_MS_B]["reason"], "UpToDate", "{rows:#}");
     assert_eq!(rows["ms-custom"]["reason"], "CustomImage", "{rows:#}");
 }
 

@@ -10,7 +10,8 @@ use support::cluster::Replica;
 use support::vcsim::VCenter;
 use support::vsphere::*;
 
-/// A new release: each failure domain's template is imported and its MachineSet moves on;
+/// A new release: each failure domain's template is imported and its MachineSet moves on
+/// (the installer's in fd-a and fd-b, one made here in fd-c);
 /// the previous release's templates of both failure domains sharing the folder, now named
 /// by nothing, are deleted once unused for the retention (here a second, instead of a
 /// week), each logged with its own failure domain. Nothing else in the folder is touched.
@@ -24,20 +25,22 @@ fn unused_templates_of_ours_in_a_shared_folder_are_deleted_and_nothing_else() {
     assert_eq!(shared, folder("fd-c"));
     let others = templates_not_ours(vc, &shared);
     let a = world.holder_with(&["--vsphere-template-retention", "1s"]);
-    c.create(&vsphere_machineset("ms-a", "fd-a", INSTALLER_A));
+    // ms-a is the installer's MachineSet in fd-a; the installer's in fd-b (its own
+    // datacenter and folder) moves beside them.
+    let ms_a = INSTALLER_MS_A;
     c.create(&vsphere_machineset(
         "ms-c",
         "fd-c",
         &format!("{INFRA_ID}-rhcos-east-east-c"),
     ));
     let old = |fd: &str| template_name(INFRA_ID, RELEASE, fd);
-    wait_template(c, "ms-a", &old("fd-a"), &a);
+    wait_template(c, ms_a, &old("fd-a"), &a);
     wait_template(c, "ms-c", &old("fd-c"), &a);
 
     let newer = "9.8.20260601-0";
     world.set_stream_release(&Ova::good(), newer);
     let new = |fd: &str| template_name(INFRA_ID, newer, fd);
-    wait_template(c, "ms-a", &new("fd-a"), &a);
+    wait_template(c, ms_a, &new("fd-a"), &a);
     wait_template(c, "ms-c", &new("fd-c"), &a);
     for fd in ["fd-a", "fd-c"] {
         let line = wait_logged(
@@ -60,7 +63,7 @@ fn unused_templates_of_ours_in_a_shared_folder_are_deleted_and_nothing_else() {
     // The second import carried the disk provisioning of the template it replaced.
     let imports = logged(&a, "importing the RHCOS OVA", newer);
     assert!(
-        imports.len() == 2 && imports.iter().all(|l| l.contains("disk_provisioning=thin")),
+        imports.len() == 3 && imports.iter().all(|l| l.contains("disk_provisioning=thin")),
         "{imports:#?}"
     );
     for name in &others {
@@ -71,8 +74,9 @@ fn unused_templates_of_ours_in_a_shared_folder_are_deleted_and_nothing_else() {
         "the customer's VM stays"
     );
     the_one_named_like_ours_is_reported(&world, &a, &format!("{shared}/{}", others[4]));
+    // fd-a's and fd-c's in the shared folder, and fd-b's in its own.
     let deletions = logged(&a, "deleted a template of ours", "").len();
-    assert_eq!(deletions, 2, "{}", a.served.log_text());
+    assert_eq!(deletions, 3, "{}", a.served.log_text());
 }
 
 /// Templates in `shared` that are not ours, and a customer's VM; the last of them is named

@@ -153,10 +153,6 @@ fn inputs_up_to_the_platform_rule() -> Vec<(Value, Snapshot)> {
         &snap,
     );
     check(
-        with(&|m| label(m, decision::HIVE_MACHINE_POOL_LABEL, "worker")),
-        &snap,
-    );
-    check(
         with(&|m| label(m, decision::OS_STREAM_LABEL, "rhel-10")),
         &snap,
     );
@@ -529,6 +525,7 @@ fn a_revert_loop_is_re_mutated_three_times_then_left_alone() {
     ] {
         assert!(d.message.contains(words), "{words}: {}", d.message);
     }
+    assert!(!d.message.contains("Hive"), "not Hive's: {}", d.message);
     let list = [stored.clone()];
     assert!(bootimage_webhook::cluster::touch::plan(&list, &snap).is_empty());
     assert_eq!(
@@ -558,6 +555,59 @@ fn a_revert_loop_is_re_mutated_three_times_then_left_alone() {
         "4 projects/rhcos-cloud/global/images/rhcos-older",
     );
     assert_eq!(decision::decide_object(&other, &snap).reason, Updated);
+}
+
+/// A MachineSet Hive made from a MachinePool (its labels, no owner reference) is moved, as
+/// the MCO moves it. When the hub's MachinePool carries Hive's override annotation, Hive
+/// writes its providerSpec back: the guard catches it, and every message names Hive and the
+/// annotation. An owner reference still keeps a MachineSet out.
+#[test]
+fn a_hive_machineset_moves_and_hives_write_back_is_caught_naming_hive() {
+    let _parallel = support::parallel();
+    let snap = offline_snapshot();
+    let image = "/spec/template/spec/providerSpec/value/disks/0/image";
+    let mut hives = gcp_ms();
+    label(&mut hives, decision::HIVE_MACHINE_POOL_LABEL, "worker");
+    label(&mut hives, "hive.openshift.io/managed", "true");
+    let d = decision::decide_object(&hives, &snap);
+    assert_eq!(d.reason, Reason::Updated, "{}", d.message);
+    let mut stored = applied(&hives, &d);
+    assert_eq!(stored.pointer(image), Some(&json!(CURRENT_X86)));
+    let mut messages = Vec::new();
+    for _ in 0..4 {
+        // Hive writes the MachinePool's providerSpec back, the old image in it.
+        let mut write = stored.clone();
+        set(&mut write, image, json!(OLD_X86));
+        let d = decide_update(&write, &stored, &snap);
+        messages.push((d.reason, d.message.clone()));
+        stored = applied(&write, &d);
+    }
+    use Reason::{RevertLoop, Updated};
+    let reasons: Vec<Reason> = messages.iter().map(|(r, _)| *r).collect();
+    assert_eq!(reasons, [Updated, Updated, Updated, RevertLoop]);
+    for (_, message) in &messages {
+        for words in [
+            "Hive",
+            "MachinePool \"worker\"",
+            decision::HIVE_OVERRIDE_ANNOTATION,
+        ] {
+            assert!(message.contains(words), "{words}: {message}");
+        }
+    }
+    let given_up = decision::decide_object(&stored, &snap);
+    assert_eq!(given_up.reason, RevertLoop);
+    assert!(given_up.message.contains(decision::OPT_OUT_LABEL));
+    assert!(
+        !given_up.message.contains("ignoreDifferences"),
+        "{}",
+        given_up.message
+    );
+    // An owner reference still keeps a Hive MachineSet out, as in the MCO.
+    hives["metadata"]["ownerReferences"] = json!([{"kind": "MachinePool", "name": "worker"}]);
+    assert_eq!(
+        decision::decide_object(&hives, &snap).reason,
+        Reason::OwnedByController
+    );
 }
 
 #[test]

@@ -150,3 +150,46 @@ async fn the_longest_idle_connection_gives_way_and_one_in_flight_stays() {
     let again = send_on(&mut next_oldest, request("GET", "/", None, Vec::new())).await;
     assert_eq!(again.unwrap().status, 404);
 }
+
+/// An address at its cap is not locked out while one of its own connections is idle: a
+/// new connection from it (a probe, an apiserver behind the same address as a hog) takes
+/// the place of its connection idle the longest; the others, and other addresses', stay.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_address_at_its_cap_gets_in_in_place_of_its_own_idle_connection() {
+    let _alone = support::alone();
+    support::binary::raise_open_files(8192);
+    let server = support::start_server_with(|s| {
+        s.limits.handshake_timeout = Duration::from_secs(10);
+        s.limits.header_read_timeout = Duration::from_secs(5);
+        s.limits.idle_timeout = Duration::from_secs(120);
+        s.body_timeout = Duration::from_secs(10);
+    })
+    .await;
+    let review = serde_json::to_vec(&fixture(
+        "admissionreview-v1-machineset-gcp-update.assembled.json",
+    ))
+    .unwrap();
+    let own = idle_connections(&server, 5, MAX_CONNECTIONS_PER_PEER).await;
+    let other = idle_connection(server.client.from(peer(4)), server.addr()).await;
+    let reply = server
+        .client
+        .from(peer(5))
+        .post(
+            server.addr(),
+            "/mutate-machinesets",
+            Some("application/json"),
+            review,
+        )
+        .await
+        .expect("not refused at the cap");
+    assert_eq!(reply.status, 200);
+    // One of its own (the first of the first batch to go idle) gave way, and only one.
+    let started = Instant::now();
+    let closed = || own.iter().filter(|c| c.is_closed()).count();
+    while closed() == 0 && started.elapsed() < Duration::from_secs(5) {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(closed(), 1, "its idle one gave way, and only that one");
+    assert!(!other.is_closed());
+}

@@ -13,12 +13,14 @@ macro_rules! e2e_only {
 #[path = "../support/mod.rs"]
 mod support;
 
+mod blocked_writes;
 mod certs;
 mod cli;
 mod clouds;
 mod clouds_nutanix;
 mod clouds_openstack;
 mod clouds_vsphere;
+mod cluster_profiles;
 mod decision;
 mod decision_cpms;
 mod decision_reasons;

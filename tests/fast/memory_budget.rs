@@ -3,8 +3,9 @@
 //! connections per address), to the real binary over real TLS, at the
 //! shipped defaults (the body budget `--max-body-bytes-in-flight` included). The process's
 //! peak RSS (`VmHWM` in /proc/<pid>/status) stays under the Deployment's 128 MiB memory
-//! limit, the bodies over the budget are refused at once (503, `Retry-After`), those within
-//! it are answered, and an ordinary review sent meanwhile is answered every time.
+//! limit, the bodies over the budget (over each address's share: one maximum body) are
+//! refused at once (503, `Retry-After`), those within it are answered, and an ordinary
+//! review sent meanwhile from a third address is answered every time.
 
 use crate::support;
 

@@ -5,12 +5,15 @@
 //! - [`SLOW_HEADS`] connections that send 400 KiB of request head, a kilobyte at a time,
 //! - [`SLOW_CHUNKED`] requests that send a chunked body, a kilobyte at a time,
 //!
-//! each opened again a second after it is closed, while reviews come from another address
-//! (127.0.0.1) as an apiserver's would: a pool of keep-alive connections, and a new
-//! connection for some. Every review is answered within the apiserver's timeout for the
-//! webhook, and the process's peak RSS (`VmHWM`) stays under [`RSS_BOUND`]. The defences:
-//! a cap on connections per address, request heads bounded, a body without a length
-//! refused (411) before a byte of it is read.
+//! each opened again a second after it is closed, and from a third address (127.0.0.3) by
+//! [`HOLDERS`] requests that declare a body (8 MiB or 256 KiB, more than the whole body
+//! budget together) and send nothing, each declared again as soon as it is answered, while
+//! reviews come from another address (127.0.0.1) as an apiserver's would: a pool of
+//! keep-alive connections, and a new connection for some. Every review is answered within
+//! the apiserver's timeout for the webhook, and the process's peak RSS (`VmHWM`) stays
+//! under [`RSS_BOUND`]. The defences: a cap on connections per address, request heads
+//! bounded, a body without a length refused (411) before a byte of it is read, the body
+//! budget shared per address.
 
 use crate::support;
 
@@ -19,7 +22,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use bootimage_webhook::serve::server::MAX_CONNECTIONS_PER_PEER;
+use bootimage_webhook::serve::server::{MAX_BODY, MAX_CONNECTIONS_PER_PEER};
 use support::binary::proc_status;
 use support::binary::{Served, raise_open_files, serve_command};
 use support::{Https, ReviewStream, fixture, peer};
@@ -28,6 +31,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 const IDLE: usize = 1100;
 const SLOW_HEADS: usize = 1024;
 const SLOW_CHUNKED: usize = 32;
+const HOLDERS: usize = 48;
 /// What a slow head would send, were it let.
 const HEAD_BYTES: usize = 400 * 1024;
 /// The apiserver's timeout for our webhook (`timeoutSeconds` in the manifests).
@@ -51,6 +55,9 @@ struct Seen {
     heads_cut: AtomicU64,
     /// Chunked bodies answered 411.
     chunked_411: AtomicU64,
+    /// Declared bodies answered 408 (nothing came within the grace) and 503 (no room).
+    held_408: AtomicU64,
+    held_503: AtomicU64,
     other: AtomicU64,
 }
 
@@ -78,6 +85,8 @@ enum Kind {
     Idle,
     SlowHead,
     SlowChunked,
+    /// A body of this many bytes declared and never sent.
+    Holder(usize),
 }
 
 /// One flooding client of `kind`, again and again until `stop`.
@@ -93,6 +102,12 @@ async fn flood(kind: Kind, https: Https, addr: SocketAddr, stop: Arc<AtomicBool>
             Kind::Idle => idle(&mut tls, &stop, &seen).await,
             Kind::SlowHead => slow_head(&mut tls, &stop, &seen).await,
             Kind::SlowChunked => slow_chunked(&mut tls, &stop, &seen).await,
+            // Declared again at once, unless told to wait.
+            Kind::Holder(bytes) => {
+                if hold(&mut tls, bytes, &seen).await {
+                    continue;
+                }
+            }
         }
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
@@ -164,6 +179,32 @@ async fn slow_chunked(tls: &mut Tls, stop: &AtomicBool, seen: &Seen) {
     }
 }
 
+/// A body of `bytes` declared, nothing sent, until the server answers. True when it was
+/// answered 408 (given up on): the holder declares again at once.
+async fn hold(tls: &mut Tls, bytes: usize, seen: &Seen) -> bool {
+    let head = format!(
+        "POST /mutate-machinesets HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: {bytes}\r\n\r\n"
+    );
+    if tls.write_all(head.as_bytes()).await.is_err() {
+        add(&seen.other);
+        return false;
+    }
+    match answer(tls, Duration::from_secs(15)).await {
+        Some(a) if a.starts_with("HTTP/1.1 408") => {
+            add(&seen.held_408);
+            true
+        }
+        Some(a) if a.starts_with("HTTP/1.1 503") && a.contains("retry-after: 1") => {
+            add(&seen.held_503);
+            false
+        }
+        _ => {
+            add(&seen.other);
+            false
+        }
+    }
+}
+
 /// The flood, on a runtime of its own so that its work does not hold up the reviews'
 /// tasks (the machine's cores are shared all the same).
 struct Flood {
@@ -181,6 +222,14 @@ impl Flood {
             .enable_all()
             .build()
             .unwrap();
+        // The holders first, so that they hold the budget before the rest connects. A
+        // quarter of them 8 MiB, the rest 256 KiB: 105 MiB declared in all.
+        let holder = https.from(peer(2));
+        for i in 0..HOLDERS {
+            let bytes = if i % 4 == 0 { MAX_BODY } else { 256 * 1024 };
+            let (https, stop, seen) = (holder.clone(), stop.clone(), seen.clone());
+            runtime.spawn(flood(Kind::Holder(bytes), https, addr, stop, seen));
+        }
         // Interleaved, so that the first to connect are of every kind.
         let kinds = [
             (Kind::Idle, IDLE),
@@ -255,8 +304,9 @@ async fn a_flood_from_one_address_does_not_keep_reviews_out() {
          The flood ({IDLE} idle, {SLOW_HEADS} slow heads, {SLOW_CHUNKED} slow chunked bodies \
          from one address): {} connections taken, {} closed for want of a slot, {} idle at \
          most at once, {} heads answered 431 and {} cut otherwise, {} chunked bodies \
-         answered 411, {} other; the server held {most_files} files at most; peak RSS \
-         (VmHWM) {:.1} MiB",
+         answered 411; {HOLDERS} bodies declared and not sent from a third address: {} \
+         answered 408, {} answered 503; {} other; the server held {most_files} files at \
+         most; peak RSS (VmHWM) {:.1} MiB",
         tally.ok,
         tally.failed,
         tally.percentile(0.5),
@@ -268,6 +318,8 @@ async fn a_flood_from_one_address_does_not_keep_reviews_out() {
         get(&seen.heads_431),
         get(&seen.heads_cut),
         get(&seen.chunked_411),
+        get(&seen.held_408),
+        get(&seen.held_503),
         get(&seen.other),
         mib(peak),
     );
@@ -280,5 +332,7 @@ async fn a_flood_from_one_address_does_not_keep_reviews_out() {
     assert!(most_files >= MAX_CONNECTIONS_PER_PEER, "{most_files} files");
     assert!(get(&seen.refused) > 0 && get(&seen.idle_most) > 0);
     assert!(get(&seen.heads_431) > 0 && get(&seen.chunked_411) > 0);
+    // The holder held what it was let, and was refused the rest.
+    assert!(get(&seen.held_408) > 0 && get(&seen.held_503) > 0);
     assert_eq!(get(&seen.other), 0, "{}", served.log_text());
 }

@@ -15,13 +15,16 @@ use k8s_openapi::jiff::Timestamp;
 use serde_json::{Value, json};
 
 use super::apiserver::ApiServer;
+use super::clusters::Profile;
 use super::binary::{Served, serve_command_on};
 use super::{admin_get, dev_certs};
 
 mod audit;
+mod profile;
 mod world;
 
 pub use audit::*;
+pub use profile::*;
 pub use world::*;
 
 pub const NS: &str = "openshift-machine-api";
@@ -189,6 +192,26 @@ impl Cluster {
     /// ClusterVersion, MachineConfiguration (All), a master Node, the workers' and the
     /// masters' user-data Secrets (spec-3 stubs).
     pub fn start(master_done: bool) -> Cluster {
+        Self::start_then(|api| seed(api, master_done))
+    }
+
+    /// An apiserver with the manifests as [`Cluster::start`] has them, and the cluster of
+    /// `profile` (`tests/fixtures/clusters/`) as OpenShift leaves it, its master pool done
+    /// with the profile's release.
+    pub fn start_profile(profile: Profile) -> Cluster {
+        Self::start_profile_with(profile, &[])
+    }
+
+    /// [`Cluster::start_profile`] with the profile's text changed first
+    /// ([`load_profile_with`]: a test's own servers' addresses).
+    pub fn start_profile_with(profile: Profile, replace: &[(&str, &str)]) -> Cluster {
+        Self::start_then(|api| {
+            load_profile_with(api, profile, replace);
+            run_state(api, profile);
+        })
+    }
+
+    fn start_then(world: impl FnOnce(&ApiServer)) -> Cluster {
         let api = ApiServer::start();
         let render = api.expect_ok(
             &["kustomize"],
@@ -251,7 +274,7 @@ impl Cluster {
         };
         c.certs.write(c.certs_dir.path()).unwrap();
         c.create_all(&items.iter().collect::<Vec<_>>());
-        c.seed(master_done);
+        world(&c.api);
         c
     }
 
@@ -337,13 +360,10 @@ impl Cluster {
         set_status(&self.api, kind, name, status);
     }
 
-    /// [`machine_configuration_the_mco_leaves_alone`].
+    /// MachineConfiguration `cluster` as OpenShift 4.22 keeps it where the MCO does not
+    /// manage boot images ([`machine_configuration_the_mco_leaves_alone`]).
     pub fn machine_configuration_the_mco_leaves_alone(&self) {
         machine_configuration_the_mco_leaves_alone(&self.api);
-    }
-
-    pub fn seed(&self, master_done: bool) {
-        seed(&self.api, master_done);
     }
 
     /// The master pool updates to rendered-master-new; `updated` masters run it.
@@ -355,7 +375,21 @@ impl Cluster {
     /// ConfigMap (what the default install's gate reads).
     pub fn master_finished(&self) {
         self.set_master_updated(1);
-        self.patch_configmap_data(json!({"MCOReleaseImageVersion": "4.21.0"}));
+        let cm = self.api.get_json([
+            "configmap",
+            "coreos-bootimages",
+            "-n",
+            "openshift-machine-config-operator",
+        ]);
+        let release = cm["data"]["releaseVersion"].clone();
+        self.patch_configmap_data(json!({ "MCOReleaseImageVersion": release }));
+    }
+
+    /// The release upgrading and no master done with it yet: the master pool updating, and
+    /// the ConfigMap still stamped with the release before (`previous`).
+    pub fn upgrade_in_progress(&self, previous: &str) {
+        self.set_master_updated(0);
+        self.patch_configmap_data(json!({ "MCOReleaseImageVersion": previous }));
     }
 
     /// `data.stream` of coreos-bootimages, as the MCO would write it.

@@ -4,6 +4,7 @@
 //! Both tiers use:
 //! - `alone`: the tests that need the machine to themselves, and the rest;
 //! - `fixtures`: the repository's test data and what is derived from it;
+//! - `clusters`: the cluster profiles, each platform's cluster on each release;
 //! - `https`: the HTTPS client (test CA), dev certificates, the admin-port GET;
 //! - `volume`: Secret volumes as the kubelet lays them out;
 //! - `binary`: the real binary, spawned the one way every test spawns it;
@@ -39,6 +40,7 @@
 
 pub mod alone;
 pub mod binary;
+pub mod clusters;
 pub mod evanphx;
 pub mod fixtures;
 pub mod https;

@@ -16,10 +16,22 @@ use bootimage_webhook::serve::tls::DevCerts;
 use serde_json::{Value, json};
 
 use super::cluster::*;
+use super::clusters::Profile;
 use super::fixture;
 use super::vcsim::VCenter;
 
+/// The vSphere cluster on 4.22, as OpenShift leaves it (`tests/fixtures/clusters/vsphere-4.22`):
+/// two failure domains, fd-a in DC0 and fd-b in DC1, as vcsim names its inventory.
+pub const PROFILE: Profile = Profile {
+    platform: "vsphere",
+    release: "4.22",
+};
+/// The vCenter the profile names.
+const PROFILE_VCENTER: &str = "vcenter.example.com";
 pub const INFRA_ID: &str = "ci-vs-abc12";
+/// The installer's MachineSets in fd-a, on [`INSTALLER_A`], and in fd-b, on [`INSTALLER_B`].
+pub const INSTALLER_MS_A: &str = "ci-vs-abc12-worker-0";
+pub const INSTALLER_MS_B: &str = "ci-vs-abc12-worker-1";
 pub const RELEASE: &str = "9.8.20260428-0";
 /// What the installer names each failure domain's template (region-zone).
 pub const INSTALLER_A: &str = "ci-vs-abc12-rhcos-east-east-a";
@@ -45,7 +57,9 @@ pub struct World {
 impl World {
     pub fn start(ova: Ova) -> World {
         super::install_provider();
-        let cluster = Cluster::start(true).with_shipped_touch();
+        // The profile's cluster, its vCenter the vcsim here.
+        let cluster =
+            Cluster::start_profile_with(PROFILE, &[(PROFILE_VCENTER, SERVER)]).with_shipped_touch();
         let tls = tempfile::tempdir().unwrap();
         let certs = DevCerts::generate(&["127.0.0.1".into()]).unwrap();
         certs.write(tls.path()).unwrap();
@@ -90,9 +104,10 @@ impl World {
         self.vcenter = Some(vc);
     }
 
-    /// Infrastructure `cluster` as a vSphere one with three failure domains on the vCenter
-    /// at 127.0.0.1:`port` (`vcenters[].port`), and the credentials Secret for it (vcsim
-    /// takes any user and password).
+    /// Infrastructure `cluster`'s vCenter at 127.0.0.1:`port` (`vcenters[].port`), with a
+    /// third failure domain beside the profile's two (fd-c, in DC0 beside fd-a, its
+    /// resource pool named with markup), and the credentials Secret for it (vcsim takes any
+    /// user and password).
     pub fn point_at(&mut self, port: u16) {
         if self.vcenter.as_ref().is_some_and(|v| v.port != port) {
             self.vcenter = None;
@@ -119,16 +134,6 @@ impl World {
             "-p",
             &spec.to_string(),
         ]);
-        c.set_status(
-            "infrastructure",
-            "cluster",
-            json!({"platform": "VSphere", "infrastructureName": INFRA_ID,
-                   "platformStatus": {"type": "VSphere", "vsphere": {}},
-                   "controlPlaneTopology": "HighlyAvailable", "infrastructureTopology": "HighlyAvailable",
-                   "apiServerURL": "https://api.vs.example:6443",
-                   "apiServerInternalURI": "https://api-int.vs.example:6443",
-                   "etcdDiscoveryDomain": ""}),
-        );
         let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
         let secret = json!({"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
             "metadata": {"name": "vsphere-creds", "namespace": "kube-system"},

@@ -1,5 +1,5 @@
 //! The frame every background importer runs in (vSphere's templates, OpenStack's Glance
-//! images, and the next platform's): one platform plugs in a [`Plugin`] (what it imports
+//! images, Nutanix's Prism Central images, and the next platform's): one platform plugs in a [`Plugin`] (what it imports
 //! and how it looks, imports and retires), and the frame does the rest, the same for all.
 //!
 //! - the loop ([`Frame::run`]): a pass on every replica at each wake-up (a snapshot change,

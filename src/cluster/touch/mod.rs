@@ -267,6 +267,7 @@ impl Toucher {
                 }
             }
             self.metrics.touch.census(None, 0, None);
+            self.metrics.touch.skew_record_due.set(0);
             self.metrics.touch.admission_policy_enforced.set(-1);
             tracing::warn!("lost the touch Lease: touching stopped");
         }

@@ -86,6 +86,8 @@ pub(crate) struct Census {
     /// The version of the oldest boot image any MachineSet names, managed or not
     /// ([`skew::survey`]).
     pub oldest_release: Option<skew::Version>,
+    /// Manual skew enforcement's record is not the oldest boot image in use.
+    pub skew_record_due: bool,
 }
 
 /// Reasons of MachineSets that are not ours to count in the boot image age: not enrolled,
@@ -143,6 +145,11 @@ pub(crate) fn census(machinesets: &[Value], snap: &Snapshot, today: Date) -> Cen
         all.iter().map(|(n, i)| (n.clone(), i.as_deref())),
         snap.boot_images.as_deref(),
         &snap.cluster.learned,
+    );
+    c.skew_record_due = skew::record::due(
+        snap.cluster.machine_configuration.as_deref(),
+        &skew::record::propose(&survey),
+        survey.oldest.as_ref().map(|(_, _, v)| v),
     );
     c.oldest_release = survey.oldest.map(|(_, _, v)| v);
     c

@@ -103,6 +103,10 @@ impl Toucher {
             c.oldest.as_ref().map_or(0, |o| o.0),
             c.oldest_release.as_ref().map(Into::into),
         );
+        self.metrics
+            .touch
+            .skew_record_due
+            .set(i64::from(c.skew_record_due));
         if let Some((days, name, image)) = &c.oldest {
             tracing::debug!(machineset = %name, %image, days, "the oldest boot image an enrolled MachineSet names");
         }

@@ -157,7 +157,6 @@ fn enrolled_rules(
 ) -> Result<Decision, Decision> {
     not_owned(ms)?; // 3
     machine_api_authoritative(ms)?; // 3b
-    not_hives(ms)?; // 3c
     stream_choice::label_carried(ms, snap.boot_images.as_deref()).map_err(unsupported)?; // 4
     not_windows(ms)?; // 5
     let boot_images = ready(snap)?; // 6
@@ -240,8 +239,12 @@ pub fn decide_update(ms: &MachineSetView<'_>, old: Option<&str>, snap: &Snapshot
     d.patch
         .0
         .extend(record_reverts(ms, count, &target, map_created));
+    let writer = match ms.labels().get(HIVE_MACHINE_POOL_LABEL) {
+        Some(pool) => hive_writer(pool),
+        None => "another writer".to_owned(),
+    };
     d.message = format!(
-        "{} (revert {count} of {REVERT_LIMIT}: another writer put the old image back)",
+        "{} (revert {count} of {REVERT_LIMIT}: {writer} put the old image back)",
         d.message
     );
     d
@@ -307,6 +310,14 @@ fn record_reverts(
     annotation_op(annotations, REVERTS_ANNOTATION, &value)
 }
 
+/// Who writes the old image back on a MachineSet Hive made: Hive itself, which does so only
+/// when the hub's MachinePool carries the override annotation.
+fn hive_writer(pool: &str) -> String {
+    format!(
+        "Hive (which made this MachineSet from MachinePool {pool:?}, and writes the providerSpec back when that MachinePool on the hub carries {HIVE_OVERRIDE_ANNOTATION}: \"true\")"
+    )
+}
+
 /// `d` (an `Updated` decision) turned into `RevertLoop`: no image moves; only the count is
 /// recorded if the object does not carry it.
 fn revert_loop(ms: &MachineSetView<'_>, d: Decision, count: u32) -> Decision {
@@ -336,9 +347,15 @@ fn revert_loop(ms: &MachineSetView<'_>, d: Decision, count: u32) -> Decision {
     };
     let target = d.target.clone().unwrap_or_default();
     let current = d.current.clone().unwrap_or_default();
-    let message = format!(
-        "another writer put {fields} back to {current} {count} times after it was set to {target}: its writes are left as sent and the MachineSet is not touched for this target; make that writer ignore {fields} (Argo CD ignoreDifferences, an ACM policy without it), or opt the MachineSet out with the label {OPT_OUT_LABEL}=false"
-    );
+    let message = match ms.labels().get(HIVE_MACHINE_POOL_LABEL) {
+        Some(pool) => format!(
+            "{} put {fields} back to {current} {count} times after it was set to {target}: its writes are left as sent and the MachineSet is not touched for this target; remove {HIVE_OVERRIDE_ANNOTATION} from the MachinePool on the hub (Hive then leaves the providerSpec alone), or opt the MachineSet out with the label {OPT_OUT_LABEL}=false",
+            hive_writer(pool)
+        ),
+        None => format!(
+            "another writer put {fields} back to {current} {count} times after it was set to {target}: its writes are left as sent and the MachineSet is not touched for this target; make that writer ignore {fields} (Argo CD ignoreDifferences, an ACM policy without it), or opt the MachineSet out with the label {OPT_OUT_LABEL}=false"
+        ),
+    };
     let mut out = Decision::new(Reason::RevertLoop, message).with_images(d.current, d.target);
     out.platform = d.platform;
     out.arch = d.arch;
@@ -433,24 +450,12 @@ fn not_owned(ms: &MachineSetView<'_>) -> Result<(), Decision> {
     }
 }
 
-/// The label Hive puts on the MachineSets it makes from a MachinePool (and rewrites them
-/// from it).
+/// The label Hive puts on the MachineSets it makes from a MachinePool. Hive writes their
+/// providerSpec back only when the hub's MachinePool carries [`HIVE_OVERRIDE_ANNOTATION`], so
+/// they are managed as the MCO manages them, and a write-back is caught by rule 11.
 pub const HIVE_MACHINE_POOL_LABEL: &str = "hive.openshift.io/machine-pool";
-
-/// 3c. Hive's: Hive makes the MachineSet from its MachinePool and writes it back whenever
-/// it differs, so a boot image set here would be reverted until the revert-loop guard gave
-/// up; the MachinePool is where its image is chosen.
-fn not_hives(ms: &MachineSetView<'_>) -> Result<(), Decision> {
-    match ms.labels().get(HIVE_MACHINE_POOL_LABEL) {
-        Some(pool) => Err(Decision::new(
-            Reason::ManagedByHive,
-            format!(
-                "made by Hive from MachinePool {pool:?} ({HIVE_MACHINE_POOL_LABEL}): Hive writes it back, so its boot image is the MachinePool's to set"
-            ),
-        )),
-        None => Ok(()),
-    }
-}
+/// The annotation on the hub's MachinePool that makes Hive write its providerSpec back.
+pub const HIVE_OVERRIDE_ANNOTATION: &str = "hive.openshift.io/override-machinepool-platform";
 
 /// 3b. MAPI -> CAPI migration: only a MachineSet the Machine API is authoritative for is
 /// ours to write (absent: clusters without the migration).

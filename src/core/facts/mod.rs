@@ -6,6 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use kube::core::Selector;
+use serde_json::Value;
 
 use super::arch::Arch;
 use super::learned::{Learned, VSphereInfra};
@@ -86,6 +87,9 @@ pub struct ClusterFacts {
     pub vsphere: Option<Arc<VSphereInfra>>,
     /// What the cluster side learned from clouds in the background.
     pub learned: Learned,
+    /// MachineConfiguration `cluster` as last read (`None`: absent, or offline): the Lease
+    /// holder says when its Manual skew record is due.
+    pub machine_configuration: Option<Arc<Value>>,
 }
 
 impl ClusterFacts {
@@ -115,6 +119,7 @@ impl Default for ClusterFacts {
             infrastructure_name: None,
             vsphere: None,
             learned: Learned::default(),
+            machine_configuration: None,
         }
     }
 }

@@ -5,8 +5,9 @@
 //!
 //! A version is read, never guessed, from, in this order: the current stream (which names
 //! its own images' RHCOS release, and ships with the ConfigMap's release), the image name
-//! (RHCOS writes its release into GCP image names and Azure marketplace versions: each
-//! platform reads its own form), and what the cluster side learned (EC2, of an AMI: its
+//! (RHCOS writes its release into GCP image names and Azure marketplace versions, and the
+//! importers into the vSphere, OpenStack and Nutanix names they make: each platform reads
+//! its own form), and what the cluster side learned (EC2, of an AMI: its
 //! name or marketplace description). An AMI id says nothing by itself: unknown until one
 //! of those knows it.
 

@@ -17,6 +17,9 @@ use serde_json::{Value, json};
 
 use super::{Release, Source, Survey, Token, Version, from_release, generic, rhel_of_release};
 
+mod keep;
+pub use keep::{KEEPER_FIELD_MANAGER, Keep, TakeOver, due, keep};
+
 /// The field manager of `skew record --apply`'s write.
 pub const FIELD_MANAGER: &str = "bootimage-webhook-skew-record";
 
@@ -279,7 +282,25 @@ pub fn recorded(mc: &Value) -> Option<Manual> {
     if spec["mode"] != "Manual" {
         return None;
     }
-    let manual = &spec["manual"];
+    manual_of(&spec["manual"])
+}
+
+/// The Manual record the MCO chose itself (`status.bootImageSkewEnforcementStatus.manual`)
+/// where `spec` sets no mode and the MCO does not manage the MachineSets' boot images: on
+/// 4.22, the install release.
+pub fn mcos_own_record(mc: &Value) -> Option<Manual> {
+    if spec_enforcement(mc).is_some() || mco_manages(mc) {
+        return None;
+    }
+    let status = mc.pointer("/status/bootImageSkewEnforcementStatus")?;
+    if status["mode"] != "Manual" {
+        return None;
+    }
+    manual_of(&status["manual"])
+}
+
+/// A `manual` object: its mode and the version its field holds.
+fn manual_of(manual: &Value) -> Option<Manual> {
     let (mode, field) = match manual["mode"].as_str()? {
         "RHCOSVersion" => (ManualMode::RhcosVersion, "rhcosVersion"),
         "OCPVersion" => (ManualMode::OcpVersion, "ocpVersion"),
@@ -352,9 +373,10 @@ pub struct Advice {
 /// The command `status` suggests.
 pub const COMMAND: &str = "bootimage-webhook skew record";
 
-/// What `status` says of the record: only in Manual mode (the recorded version against
-/// what `skew record` would write), or when a release that enforces skew has no mode on a
-/// platform whose boot images the MCO does not manage. `release`: the ConfigMap's.
+/// What `status` says of the record: only in Manual mode (the recorded version, or with no
+/// `spec` the one the MCO chose itself, against what `skew record` would write), or when a
+/// release that enforces skew reports no mode on a platform whose boot images the MCO does
+/// not manage. `release`: the ConfigMap's.
 pub fn advise(
     proposal: &Result<Proposal, Refusal>,
     oldest: Option<&Version>,
@@ -362,14 +384,16 @@ pub fn advise(
     release: Option<&str>,
 ) -> Option<Advice> {
     let mc = mc?;
-    let Some(recorded) = recorded(mc) else {
-        return choose_mode(mc, release);
+    let (recorded, whose) = match (recorded(mc), mcos_own_record(mc)) {
+        (Some(r), _) => (r, "recorded"),
+        (None, Some(r)) => (r, "the MCO's own record (the install release)"),
+        (None, None) => return choose_mode(mc, release),
     };
     let (proposal, oldest) = match (proposal, oldest) {
         (Ok(p), Some(o)) => (p, o),
         (Err(why), _) => {
             let message =
-                format!("recorded {recorded}; the version to record cannot be told: {why}");
+                format!("{whose} {recorded}; the version to record cannot be told: {why}");
             return Some(Advice {
                 state: AdviceState::CannotTell,
                 message,
@@ -387,21 +411,21 @@ pub fn advise(
     let (state, message) = match compare(&recorded, &proposal.manual, oldest) {
         Some(Ordering::Equal) => (
             AdviceState::Current,
-            format!("recorded {a} {b} is the oldest boot image in use: nothing to record"),
+            format!("{whose} {a} {b} is the oldest boot image in use: nothing to record"),
         ),
         Some(Ordering::Less) => (
             AdviceState::Older,
-            format!("recorded {a} {b} is older than the oldest boot image in use; {run}"),
+            format!("{whose} {a} {b} is older than the oldest boot image in use; {run}"),
         ),
         Some(Ordering::Greater) => (
             AdviceState::Newer,
             format!(
-                "recorded {a} {b} is newer than the oldest boot image in use, which the MCO then does not see; {run}"
+                "{whose} {a} {b} is newer than the oldest boot image in use, which the MCO then does not see; {run}"
             ),
         ),
         None => (
             AdviceState::Differs,
-            format!("recorded {a} {b} is not the oldest boot image in use; {run}"),
+            format!("{whose} {a} {b} is not the oldest boot image in use; {run}"),
         ),
     };
     Some(Advice { state, message })
@@ -424,7 +448,7 @@ fn choose_mode(mc: &Value, release: Option<&str>) -> Option<Advice> {
     (release >= ENFORCING_RELEASE.to_vec()).then(|| Advice {
         state: AdviceState::ChooseMode,
         message: format!(
-            "no skew enforcement mode chosen: from OpenShift 4.22 the MCO allows no upgrade until one is where it does not manage the boot images; run `{COMMAND}` to choose Manual with the oldest boot image in use (or set mode None)"
+            "no skew enforcement mode chosen, and the MCO reports none yet: from OpenShift 4.22 it chooses one itself (Manual from the install release where it does not manage all MachineSets' boot images, None on single-node and on bare metal installed by machine-os-images) and refuses no upgrade until it has; run `{COMMAND}` to choose Manual with the oldest boot image in use now (or set mode None)"
         ),
     })
 }

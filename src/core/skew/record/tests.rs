@@ -265,3 +265,31 @@ fn status_says_a_mode_must_be_chosen_only_where_the_mco_needs_one() {
     let automatic = json!({"status": {"bootImageSkewEnforcementStatus": {"mode": "Automatic"}}});
     assert_eq!(advice_for(&images, &automatic, "4.22.0"), None);
 }
+
+#[test]
+fn status_reads_the_mcos_own_manual_record_where_spec_sets_none() {
+    // 4.22 where the MCO does not manage the boot images: Manual from the install release.
+    let own = json!({"status": {"managedBootImagesStatus": {},
+        "bootImageSkewEnforcementStatus": {"mode": "Manual",
+            "manual": {"mode": "OCPVersion", "ocpVersion": "4.16.0"}}}});
+    let current = advice_for(&[("a", Some(LEGACY))], &own, "4.22.0").unwrap();
+    assert_eq!(current.state, AdviceState::Current);
+    let moved = advice_for(&[("a", Some(CURRENT))], &own, "4.22.0").unwrap();
+    assert_eq!(moved.state, AdviceState::Older);
+    assert!(
+        moved
+            .message
+            .starts_with("the MCO's own record (the install release) ocpVersion 4.16.0 is older"),
+        "{}",
+        moved.message
+    );
+    assert_eq!(mcos_own_record(&own), Some(ocp("4.16.0")));
+    // An administrator's spec, or boot images the MCO manages: not the MCO's own record.
+    let mut spec = own.clone();
+    spec["spec"] = json!({"bootImageSkewEnforcement": {"mode": "None"}});
+    assert_eq!(mcos_own_record(&spec), None);
+    let mut managed = own.clone();
+    managed["status"]["managedBootImagesStatus"] = json!({"machineManagers": [
+        {"resource": "machinesets", "apiGroup": "machine.openshift.io", "selection": {"mode": "All"}}]});
+    assert_eq!(mcos_own_record(&managed), None);
+}
