@@ -17,8 +17,7 @@ pub(crate) fn period(s: &str) -> Result<Duration, String> {
     })
 }
 
-/// Room for the largest body beside the reserve for small ones, and no more than a
-/// machine may have.
+/// Room for the largest body beside others, and no more than a machine may have.
 pub(crate) fn body_budget(s: &str) -> Result<usize, String> {
     let min = 2 * crate::serve::server::MAX_BODY;
     let max = 1usize << 40;
