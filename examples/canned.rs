@@ -14,7 +14,8 @@
 //! `--response-file` (the bench captures them from the real server for the same review), as
 //! `application/json`. Nothing else: no review parsing, no metrics, no logging, no
 //! connection cap, no graceful drain, no plain-HTTP sniffing. With `--bare` it does not even
-//! read the body (hyper drains it for the next request): the floor of the stack itself.
+//! keep the body (its frames are dropped as they come, so that the connection stays open):
+//! the floor of the stack itself.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -140,8 +141,11 @@ async fn mutate(State(a): State<Arc<Answers>>, review: Bytes) -> impl IntoRespon
     )
 }
 
-/// The answer, the body never read.
-async fn bare(State(a): State<Arc<Answers>>) -> impl IntoResponse {
+/// The answer, the body never kept: its frames dropped as they come (hyper closes a
+/// connection whose request body was left unread, which would cost a handshake a request).
+async fn bare(State(a): State<Arc<Answers>>, body: axum::body::Body) -> impl IntoResponse {
+    let mut body = body;
+    while let Some(Ok(_)) = http_body_util::BodyExt::frame(&mut body).await {}
     (
         [(header::CONTENT_TYPE, "application/json")],
         a.main.whole.clone(),

@@ -331,7 +331,11 @@ async fn a_flood_from_one_address_does_not_keep_reviews_out() {
     // The flood did reach the server, and was held to the cap.
     assert!(most_files >= MAX_CONNECTIONS_PER_PEER, "{most_files} files");
     assert!(get(&seen.refused) > 0 && get(&seen.idle_most) > 0);
-    assert!(get(&seen.heads_431) > 0 && get(&seen.chunked_411) > 0);
+    // Slow heads end at 16 KiB (431) or at the header timeout: the flood's idle connections
+    // churn (each new one from its address closes one of them), so on two shared cores a
+    // dripping client may not reach 16 KiB in time.
+    assert!(get(&seen.heads_431) + get(&seen.heads_cut) > 0);
+    assert!(get(&seen.chunked_411) > 0);
     // The holder held what it was let, and was refused the rest.
     assert!(get(&seen.held_408) > 0 && get(&seen.held_503) > 0);
     assert_eq!(get(&seen.other), 0, "{}", served.log_text());
