@@ -21,12 +21,12 @@ mod keystone;
 mod marker;
 
 pub use crate::cluster::importer::artifact::{ArtifactError, Qcow2Target};
+pub use crate::cluster::importer::https::{MAX_ANSWER, MAX_LIST};
 pub use access::{Credentials, connect, connect_cloud, read};
 pub use background::{Background, Wanted, Work, look, work};
 pub use clouds::{CLOUD_NAME, Cloud, parse as parse_clouds};
 pub use error::OpenStackError;
 pub use glance::{Glance, Image};
-pub use crate::cluster::importer::https::{MAX_ANSWER, MAX_LIST};
 pub use import::{Importer, Look, Settings, Want};
 pub use marker::{
     INFRASTRUCTURE, Keep, Marker, QCOW2_SHA256, RELEASE, STREAM, image_name, image_name_for,

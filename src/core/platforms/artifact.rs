@@ -15,8 +15,8 @@ use regex::Regex;
 use serde_json::Value;
 
 use super::rules::{EntryError, Outcome, Reading};
-pub use crate::core::learned::Imported;
 use crate::core::arch::Arch;
+pub use crate::core::learned::Imported;
 use crate::core::reason::Reason;
 use crate::core::skew::version::{self as skew, Source, Version};
 
