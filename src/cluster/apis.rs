@@ -230,7 +230,7 @@ pub(crate) const AWS_MACHINE_API_SECRET: Call = Call {
     why: "aws_credentials::MachineApiSecret::read: with --aws-machine-api-credentials, the machine API's AWS credentials (get by name)",
 };
 
-/// With `--vsphere-import` only: granted by `manifests/components/vsphere-import`.
+/// With `--vsphere-import` only: granted to the importer by `manifests/components/vsphere-import`.
 pub(crate) const VSPHERE_CREDENTIALS: Call = Call {
     group: "",
     version: "v1",
@@ -266,7 +266,7 @@ pub(crate) const VSPHERE_MACHINE: Call = Call {
     why: "importer::Lister::list: with --vsphere-import, the templates Machines name (never deleted)",
 };
 
-/// With `--openstack-import` only: granted by `manifests/components/openstack-import`.
+/// With `--openstack-import` only: granted to the importer by `manifests/components/openstack-import`.
 pub(crate) const OPENSTACK_CREDENTIALS: Call = Call {
     group: "",
     version: "v1",
@@ -296,7 +296,7 @@ pub(crate) const OPENSTACK_MACHINE: Call = Call {
     ..VSPHERE_MACHINE
 };
 
-/// With `--nutanix-import` only: granted by `manifests/components/nutanix-import`.
+/// With `--nutanix-import` only: granted to the importer by `manifests/components/nutanix-import`.
 pub(crate) const NUTANIX_CREDENTIALS: Call = Call {
     group: "",
     version: "v1",
@@ -314,30 +314,36 @@ pub(crate) const NUTANIX_MACHINE: Call = Call {
     ..VSPHERE_MACHINE
 };
 
+/// With `--imported-images-configmap` only (`manifests/components/importer`): what the
+/// importer published, read by the webhook.
+pub(crate) const IMPORTED_IMAGES: Call = Call {
+    group: "",
+    version: "v1",
+    kind: "ConfigMap",
+    plural: "configmaps",
+    scope: Scope::Own,
+    names: &[IMPORTED_IMAGES_CONFIGMAP],
+    verbs: LIST_WATCH,
+    why: "watch::start: with --imported-images-configmap, the images the importer proved (watcher, field selector metadata.name)",
+};
+
 /// The calls of opt-in kustomize components, by component directory under
-/// `manifests/components/`: granted only when the component is in the build.
+/// `manifests/components/`: granted to the webhook only when the component is in the build.
 pub const COMPONENTS: &[(&str, &[Call])] = &[
     ("aws-machine-api-credentials", &[AWS_MACHINE_API_SECRET]),
+    ("importer", &[IMPORTED_IMAGES]),
     // No call of its own: the admission policy's leave to write AMIs beyond the streams.
     ("aws-marketplace", &[]),
     ("control-plane-machine-sets", &[CONTROLPLANEMACHINESET]),
     ("master-pool-gate", &[MACHINECONFIGPOOL, MACHINECONFIG]),
     ("upgrade-stub-ignition", &[USER_DATA_SECRET_WRITE]),
-    (
-        "openstack-import",
-        &[
-            OPENSTACK_CREDENTIALS,
-            OPENSTACK_CA_BUNDLE,
-            OPENSTACK_MACHINE,
-        ],
-    ),
-    ("nutanix-import", &[NUTANIX_CREDENTIALS, NUTANIX_MACHINE]),
+    // None for the webhook: the importers run under the importer's ServiceAccount
+    // (IMPORTER_COMPONENTS), and each of these requires the component `importer`.
+    ("openstack-import", &[]),
+    ("nutanix-import", &[]),
+    ("vsphere-import", &[]),
     // None for the webhook: the keeper runs under a ServiceAccount of its own (KEEPER).
     ("skew-record-keeper", &[]),
-    (
-        "vsphere-import",
-        &[VSPHERE_CREDENTIALS, VSPHERE_INSTALL_CONFIG, VSPHERE_MACHINE],
-    ),
 ];
 
 /// The calls two opt-in components grant together, beyond each one's own.
@@ -392,4 +398,72 @@ pub const KEEPER: &[Call] = &[
         why: "skew_keeper::run: kube-lease-manager, one keeper writes (get, create, server-side apply)",
         ..LEASE
     },
+];
+
+/// The ServiceAccount of `import` (`manifests/components/importer`), in the webhook's
+/// namespace: it reads the cloud credentials and writes no MachineSet.
+pub const IMPORTER_SERVICE_ACCOUNT: &str = "bootimage-importer";
+/// The component that runs `import`, which each cloud's import component requires.
+pub const IMPORTER_COMPONENT: &str = "importer";
+/// The components that need [`IMPORTER_COMPONENT`] in the build.
+pub const NEED_IMPORTER: &[&str] = &["vsphere-import", "openstack-import", "nutanix-import"];
+/// The ValidatingAdmissionPolicy of the importer's component: the webhook's writes may set
+/// an importer platform's boot value only to an image the importer's ConfigMap lists.
+pub const IMPORTED_IMAGES_POLICY: &str = "bootimage-webhook-imported-images-only";
+
+/// The calls of `import`, granted to [`IMPORTER_SERVICE_ACCOUNT`] by the component
+/// `importer`: the watchers that follow the cluster, what waits for an import, its Events,
+/// its Lease and the one ConfigMap it writes.
+pub const IMPORTER: &[Call] = &[
+    CONFIGMAP,
+    INFRASTRUCTURE,
+    CLUSTERVERSION,
+    NODE,
+    MACHINECONFIGURATION,
+    Call {
+        verbs: LIST_WATCH,
+        why: "watch::start_stubs: watched, to wake the importers; importer::Lister::list: which images are waited for and named (no write)",
+        ..MACHINESET
+    },
+    Call {
+        why: "importer::Warnings::warn: kube-runtime Recorder (create, then patch a repeat)",
+        ..EVENT
+    },
+    Call {
+        names: &[IMPORTER_LEASE_NAME],
+        why: "import::import (lease::lead): kube-lease-manager, one importer imports (get, create, server-side apply)",
+        ..LEASE
+    },
+    Call {
+        verbs: &["patch"],
+        why: "importer::publish::Publisher::write: the server-side apply of the images proved, into the ConfigMap the component ships",
+        ..IMPORTED_IMAGES
+    },
+];
+
+/// The importer's calls of opt-in components, granted to [`IMPORTER_SERVICE_ACCOUNT`]:
+/// each cloud's with its component; the ControlPlaneMachineSets when
+/// `control-plane-machine-sets` is in the build too.
+pub const IMPORTER_COMPONENTS: &[(&str, &[Call])] = &[
+    (
+        "vsphere-import",
+        &[VSPHERE_CREDENTIALS, VSPHERE_INSTALL_CONFIG, VSPHERE_MACHINE],
+    ),
+    (
+        "openstack-import",
+        &[
+            OPENSTACK_CREDENTIALS,
+            OPENSTACK_CA_BUNDLE,
+            OPENSTACK_MACHINE,
+        ],
+    ),
+    ("nutanix-import", &[NUTANIX_CREDENTIALS, NUTANIX_MACHINE]),
+    (
+        "control-plane-machine-sets",
+        &[Call {
+            verbs: LIST_WATCH,
+            why: "watch::start_stubs, importer::Lister::list: with --control-plane-machine-sets, the images they wait for and name (no write)",
+            ..CONTROLPLANEMACHINESET
+        }],
+    ),
 ];

@@ -544,17 +544,22 @@ fn our_bindings_bind_only_our_service_accounts() {
         // The monitoring component's binding (prometheus-k8s) is the platform Prometheus'.
         let bindings = b.docs.iter().filter(|d| {
             (d["kind"] == "RoleBinding" || d["kind"] == "ClusterRoleBinding")
-                && d["metadata"]["name"]
-                    .as_str()
-                    .is_some_and(|n| n.starts_with(NAME))
+                && d["metadata"]["name"].as_str().is_some_and(|n| {
+                    n.starts_with(NAME) || n.starts_with(apis::IMPORTER_SERVICE_ACCOUNT)
+                })
         });
-        // The skew record keeper's bind its own ServiceAccount, in its own namespace.
+        // The skew record keeper's bind its own ServiceAccount, in its own namespace, and
+        // the importer's its own.
         let keepers = serde_json::json!([{"kind": "ServiceAccount",
             "name": apis::KEEPER_SERVICE_ACCOUNT, "namespace": apis::KEEPER_NAMESPACE}]);
+        let importers = serde_json::json!([{"kind": "ServiceAccount",
+            "name": apis::IMPORTER_SERVICE_ACCOUNT, "namespace": OWN_NAMESPACE}]);
         for binding in bindings {
             let name = binding["metadata"]["name"].as_str().unwrap_or_default();
             let want = if name == apis::KEEPER_SERVICE_ACCOUNT {
                 &keepers
+            } else if name.starts_with(apis::IMPORTER_SERVICE_ACCOUNT) {
+                &importers
             } else {
                 &ours
             };

@@ -132,25 +132,71 @@ fn rbac_is_exactly_the_calls_the_code_makes() {
     for build in ["manifests", "manifests/overlays/cert-manager"] {
         rbac_matches(build, &render(build), apis::ALL.iter());
     }
-    // Each opt-in component adds exactly its own calls.
-    for (component, calls) in apis::COMPONENTS {
-        let build = format!("manifests + components/{component}");
-        let docs = render_with_component(component);
-        rbac_matches(&build, &docs, apis::ALL.iter().chain(calls.iter()));
+    // Each opt-in component adds exactly its own calls (with the importer's component
+    // where it needs it), to the webhook and to the importer.
+    for (component, _) in apis::COMPONENTS {
+        build_matches(&with_what_it_needs(&[*component]));
     }
     // And pairs of components, their calls and those they grant together.
-    for (first, second, together) in apis::COMPONENT_PAIRS {
-        let build = format!("manifests + components/{first} + components/{second}");
-        let docs = render_with(&[first, second], &[]);
-        let own = |c: &str| {
-            apis::COMPONENTS
-                .iter()
-                .find(|(name, _)| *name == c)
-                .map_or(&[][..], |(_, calls)| *calls)
-        };
-        let calls = apis::ALL.iter().chain(own(first)).chain(own(second));
-        rbac_matches(&build, &docs, calls.chain(together.iter()));
+    for (first, second, _) in apis::COMPONENT_PAIRS {
+        build_matches(&with_what_it_needs(&[*first, *second]));
     }
+    build_matches(&with_what_it_needs(&[
+        "control-plane-machine-sets",
+        "vsphere-import",
+        "openstack-import",
+        "nutanix-import",
+    ]));
+}
+
+/// `components`, and the importer's component first when one of them needs it.
+fn with_what_it_needs<'a>(components: &[&'a str]) -> Vec<&'a str> {
+    let mut out = Vec::new();
+    if components.iter().any(|c| apis::NEED_IMPORTER.contains(c))
+        && !components.contains(&apis::IMPORTER_COMPONENT)
+    {
+        out.push(apis::IMPORTER_COMPONENT);
+    }
+    out.extend_from_slice(components);
+    out
+}
+
+/// The calls of `table` for the components of a build.
+fn calls_of<'a>(
+    table: &'a [(&str, &'a [apis::Call])],
+    components: &[&str],
+) -> impl Iterator<Item = &'a apis::Call> {
+    table
+        .iter()
+        .filter(|(c, _)| components.contains(c))
+        .flat_map(|(_, calls)| calls.iter())
+}
+
+/// The build with `components`: the webhook is granted the base's calls and theirs, the
+/// importer (with its component) its own and theirs, and nothing else.
+fn build_matches(components: &[&str]) {
+    let build = format!("manifests + {components:?}");
+    let docs = render_with(components, &[]);
+    let together = apis::COMPONENT_PAIRS
+        .iter()
+        .filter(|(a, b, _)| components.contains(a) && components.contains(b))
+        .flat_map(|(_, _, calls)| calls.iter());
+    let webhook = apis::ALL
+        .iter()
+        .chain(calls_of(apis::COMPONENTS, components))
+        .chain(together);
+    rbac_matches(&build, &docs, webhook);
+    let importer = granted_to(&docs, apis::IMPORTER_SERVICE_ACCOUNT, OWN_NAMESPACE);
+    let wanted = if components.contains(&apis::IMPORTER_COMPONENT) {
+        needed(
+            apis::IMPORTER
+                .iter()
+                .chain(calls_of(apis::IMPORTER_COMPONENTS, components)),
+        )
+    } else {
+        BTreeSet::new()
+    };
+    assert_eq!(importer, wanted, "{build}: the importer's grants");
 }
 
 fn rbac_matches<'a>(build: &str, docs: &[Value], calls: impl Iterator<Item = &'a apis::Call>) {
@@ -241,11 +287,16 @@ fn the_keeper_has_exactly_its_calls_and_the_webhook_writes_no_machine_configurat
     );
 }
 
-/// Each component turns on the flag the code reads, and adds nothing else to the
-/// Deployment: the default build never has it.
+const WEBHOOK: &str = "bootimage-webhook";
+const IMPORTER: &str = "bootimage-importer";
+
+/// Each component turns on the flag the code reads, in the Deployment whose process reads
+/// it (an importer's in the importer's), and adds nothing else to it: the build without the
+/// component never has it.
 #[test]
 fn each_component_sets_its_flag() {
     let _parallel = support::parallel();
+    let on = |flag| serde_json::json!({"name": flag, "value": "true"});
     for (component, flag) in [
         (
             "aws-machine-api-credentials",
@@ -261,11 +312,98 @@ fn each_component_sets_its_flag() {
             "upgrade-stub-ignition",
             "BOOTIMAGE_WEBHOOK_UPGRADE_STUB_IGNITION",
         ),
+    ] {
+        component_sets(&[], component, WEBHOOK, "serve", on(flag));
+    }
+    let configmap = serde_json::json!({"name": "BOOTIMAGE_WEBHOOK_IMPORTED_IMAGES_CONFIGMAP",
+        "value": apis::IMPORTED_IMAGES_CONFIGMAP});
+    component_sets(&[], apis::IMPORTER_COMPONENT, WEBHOOK, "serve", configmap);
+    let importer = [apis::IMPORTER_COMPONENT];
+    for (component, flag) in [
         ("vsphere-import", "BOOTIMAGE_WEBHOOK_VSPHERE_IMPORT"),
         ("openstack-import", "BOOTIMAGE_WEBHOOK_OPENSTACK_IMPORT"),
         ("nutanix-import", "BOOTIMAGE_WEBHOOK_NUTANIX_IMPORT"),
+        (
+            "control-plane-machine-sets",
+            "BOOTIMAGE_WEBHOOK_CONTROL_PLANE_MACHINE_SETS",
+        ),
     ] {
-        component_sets_its_flag(component, flag);
+        component_sets(&importer, component, IMPORTER, "import", on(flag));
+    }
+}
+
+/// The importer's Deployment runs `import`, one replica at a time, under its own
+/// ServiceAccount, which no component binds to the webhook's roles; its pods are not the
+/// webhook's Service's, PodDisruptionBudget's or NetworkPolicy's.
+#[test]
+fn the_importer_runs_apart_under_its_own_identity() {
+    let _parallel = support::parallel();
+    let docs = render_with(
+        &with_what_it_needs(&["vsphere-import", "openstack-import", "nutanix-import"]),
+        &[],
+    );
+    let deploy = find(&docs, "Deployment", IMPORTER);
+    assert_eq!(deploy["spec"]["replicas"], 1);
+    assert_eq!(deploy["spec"]["strategy"]["type"], "Recreate");
+    let pod = &deploy["spec"]["template"];
+    assert_eq!(
+        pod["spec"]["serviceAccountName"],
+        apis::IMPORTER_SERVICE_ACCOUNT
+    );
+    let command = strings(&pod["spec"]["containers"][0]["command"]);
+    assert_eq!(command[1], "import", "{command:?}");
+    let limit = pod["spec"]["containers"][0]["resources"]["limits"]["memory"].as_str();
+    assert_eq!(limit, Some("256Mi"));
+    let labels = &pod["metadata"]["labels"];
+    let selected = |kind: &str, selector: &Value| {
+        let wanted = selector.as_object().unwrap();
+        assert!(!wanted.is_empty(), "{kind}");
+        wanted.iter().all(|(k, v)| &labels[k] == v)
+    };
+    assert!(selected(
+        "Deployment",
+        &deploy["spec"]["selector"]["matchLabels"]
+    ));
+    assert!(!selected(
+        "Service",
+        &find(&docs, "Service", WEBHOOK)["spec"]["selector"]
+    ));
+    for kind in ["PodDisruptionBudget", "Deployment"] {
+        let selector = &find(&docs, kind, WEBHOOK)["spec"]["selector"]["matchLabels"];
+        assert!(
+            !selected(kind, selector),
+            "{kind} {WEBHOOK} selects the importer"
+        );
+    }
+    let policy = &find(&docs, "NetworkPolicy", WEBHOOK)["spec"]["podSelector"]["matchLabels"];
+    assert!(!selected("NetworkPolicy", policy));
+    let own = &find(&docs, "NetworkPolicy", IMPORTER)["spec"];
+    assert!(selected(
+        "NetworkPolicy",
+        &own["podSelector"]["matchLabels"]
+    ));
+    assert_eq!(own["policyTypes"], serde_json::json!(["Ingress", "Egress"]));
+    assert!(own.get("ingress").is_none(), "no ingress: {own}");
+    for cloud in ["vsphere", "openstack", "nutanix"] {
+        let np = find(&docs, "NetworkPolicy", &format!("{IMPORTER}-{cloud}"));
+        assert!(selected(
+            "NetworkPolicy",
+            &np["spec"]["podSelector"]["matchLabels"]
+        ));
+    }
+    // The webhook's pods keep their name: the labels component leaves pod templates alone.
+    let webhook = &find(&docs, "Deployment", WEBHOOK)["spec"]["template"]["metadata"]["labels"];
+    assert_eq!(webhook["app.kubernetes.io/name"], WEBHOOK);
+}
+
+/// Each cloud's component stops the build without the importer's: it would otherwise
+/// grant nothing and turn nothing on, without a word.
+#[test]
+fn each_import_component_needs_the_importer() {
+    let _parallel = support::parallel();
+    for component in apis::NEED_IMPORTER {
+        let out = std::panic::catch_unwind(|| render_with_component(component));
+        assert!(out.is_err(), "{component} renders without the importer");
     }
 }
 
@@ -286,10 +424,10 @@ fn the_import_components_mount_their_cache_where_the_flag_points() {
         cache_mounted_where_the_flag_points(component, volume, flag);
     }
     let both = render_with(
-        &["vsphere-import", "openstack-import", "nutanix-import"],
+        &with_what_it_needs(&["vsphere-import", "openstack-import", "nutanix-import"]),
         &[],
     );
-    let spec = &find(&both, "Deployment", "bootimage-webhook")["spec"]["template"]["spec"];
+    let spec = &find(&both, "Deployment", IMPORTER)["spec"]["template"]["spec"];
     let mounts = spec["containers"][0]["volumeMounts"].as_array().unwrap();
     let paths: Vec<&str> = mounts
         .iter()
@@ -300,8 +438,8 @@ fn the_import_components_mount_their_cache_where_the_flag_points() {
 }
 
 fn cache_mounted_where_the_flag_points(component: &str, volume: &str, flag: &str) {
-    let docs = render_with_component(component);
-    let spec = &find(&docs, "Deployment", "bootimage-webhook")["spec"]["template"]["spec"];
+    let docs = render_with(&with_what_it_needs(&[component]), &[]);
+    let spec = &find(&docs, "Deployment", IMPORTER)["spec"]["template"]["spec"];
     let mount = spec["containers"][0]["volumeMounts"]
         .as_array()
         .unwrap()
@@ -309,8 +447,8 @@ fn cache_mounted_where_the_flag_points(component: &str, volume: &str, flag: &str
         .find(|m| m["name"] == volume)
         .unwrap_or_else(|| panic!("{component}: the cache is mounted"));
     let cli = <bootimage_webhook::config::Cli as clap::CommandFactory>::command();
-    let serve = cli.find_subcommand("serve").unwrap();
-    let default = serve
+    let import = cli.find_subcommand("import").unwrap();
+    let default = import
         .get_arguments()
         .find(|a| a.get_id() == flag)
         .and_then(|a| a.get_default_values().first().cloned())
@@ -325,14 +463,15 @@ fn cache_mounted_where_the_flag_points(component: &str, volume: &str, flag: &str
     assert!(volume["emptyDir"]["sizeLimit"].is_string(), "{volume}");
 }
 
-/// The documented patches of a disconnected site: the mirror's variable, which the flag
-/// reads and accepts, and its port opened beside vCenter's.
+/// The documented patches of a disconnected site: the mirror's variable on the importer,
+/// which the flag reads and accepts, and its port opened beside vCenter's.
 #[test]
 fn the_documented_mirror_patches_set_the_flag_and_open_the_port() {
     let _parallel = support::parallel();
     let var = "BOOTIMAGE_WEBHOOK_ARTIFACT_BASE_URL";
-    let docs = render_with_documented(&["vsphere-import"], &[var, "bootimage-webhook-vsphere"]);
-    let deploy = find(&docs, "Deployment", "bootimage-webhook");
+    let components = with_what_it_needs(&["vsphere-import"]);
+    let docs = render_with_documented(&components, &[var, "bootimage-importer-vsphere"]);
+    let deploy = find(&docs, "Deployment", IMPORTER);
     let env = &deploy["spec"]["template"]["spec"]["containers"][0]["env"];
     let set: Vec<&Value> = env
         .as_array()
@@ -344,12 +483,12 @@ fn the_documented_mirror_patches_set_the_flag_and_open_the_port() {
     let url = set[0]["value"].as_str().unwrap();
     let cli = bootimage_webhook::config::Cli::try_parse_from([
         "bootimage-webhook",
-        "serve",
+        "import",
         "--artifact-base-url",
         url,
     ]);
     assert!(cli.is_ok(), "{url}: {:?}", cli.err());
-    let policy = find(&docs, "NetworkPolicy", "bootimage-webhook-vsphere");
+    let policy = find(&docs, "NetworkPolicy", "bootimage-importer-vsphere");
     let ports: Vec<&Value> = policy["spec"]["egress"][0]["ports"]
         .as_array()
         .unwrap()
@@ -358,32 +497,44 @@ fn the_documented_mirror_patches_set_the_flag_and_open_the_port() {
         .collect();
     assert_eq!(ports, [&serde_json::json!(443), &serde_json::json!(8080)]);
     // The component alone sets neither.
-    let plain = render_with_component("vsphere-import");
-    let deploy = find(&plain, "Deployment", "bootimage-webhook");
+    let plain = render_with(&components, &[]);
+    let deploy = find(&plain, "Deployment", IMPORTER);
     assert!(!deploy.to_string().contains(var));
 }
 
-fn component_sets_its_flag(component: &str, flag: &str) {
+/// `component`, over a build with `base` components, adds exactly `added` to the env of
+/// Deployment `deployment`, whose `subcommand` has a flag that reads it.
+fn component_sets(
+    base: &[&str],
+    component: &str,
+    deployment: &str,
+    subcommand: &str,
+    added: Value,
+) {
     let env_of = |docs: &[Value]| -> Vec<Value> {
-        let deploy = find(docs, "Deployment", "bootimage-webhook");
+        let deploy = find(docs, "Deployment", deployment);
         deploy["spec"]["template"]["spec"]["containers"][0]["env"]
             .as_array()
             .unwrap()
             .clone()
     };
-    let plain = env_of(&render("manifests"));
+    let flag = added["name"].as_str().unwrap();
+    let without = render_with(base, &[]);
+    let plain = env_of(&without);
     assert!(!plain.iter().any(|e| e["name"] == flag));
-    let with = env_of(&render_with_component(component));
-    let added: Vec<&Value> = with.iter().filter(|e| !plain.contains(e)).collect();
-    assert_eq!(added, [&serde_json::json!({"name": flag, "value": "true"})]);
+    let mut components = base.to_vec();
+    components.push(component);
+    let with = env_of(&render_with(&components, &[]));
+    let new: Vec<&Value> = with.iter().filter(|e| !plain.contains(e)).collect();
+    assert_eq!(new, [&added], "{component} on {deployment}");
     // A variable no flag reads would be ignored without a word: the flag reads this one.
     let cli = <bootimage_webhook::config::Cli as clap::CommandFactory>::command();
-    let serve = cli.find_subcommand("serve").unwrap();
+    let command = cli.find_subcommand(subcommand).unwrap();
     assert!(
-        serve
+        command
             .get_arguments()
             .any(|a| a.get_env().is_some_and(|e| e == flag)),
-        "no serve flag reads {flag}"
+        "no {subcommand} flag reads {flag}"
     );
 }
 

@@ -104,9 +104,7 @@ impl World {
         };
         world.nutanix_cluster();
         world.set_stream(RELEASE);
-        world
-            .cluster
-            .kubectl(&["apply", "-f", &manifest("rbac.yaml")]);
+        support::rbac::importer_grants_to_the_webhook(&world.cluster.api, "nutanix-import");
         world
     }
 
@@ -180,14 +178,6 @@ impl World {
     fn ours(&self, release: &str) -> String {
         image_name(&self.infra, release)
     }
-}
-
-fn manifest(file: &str) -> String {
-    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("manifests/components/nutanix-import")
-        .join(file)
-        .display()
-        .to_string()
 }
 
 /// A worker MachineSet on the image `name`.

@@ -94,7 +94,7 @@ impl World {
         world.set_stream(RELEASE, GZ_PATH, &gz_sha256, &world.qcow2.sha256);
         let c = &world.cluster;
         c.kubectl(&["create", "namespace", "openshift-config"]);
-        c.kubectl(&["apply", "-f", &manifest("rbac.yaml")]);
+        support::rbac::importer_grants_to_the_webhook(&c.api, "openstack-import");
         world
     }
 
@@ -177,14 +177,6 @@ impl World {
     fn ours(&self, release: &str) -> String {
         image_name(&self.infra, release)
     }
-}
-
-fn manifest(file: &str) -> String {
-    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("manifests/components/openstack-import")
-        .join(file)
-        .display()
-        .to_string()
 }
 
 /// A worker MachineSet on `image`; booted from a volume of it with `root_volume`.

@@ -40,3 +40,25 @@ pub fn enable_policies(api: &ApiServer, components: &[&str]) {
     let out = api.kubectl_stdin(args, &list.to_string());
     api.expect_ok(&args, out);
 }
+
+/// Applies an importer component's `rbac.yaml` with its grants bound to the webhook's
+/// ServiceAccount instead of the importer's: for the tests of `serve` running the importers
+/// in its own process (development and tests), under the webhook's identity. No shipped
+/// build binds them so: there the importer's ServiceAccount alone holds them
+/// (tests/e2e/real_apiserver_importer.rs).
+pub fn importer_grants_to_the_webhook(api: &ApiServer, component: &str) {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("manifests/components")
+        .join(component)
+        .join("rbac.yaml");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let subject = "  - kind: ServiceAccount\n    name: bootimage-importer\n";
+    assert!(text.contains(subject), "{}", path.display());
+    let text = text.replace(
+        subject,
+        "  - kind: ServiceAccount\n    name: bootimage-webhook\n",
+    );
+    let args = ["apply", "-f", "-"];
+    let out = api.kubectl_stdin(args, &text);
+    api.expect_ok(&args, out);
+}

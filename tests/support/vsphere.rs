@@ -80,11 +80,7 @@ impl World {
         let port = free_port();
         world.start_vcenter_on(port);
         world.point_at(port);
-        world.cluster.kubectl(&[
-            "apply",
-            "-f",
-            &manifest("components/vsphere-import/rbac.yaml"),
-        ]);
+        super::rbac::importer_grants_to_the_webhook(&world.cluster.api, "vsphere-import");
         world
     }
 
@@ -228,14 +224,6 @@ impl World {
         all.extend_from_slice(flags);
         self.cluster.holder_in(&all, env)
     }
-}
-
-pub fn manifest(path: &str) -> String {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("manifests")
-        .join(path)
-        .display()
-        .to_string()
 }
 
 /// The failure domains: fd-a in DC0, fd-b in DC1, and fd-c in DC0 beside fd-a, sharing its
