@@ -34,6 +34,7 @@ mod permissions;
 mod proxy;
 mod real_apiserver_admission;
 mod real_apiserver_hive;
+mod real_apiserver_importer;
 mod real_apiserver_skew;
 mod real_apiserver_status;
 mod real_apiserver_touch;

@@ -19,7 +19,7 @@ use clap::Parser;
 use serde_json::Value;
 use support::render::{
     find, render, render_with, render_with_component, render_with_documented, strings,
-    user_data_secrets_of,
+    user_data_secrets_of, with_what_it_needs,
 };
 
 const OWN_NAMESPACE: &str = "bootimage-webhook";
@@ -147,18 +147,6 @@ fn rbac_is_exactly_the_calls_the_code_makes() {
         "openstack-import",
         "nutanix-import",
     ]));
-}
-
-/// `components`, and the importer's component first when one of them needs it.
-fn with_what_it_needs<'a>(components: &[&'a str]) -> Vec<&'a str> {
-    let mut out = Vec::new();
-    if components.iter().any(|c| apis::NEED_IMPORTER.contains(c))
-        && !components.contains(&apis::IMPORTER_COMPONENT)
-    {
-        out.push(apis::IMPORTER_COMPONENT);
-    }
-    out.extend_from_slice(components);
-    out
 }
 
 /// The calls of `table` for the components of a build.

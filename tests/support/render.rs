@@ -157,3 +157,16 @@ pub fn user_data_secrets_of(docs: &[Value]) -> Vec<String> {
     );
     strings(&c["args"])
 }
+
+/// `components`, and the importer's component first when one of them needs it.
+pub fn with_what_it_needs<'a>(components: &[&'a str]) -> Vec<&'a str> {
+    use bootimage_webhook::cluster::apis;
+    let mut out = Vec::new();
+    if components.iter().any(|c| apis::NEED_IMPORTER.contains(c))
+        && !components.contains(&apis::IMPORTER_COMPONENT)
+    {
+        out.push(apis::IMPORTER_COMPONENT);
+    }
+    out.extend_from_slice(components);
+    out
+}
