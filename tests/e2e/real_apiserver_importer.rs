@@ -5,8 +5,8 @@
 //! ControlPlaneMachineSets (the apiserver's own SubjectAccessReviews, with the groups a
 //! ServiceAccount's token carries); the importer's Deployment, run as its ServiceAccount with
 //! the build's RBAC, holds its Lease and publishes into its ConfigMap; and the importer's
-//! admission policy lets the webhook's ServiceAccount set an OpenStack or Nutanix image the
-//! ConfigMap lists, and no other.
+//! admission policy lets the webhook's ServiceAccount set a vSphere template, an OpenStack
+//! image or a Nutanix image the ConfigMap lists, and no other.
 
 use crate::support;
 
@@ -373,7 +373,7 @@ fn the_importer_runs_import_and_the_webhook_may_name_only_what_it_lists() {
     let _parallel = support::parallel();
     let c = Cluster::start(true);
     c.kubectl(&["create", "namespace", "openshift-config"]);
-    let components = with_what_it_needs(&["openstack-import", "nutanix-import"]);
+    let components = with_what_it_needs(&["vsphere-import", "openstack-import", "nutanix-import"]);
     let docs = render_with(&components, &[]);
     install_importer(&c, &docs);
     let importer = Importer::start(&c, find(&docs, "Deployment", IMPORTER));
@@ -385,92 +385,119 @@ fn the_importer_runs_import_and_the_webhook_may_name_only_what_it_lists() {
             let lease = get(&c, "lease", IMPORTER)?;
             (lease["spec"]["holderIdentity"] == "importer-a").then_some(())?;
             let data = &get(&c, "configmap", apis::IMPORTED_IMAGES_CONFIGMAP)?["data"];
-            (data.get("status.openstack").is_some() && data.get("status.nutanix").is_some())
+            ["vsphere", "openstack", "nutanix"]
+                .iter()
+                .all(|p| data.get(format!("status.{p}")).is_some())
                 .then_some(())
         },
     );
     let log = importer.log();
     assert!(!log.contains("forbidden"), "{log}");
     drop(importer);
+    the_policy_admits_only_what_is_listed(&c);
+}
 
+const INFRA: &str = "ci-sep-x7k2b";
+/// Another cluster's infrastructure name: its names are unlisted here, and the base policy
+/// admits them on its MachineSets.
+const OTHER: &str = "ci-sep-o3q9d";
+const RELEASE: &str = "9.8.20260428-0";
+
+/// The importer's policy, with the webhook's own token: on each importer platform a name
+/// the ConfigMap lists is admitted, another cluster's (which the base policy admits) refused.
+fn the_policy_admits_only_what_is_listed(c: &Cluster) {
+    let listed = format!("{INFRA}-rhcos-{RELEASE}");
+    let template = format!("{listed}-fd-a");
     // What the importer would list, written here as an administrator.
-    let infra = "ci-sep-x7k2b";
-    let release = "9.8.20260428-0";
-    let listed = format!("{infra}-rhcos-{release}");
-    let record = json!({"digest": "sha256:00", "release": release, "stream": "rhel-9"});
-    let data = json!({"data": {format!("openstack.{listed}"): record.to_string(),
-        format!("nutanix.{listed}"): record.to_string()}});
+    let record = json!({"digest": "sha256:00", "release": RELEASE, "stream": "rhel-9"}).to_string();
+    let data = json!({"data": {format!("openstack.{listed}"): record,
+        format!("nutanix.{listed}"): record, format!("vsphere.{template}"): record}});
+    let cm = apis::IMPORTED_IMAGES_CONFIGMAP;
+    let patch = data.to_string();
     c.kubectl(&[
         "patch",
         "configmap",
-        apis::IMPORTED_IMAGES_CONFIGMAP,
+        cm,
         "-n",
         OWN_NS,
         "--type=merge",
         "-p",
-        &data.to_string(),
+        &patch,
     ]);
-    let openstack = json!({"apiVersion": "machine.openshift.io/v1alpha1",
-        "kind": "OpenstackProviderSpec", "flavor": "m1.large", "image": format!("{infra}-rhcos")});
-    let nutanix = json!({"apiVersion": "machine.openshift.io/v1",
-        "kind": "NutanixMachineProviderConfig", "image": {"type": "name", "name": format!("{infra}-rhcos")}});
-    c.create(&cloud_machineset("ms-openstack", infra, openstack));
-    c.create(&cloud_machineset("ms-nutanix", infra, nutanix.clone()));
-    // Another cluster's name, unlisted here, which the base policy admits on a MachineSet
-    // of that cluster (Nutanix's names carry no architecture).
-    let other = "ci-sep-o3q9d";
-    c.create(&cloud_machineset("ms-nutanix-other", other, nutanix));
-    let webhook = Webhook::new(&c);
-    let image = |path: &str, value: Value| json!([{"op": "replace", "path": format!("{PROVIDER}{path}"), "value": value}]);
-    // An unlisted name the base policy would admit (an architecture's tag after the
-    // release): refused by the importer's policy, once the apiserver enforces it.
-    let unlisted = format!("{listed}-amd64");
-    let refused =
-        |r: Result<(), String>| r.err().filter(|e| e.contains(apis::IMPORTED_IMAGES_POLICY));
-    let last = std::cell::RefCell::new(String::new());
-    eventually(
-        "the importer's policy to refuse an unlisted OpenStack image",
-        Duration::from_secs(60),
-        || last.borrow().clone(),
-        || {
-            let r = webhook.dry_run("ms-openstack", &image("/image", json!(unlisted)));
+    let nutanix = |name: &str| json!({"type": "name", "name": name});
+    // (platform, providerSpec, the value listed, another cluster's)
+    let cases = [
+        (
+            "OpenStack",
+            json!({"apiVersion": "machine.openshift.io/v1alpha1", "kind": "OpenstackProviderSpec",
+                "flavor": "m1.large", "image": "installer-rhcos"}),
+            json!(listed),
+            json!(format!("{OTHER}-rhcos-{RELEASE}")),
+        ),
+        (
+            "Nutanix",
+            json!({"apiVersion": "machine.openshift.io/v1", "kind": "NutanixMachineProviderConfig",
+                "image": nutanix("installer-rhcos")}),
+            nutanix(&listed),
+            nutanix(&format!("{OTHER}-rhcos-{RELEASE}")),
+        ),
+        (
+            "vSphere",
+            json!({"apiVersion": "machine.openshift.io/v1beta1",
+                "kind": "VSphereMachineProviderSpec", "template": "installer-rhcos"}),
+            json!(template),
+            json!(format!("{OTHER}-rhcos-{RELEASE}-fd-a")),
+        ),
+    ];
+    let webhook = Webhook::new(c);
+    for (platform, value, ours, theirs) in cases {
+        let field = if platform == "vSphere" {
+            "template"
+        } else {
+            "image"
+        };
+        let patch = |v: &Value| json!([{"op": "replace", "path": format!("{PROVIDER}/{field}"), "value": v}]);
+        let (mine, other) = (
+            format!("ms-{field}-{platform}"),
+            format!("ms-{field}-{platform}-o"),
+        );
+        let (mine, other) = (mine.to_lowercase(), other.to_lowercase());
+        c.create(&cloud_machineset(&mine, INFRA, value.clone()));
+        c.create(&cloud_machineset(&other, OTHER, value));
+        // Once the apiserver enforces the policy and has the ConfigMap.
+        let last = std::cell::RefCell::new(String::new());
+        let try_it = |name: &str, v: &Value| {
+            let r = webhook.dry_run(name, &patch(v));
             *last.borrow_mut() = format!("{r:?}");
-            refused(r)
-        },
-    );
-    let unlisted_nutanix = json!({"type": "name", "name": format!("{other}-rhcos-{release}")});
-    let r = webhook.dry_run("ms-nutanix-other", &image("/image", unlisted_nutanix));
-    let err = refused(r.clone());
-    assert!(
-        err.is_some_and(|e| e.contains("Nutanix")),
-        "an unlisted Nutanix image: {r:?}"
-    );
-    // What it lists is admitted (the ConfigMap may reach the policy a moment later).
-    eventually(
-        "the importer's policy to admit a listed OpenStack image",
-        Duration::from_secs(30),
-        || last.borrow().clone(),
-        || {
-            let r = webhook.dry_run("ms-openstack", &image("/image", json!(listed)));
-            *last.borrow_mut() = format!("{r:?}");
-            r.ok()
-        },
-    );
-    let nutanix = image("/image", json!({"type": "name", "name": listed}));
-    webhook
-        .dry_run("ms-nutanix", &nutanix)
-        .expect("a listed Nutanix image");
-    // An administrator is not bound by it.
-    let admin = image("/image", json!(unlisted)).to_string();
-    c.kubectl(&[
-        "patch",
-        "machineset",
-        "ms-openstack",
-        "-n",
-        NS,
-        "--type=json",
-        "--dry-run=server",
-        "-p",
-        &admin,
-    ]);
+            r
+        };
+        eventually(
+            &format!("the importer's policy to refuse an unlisted {platform} value"),
+            Duration::from_secs(60),
+            || last.borrow().clone(),
+            || {
+                let e = try_it(&other, &theirs).err()?;
+                (e.contains(apis::IMPORTED_IMAGES_POLICY) && e.contains(platform)).then_some(())
+            },
+        );
+        eventually(
+            &format!("the importer's policy to admit a listed {platform} value"),
+            Duration::from_secs(30),
+            || last.borrow().clone(),
+            || try_it(&mine, &ours).ok(),
+        );
+        // An administrator is not bound by it.
+        let theirs = patch(&theirs).to_string();
+        c.kubectl(&[
+            "patch",
+            "machineset",
+            &other,
+            "-n",
+            NS,
+            "--type=json",
+            "--dry-run=server",
+            "-p",
+            &theirs,
+        ]);
+    }
 }
