@@ -538,33 +538,27 @@ fn the_container_reads_tls_from_the_whole_secret() {
 #[test]
 fn our_bindings_bind_only_our_service_accounts() {
     let _parallel = support::parallel();
-    let ours =
-        serde_json::json!([{"kind": "ServiceAccount", "name": NAME, "namespace": OWN_NAMESPACE}]);
+    let sa =
+        |name, ns| serde_json::json!([{"kind": "ServiceAccount", "name": name, "namespace": ns}]);
+    // The skew record keeper's and the importer's bind their own ServiceAccounts.
+    let keeper = sa(apis::KEEPER_SERVICE_ACCOUNT, apis::KEEPER_NAMESPACE);
+    let importer = sa(apis::IMPORTER_SERVICE_ACCOUNT, OWN_NAMESPACE);
     for b in builds() {
-        // The monitoring component's binding (prometheus-k8s) is the platform Prometheus'.
-        let bindings = b.docs.iter().filter(|d| {
+        // Ours are named bootimage-*; the monitoring component's (prometheus-k8s) is not.
+        for binding in b.docs.iter().filter(|d| {
             (d["kind"] == "RoleBinding" || d["kind"] == "ClusterRoleBinding")
-                && d["metadata"]["name"].as_str().is_some_and(|n| {
-                    n.starts_with(NAME) || n.starts_with(apis::IMPORTER_SERVICE_ACCOUNT)
-                })
-        });
-        // The skew record keeper's bind its own ServiceAccount, in its own namespace, and
-        // the importer's its own.
-        let keepers = serde_json::json!([{"kind": "ServiceAccount",
-            "name": apis::KEEPER_SERVICE_ACCOUNT, "namespace": apis::KEEPER_NAMESPACE}]);
-        let importers = serde_json::json!([{"kind": "ServiceAccount",
-            "name": apis::IMPORTER_SERVICE_ACCOUNT, "namespace": OWN_NAMESPACE}]);
-        for binding in bindings {
+                && d["metadata"]["name"]
+                    .as_str()
+                    .is_some_and(|n| n.starts_with("bootimage-"))
+        }) {
             let name = binding["metadata"]["name"].as_str().unwrap_or_default();
-            let want = if name == apis::KEEPER_SERVICE_ACCOUNT {
-                &keepers
-            } else if name.starts_with(apis::IMPORTER_SERVICE_ACCOUNT) {
-                &importers
-            } else {
-                &ours
+            let want = match name {
+                apis::KEEPER_SERVICE_ACCOUNT => keeper.clone(),
+                n if n.starts_with(apis::IMPORTER_SERVICE_ACCOUNT) => importer.clone(),
+                _ => sa(NAME, OWN_NAMESPACE),
             };
             assert_eq!(
-                &binding["subjects"], want,
+                binding["subjects"], want,
                 "{}: {} {}/{name} binds its ServiceAccount and nothing else",
                 b.name, binding["kind"], binding["metadata"]["namespace"]
             );

@@ -424,33 +424,8 @@ fn the_policy_admits_only_what_is_listed(c: &Cluster) {
         "-p",
         &patch,
     ]);
-    let nutanix = |name: &str| json!({"type": "name", "name": name});
-    // (platform, providerSpec, the value listed, another cluster's)
-    let cases = [
-        (
-            "OpenStack",
-            json!({"apiVersion": "machine.openshift.io/v1alpha1", "kind": "OpenstackProviderSpec",
-                "flavor": "m1.large", "image": "installer-rhcos"}),
-            json!(listed),
-            json!(format!("{OTHER}-rhcos-{RELEASE}")),
-        ),
-        (
-            "Nutanix",
-            json!({"apiVersion": "machine.openshift.io/v1", "kind": "NutanixMachineProviderConfig",
-                "image": nutanix("installer-rhcos")}),
-            nutanix(&listed),
-            nutanix(&format!("{OTHER}-rhcos-{RELEASE}")),
-        ),
-        (
-            "vSphere",
-            json!({"apiVersion": "machine.openshift.io/v1beta1",
-                "kind": "VSphereMachineProviderSpec", "template": "installer-rhcos"}),
-            json!(template),
-            json!(format!("{OTHER}-rhcos-{RELEASE}-fd-a")),
-        ),
-    ];
     let webhook = Webhook::new(c);
-    for (platform, value, ours, theirs) in cases {
+    for (platform, value, ours, theirs) in cases(&listed, &template) {
         let field = if platform == "vSphere" {
             "template"
         } else {
@@ -500,4 +475,34 @@ fn the_policy_admits_only_what_is_listed(c: &Cluster) {
             &theirs,
         ]);
     }
+}
+
+/// Each importer platform: its name in the policy's messages, a providerSpec on the
+/// installer's image, the value listed, another cluster's.
+fn cases(listed: &str, template: &str) -> [(&'static str, Value, Value, Value); 3] {
+    let nutanix = |name: &str| json!({"type": "name", "name": name});
+    // (platform, providerSpec, the value listed, another cluster's)
+    [
+        (
+            "OpenStack",
+            json!({"apiVersion": "machine.openshift.io/v1alpha1", "kind": "OpenstackProviderSpec",
+                "flavor": "m1.large", "image": "installer-rhcos"}),
+            json!(listed),
+            json!(format!("{OTHER}-rhcos-{RELEASE}")),
+        ),
+        (
+            "Nutanix",
+            json!({"apiVersion": "machine.openshift.io/v1", "kind": "NutanixMachineProviderConfig",
+                "image": nutanix("installer-rhcos")}),
+            nutanix(listed),
+            nutanix(&format!("{OTHER}-rhcos-{RELEASE}")),
+        ),
+        (
+            "vSphere",
+            json!({"apiVersion": "machine.openshift.io/v1beta1",
+                "kind": "VSphereMachineProviderSpec", "template": "installer-rhcos"}),
+            json!(template),
+            json!(format!("{OTHER}-rhcos-{RELEASE}-fd-a")),
+        ),
+    ]
 }
