@@ -5,7 +5,7 @@
 
 use crate::support;
 
-use std::collections::BTreeSet;
+use std::collections::BTreeMap;
 
 use bootimage_webhook::core::cluster_api::{
     self, CLONE_LABEL, ClusterApiDecision, ClusterApiReason, INFRASTRUCTURE_REF_NAME, Inputs,
@@ -54,7 +54,11 @@ fn aws_snapshot() -> Snapshot {
     snapshot(&real_stream(), Some(learned))
 }
 
-fn inputs<'a>(ms: &'a Value, template: &'a Value, templates: &'a BTreeSet<String>) -> Inputs<'a> {
+fn inputs<'a>(
+    ms: &'a Value,
+    template: &'a Value,
+    templates: &'a BTreeMap<String, Value>,
+) -> Inputs<'a> {
     Inputs {
         machine_set: ms,
         template: Some(template),
@@ -84,7 +88,7 @@ fn cluster_api_aws_an_old_ami_is_cloned_then_the_reference_moves() {
     let _parallel = support::parallel();
     let (template, ms) = aws();
     let snap = aws_snapshot();
-    let none = BTreeSet::new();
+    let none = BTreeMap::new();
     let d = decide(inputs(&ms, &template, &none), &snap);
     assert_eq!(d.reason, ClusterApiReason::CloneAwaited, "{}", d.message);
     assert_eq!(d.platform, Some("AWS"));
@@ -117,7 +121,7 @@ fn cluster_api_aws_an_old_ami_is_cloned_then_the_reference_moves() {
     );
 
     // Once it exists, the MachineSet is repointed, and its image recorded.
-    let made = BTreeSet::from([clone.name.clone()]);
+    let made = BTreeMap::from([(clone.name.clone(), clone.object.clone())]);
     let d = decide(inputs(&ms, &template, &made), &snap);
     assert_eq!(d.reason, ClusterApiReason::Repointed, "{}", d.message);
     let moved = applied(&ms, &d);
@@ -138,6 +142,20 @@ fn cluster_api_aws_an_old_ami_is_cloned_then_the_reference_moves() {
         .remove(BOOT_IMAGE_ANNOTATION);
     assert_eq!(rest, ms, "nothing else moves");
 
+    // A template of that name that is not the clone is never pointed at.
+    let mut unmarked = clone.object.clone();
+    unmarked["metadata"]["labels"]
+        .as_object_mut()
+        .unwrap()
+        .remove(CLONE_LABEL);
+    let mut other_ami = clone.object.clone();
+    other_ami["spec"]["template"]["spec"]["ami"]["id"] = json!("ami-0badc0ffee0000000");
+    for squatter in [unmarked, other_ami] {
+        let taken = BTreeMap::from([(clone.name.clone(), squatter)]);
+        let d = decide(inputs(&ms, &template, &taken), &snap);
+        assert_eq!(d.reason, ClusterApiReason::CloneNameTaken, "{}", d.message);
+    }
+
     // On the clone, it is up to date: a second pass changes nothing.
     let d = decide(inputs(&moved, &clone.object, &made), &snap);
     assert_eq!(
@@ -154,7 +172,7 @@ fn cluster_api_the_clone_name_is_its_content() {
     let _parallel = support::parallel();
     let (template, ms) = aws();
     let snap = aws_snapshot();
-    let none = BTreeSet::new();
+    let none = BTreeMap::new();
     let a = decide(inputs(&ms, &template, &none), &snap).clone.unwrap();
     let mut reordered = template.clone();
     let spec = reordered["spec"]["template"]["spec"]
@@ -191,7 +209,7 @@ fn cluster_api_openstack_moves_to_the_imported_image_once_it_is_usable() {
         });
         Snapshot::new(base.boot_images.clone(), cluster)
     };
-    let none = BTreeSet::new();
+    let none = BTreeMap::new();
     let openstack_inputs = Inputs {
         region: None,
         ..inputs(&ms, &template, &none)
@@ -219,7 +237,7 @@ fn cluster_api_what_is_left_alone_says_why() {
     let _parallel = support::parallel();
     let (template, ms) = aws();
     let snap = aws_snapshot();
-    let none = BTreeSet::new();
+    let none = BTreeMap::new();
     let base = inputs(&ms, &template, &none);
     let reason = |i: Inputs<'_>, snap: &Snapshot| decide(i, snap).reason;
 
@@ -353,7 +371,7 @@ fn cluster_api_what_is_left_alone_says_why() {
 fn cluster_api_the_machine_api_rules_decide_the_target() {
     let _parallel = support::parallel();
     let (template, ms) = aws();
-    let none = BTreeSet::new();
+    let none = BTreeMap::new();
     let base = inputs(&ms, &template, &none);
     let reason = |i: Inputs<'_>, snap: &Snapshot| decide(i, snap).reason;
     let decided = |r| ClusterApiReason::Decided(r);

@@ -12,7 +12,7 @@
 //! MachineDeployment, a machine API twin still authoritative, a template that is missing or
 //! of a kind not served.
 
-use std::collections::BTreeSet;
+use std::collections::BTreeMap;
 
 use serde_json::{Map, Value, json};
 
@@ -58,6 +58,9 @@ pub enum ClusterApiReason {
     RegionUnknown,
     /// The clone with the target is not made yet: the reference moves once it is.
     CloneAwaited,
+    /// A template of the clone's name exists but is not that clone (no marker, another
+    /// spec): never pointed at, and left as it is.
+    CloneNameTaken,
     /// The reference moves to the clone.
     Repointed,
 }
@@ -74,6 +77,7 @@ impl ClusterApiReason {
             ClusterApiReason::UnsupportedTemplate => "UnsupportedTemplate",
             ClusterApiReason::RegionUnknown => "RegionUnknown",
             ClusterApiReason::CloneAwaited => "CloneAwaited",
+            ClusterApiReason::CloneNameTaken => "CloneNameTaken",
             ClusterApiReason::Repointed => "Repointed",
         }
     }
@@ -93,8 +97,9 @@ pub struct Inputs<'a> {
     /// `status.authoritativeAPI` of the machine API MachineSet of the same name, if there
     /// is one.
     pub twin_authority: Option<&'a str>,
-    /// The names of the templates in the MachineSet's namespace (a clone that exists).
-    pub templates: &'a BTreeSet<String>,
+    /// The templates of the template's kind in the MachineSet's namespace, by name: a clone
+    /// counts as made only when the one of its name carries the marker and its spec.
+    pub templates: &'a BTreeMap<String, Value>,
     /// The opt-in: MachineSets owned by a MachineDeployment are decided too.
     pub machine_deployments: bool,
 }
@@ -216,13 +221,24 @@ fn rules(inputs: &Inputs<'_>, snap: &Snapshot) -> Result<ClusterApiDecision, Sto
     let clone = template::clone_of(template, base, &sets);
     out.clone = Some(clone.clone());
     let target = out.target.clone().unwrap_or_default();
-    if !inputs.templates.contains(&clone.name) {
-        out.reason = ClusterApiReason::CloneAwaited;
-        out.message = format!(
-            "{} (template {name} -> {}, once the template maker has made it)",
-            d.message, clone.name
-        );
-        return Err(out);
+    match inputs.templates.get(&clone.name) {
+        None => {
+            out.reason = ClusterApiReason::CloneAwaited;
+            out.message = format!(
+                "{} (template {name} -> {}, once the template maker has made it)",
+                d.message, clone.name
+            );
+            return Err(out);
+        }
+        Some(there) if !template::is_clone(there, &clone) => {
+            out.reason = ClusterApiReason::CloneNameTaken;
+            out.message = format!(
+                "{kind} {} exists but is not the clone of {name} with {target} (no {CLONE_LABEL} label, or another spec): the MachineSet keeps {name}",
+                clone.name
+            );
+            return Err(out);
+        }
+        Some(_) => {}
     }
     out.reason = ClusterApiReason::Repointed;
     out.message = format!("{} (template {name} -> {})", d.message, clone.name);

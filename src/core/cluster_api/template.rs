@@ -162,6 +162,17 @@ pub fn clone_of(source: &Value, base: &str, sets: &[(&str, Value)]) -> Clone {
     }
 }
 
+/// Whether `there`, the template of the clone's name, is that clone: ours (the marker) and
+/// with its spec.
+pub fn is_clone(there: &Value, clone: &Clone) -> bool {
+    let marked = there
+        .pointer("/metadata/labels")
+        .and_then(|l| l.get(CLONE_LABEL))
+        .and_then(Value::as_str)
+        == Some("true");
+    marked && there.get("spec") == clone.object.get("spec")
+}
+
 /// `<base>-<hash>`: the first hex digits of SHA-256 over the spec with its keys sorted, so
 /// that the same content always has the same name, whatever order it was written in.
 pub fn clone_name(base: &str, spec: &Value) -> String {
