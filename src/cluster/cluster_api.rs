@@ -1,12 +1,12 @@
 //! Cluster API MachineSets on the cluster ([cluster-api.md](../../docs/cluster-api.md)): the
 //! template maker's pass, which reads what `core::cluster_api::decide` needs, decides every
-//! Cluster API MachineSet of a namespace, and makes the template clones it asks for. It
-//! creates templates and never writes a MachineSet: moving the reference is the webhook's
+//! Cluster API MachineSet of a namespace, makes the template clones it asks for, and retires
+//! ours that nobody uses. It creates and deletes templates and never writes a MachineSet: moving the reference is the webhook's
 //! (the decision's patch), under another identity. Not wired into any command yet.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
-use kube::api::{Api, ListParams, PostParams};
+use kube::api::{Api, DeleteParams, ListParams, PostParams, Preconditions};
 use kube::core::DynamicObject;
 use kube::{Client, Error as KubeError};
 use serde_json::Value;
@@ -46,6 +46,16 @@ pub struct Settings {
     pub region: Option<String>,
     /// The opt-in: MachineSets owned by a MachineDeployment are decided too.
     pub machine_deployments: bool,
+    /// Retire our clones that no MachineSet names and no decision wants.
+    pub retire: bool,
+}
+
+/// What a pass did.
+#[derive(Debug, Default)]
+pub struct Pass {
+    pub outcomes: Vec<Outcome>,
+    /// The clones retired (kind, name), or why one could not be.
+    pub retired: Vec<(String, String, Result<(), Error>)>,
 }
 
 /// One MachineSet's outcome in a pass.
@@ -74,13 +84,9 @@ fn api_error(what: impl Into<String>) -> impl FnOnce(KubeError) -> Error {
 }
 
 /// The template maker's pass over `settings.namespace`: every Cluster API MachineSet decided,
-/// and each clone it asks for made. Errors of one MachineSet are its outcome's; a list that
-/// fails ends the pass.
-pub async fn pass(
-    client: &Client,
-    snap: &Snapshot,
-    settings: &Settings,
-) -> Result<Vec<Outcome>, Error> {
+/// each clone it asks for made, and (with `retire`) our clones nobody names or wants
+/// deleted. Errors of one MachineSet or clone are its own; a list that fails ends the pass.
+pub async fn pass(client: &Client, snap: &Snapshot, settings: &Settings) -> Result<Pass, Error> {
     let ns = settings.namespace.as_str();
     let machine_sets: Api<DynamicObject> = Api::namespaced_with(
         client.clone(),
@@ -93,28 +99,78 @@ pub async fn pass(
         .map_err(api_error(format!("list Cluster API MachineSets in {ns}")))?;
     let twins = twin_authorities(client, &settings.machine_api_namespace).await?;
     let mut templates: BTreeMap<String, BTreeMap<String, Value>> = BTreeMap::new();
-    let mut outcomes = Vec::new();
+    // Per kind, the templates a MachineSet names or a decision wants.
+    let mut kept: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    let mut done = Pass::default();
     for ms in listed.items {
         let ms = serde_json::to_value(&ms).unwrap_or_default();
         let name = ms["metadata"]["name"].as_str().unwrap_or("").to_owned();
-        let kind = cluster_api::infrastructure_ref(&ms).map(|(k, _)| k.to_owned());
-        if let Some(kind) = kind.filter(|k| !templates.contains_key(k)) {
-            let listed = list_templates(client, ns, &kind).await?;
-            templates.insert(kind, listed);
+        let named = cluster_api::infrastructure_ref(&ms).map(|(k, n)| (k.to_owned(), n.to_owned()));
+        if let Some((kind, template)) = &named {
+            if !templates.contains_key(kind) {
+                let listed = list_templates(client, ns, kind).await?;
+                templates.insert(kind.clone(), listed);
+            }
+            kept.entry(kind.clone())
+                .or_default()
+                .insert(template.clone());
         }
         let of_kind = |k: &str| templates.get(k);
         let decision = decide_one(&ms, of_kind, twins.get(&name), settings, snap);
+        if let (Some((kind, _)), Some(clone)) = (&named, &decision.clone) {
+            kept.entry(kind.clone())
+                .or_default()
+                .insert(clone.name.clone());
+        }
         let made = match (&decision.reason, &decision.clone) {
             (ClusterApiReason::CloneAwaited, Some(clone)) => Some(make(client, clone).await),
             _ => None,
         };
-        outcomes.push(Outcome {
+        done.outcomes.push(Outcome {
             machine_set: name,
             decision,
             made,
         });
     }
-    Ok(outcomes)
+    if settings.retire {
+        for (kind, of_kind) in &templates {
+            let keep = kept.get(kind).cloned().unwrap_or_default();
+            for name in cluster_api::retired(of_kind, &keep) {
+                let result = retire(client, ns, kind, &of_kind[name]).await;
+                done.retired.push((kind.clone(), name.to_owned(), result));
+            }
+        }
+    }
+    Ok(done)
+}
+
+/// Deletes one clone, on the condition that it is still the object judged (its uid and
+/// version): a clone changed since the list is left for the next pass.
+async fn retire(client: &Client, ns: &str, kind: &str, template: &Value) -> Result<(), Error> {
+    let name = template
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    let call = template_call(kind).ok_or_else(|| not_ours(kind, name))?;
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &call.api_resource());
+    let field = |key: &str| {
+        template
+            .pointer(&format!("/metadata/{key}"))
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+    };
+    let params = DeleteParams {
+        preconditions: Some(Preconditions {
+            uid: field("uid"),
+            resource_version: field("resourceVersion"),
+        }),
+        ..DeleteParams::default()
+    };
+    match api.delete(name, &params).await {
+        Ok(_) => Ok(()),
+        Err(KubeError::Api(s)) if s.code == 404 => Ok(()),
+        Err(e) => Err(api_error(format!("delete {kind} {name}"))(e)),
+    }
 }
 
 /// The decision on one MachineSet, with the templates of its kind as listed.

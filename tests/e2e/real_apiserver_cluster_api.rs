@@ -8,7 +8,7 @@ use crate::support;
 
 use std::collections::BTreeMap;
 
-use bootimage_webhook::cluster::cluster_api::{self, Settings};
+use bootimage_webhook::cluster::cluster_api::{self, Outcome, Settings};
 use bootimage_webhook::core::cluster_api::{
     CLONE_LABEL, ClusterApiReason, INFRASTRUCTURE_REF_NAME, SOURCE_ANNOTATION,
 };
@@ -100,27 +100,67 @@ fn settings() -> Settings {
         machine_api_namespace: "openshift-machine-api".into(),
         region: Some(REGION.into()),
         machine_deployments: false,
+        retire: true,
     }
 }
 
-/// One template maker's pass with the admin's client: each MachineSet's outcome by name.
-fn pass(api: &ApiServer, snap: &Snapshot) -> BTreeMap<String, cluster_api::Outcome> {
+/// One template maker's pass with the admin's client, retiring: each MachineSet's outcome by
+/// name, and the clones retired.
+fn pass_retiring(api: &ApiServer, snap: &Snapshot) -> (BTreeMap<String, Outcome>, Vec<String>) {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .unwrap();
-    rt.block_on(async {
+    let done = rt.block_on(async {
         let kubeconfig = kube::config::Kubeconfig::read_from(api.kubeconfig()).unwrap();
         let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
             .await
             .unwrap();
         let client = kube::Client::try_from(config).unwrap();
-        let outcomes = cluster_api::pass(&client, snap, &settings()).await.unwrap();
-        outcomes
-            .into_iter()
-            .map(|o| (o.machine_set.clone(), o))
-            .collect()
-    })
+        cluster_api::pass(&client, snap, &settings()).await.unwrap()
+    });
+    let retired = done
+        .retired
+        .into_iter()
+        .map(|(kind, name, result)| {
+            result.unwrap();
+            format!("{kind}/{name}")
+        })
+        .collect();
+    let outcomes = done
+        .outcomes
+        .into_iter()
+        .map(|o| (o.machine_set.clone(), o))
+        .collect();
+    (outcomes, retired)
+}
+
+/// [`pass_retiring`]'s outcomes, where nothing is to be retired.
+fn pass(api: &ApiServer, snap: &Snapshot) -> BTreeMap<String, Outcome> {
+    let (outcomes, retired) = pass_retiring(api, snap);
+    assert_eq!(retired, Vec::<String>::new(), "nothing retired");
+    outcomes
+}
+
+/// Moves the AWS MachineSet as the webhook would: the decision's patch, stored.
+fn repoint(api: &ApiServer, outcome: &Outcome) {
+    assert_eq!(
+        outcome.decision.reason,
+        ClusterApiReason::Repointed,
+        "{}",
+        outcome.decision.message
+    );
+    let patch = serde_json::to_string(&outcome.decision.patch).unwrap();
+    api.kubectl_ok([
+        "-n",
+        NS,
+        "patch",
+        "machineset.cluster.x-k8s.io",
+        AWS_MS,
+        "--type=json",
+        "-p",
+        &patch,
+    ]);
 }
 
 fn stored(api: &ApiServer, resource: &str, name: &str) -> Value {
@@ -303,5 +343,79 @@ fn real_apiserver_cluster_api_a_name_taken_by_another_template_is_not_used() {
     assert_eq!(
         ms.pointer(INFRASTRUCTURE_REF_NAME),
         Some(&json!(AWS_TEMPLATE))
+    );
+}
+
+#[test]
+fn real_apiserver_cluster_api_old_clones_are_retired_and_nothing_else() {
+    let _parallel = support::parallel();
+    let api = start();
+    let snap = snapshot();
+    let first = pass(&api, &snap)[AWS_MS]
+        .decision
+        .clone
+        .clone()
+        .unwrap()
+        .name;
+    repoint(&api, &pass(&api, &snap)[AWS_MS]);
+    // The stream moves on: a newer AMI for the region; EC2 says the one we gave is Red Hat's.
+    let newer = "ami-0000000000000newer";
+    let mut next = stream();
+    next["architectures"]["x86_64"]["images"]["aws"]["regions"][REGION]["image"] = json!(newer);
+    let next = {
+        let data = BTreeMap::from([
+            ("stream".to_owned(), next.to_string()),
+            ("releaseVersion".to_owned(), "4.21.1".to_owned()),
+            ("MCOReleaseImageVersion".to_owned(), "4.21.1".to_owned()),
+        ]);
+        let base = Snapshot::offline(
+            BootImages::from_data(&data).unwrap(),
+            false,
+            Some(Arch::Amd64),
+            false,
+        );
+        let mut aws = AwsLearned::default();
+        aws.images.insert(
+            (REGION.into(), stream_ami()),
+            Described::Found {
+                owner: RED_HAT_OWNER.into(),
+                name: "rhcos-9.8.20260428-0-x86_64".into(),
+            },
+        );
+        let mut cluster = snap.cluster.clone();
+        cluster.learned = snap.cluster.learned.with_aws(aws);
+        Snapshot::new(base.boot_images.clone(), cluster)
+    };
+    // The clone in use stays while the next is made and until the MachineSet leaves it.
+    let made = pass(&api, &next);
+    assert_eq!(made[AWS_MS].decision.reason, ClusterApiReason::CloneAwaited);
+    let second = made[AWS_MS].decision.clone.clone().unwrap().name;
+    assert_ne!(first, second);
+    repoint(&api, &pass(&api, &next)[AWS_MS]);
+    let (outcomes, retired) = pass_retiring(&api, &next);
+    assert_eq!(
+        outcomes[AWS_MS].decision.reason,
+        ClusterApiReason::Decided(Reason::UpToDate)
+    );
+    assert_eq!(retired, [format!("AWSMachineTemplate/{first}")]);
+    let left: Vec<String> = api.get_json(["-n", NS, "awsmachinetemplates"])["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["metadata"]["name"].as_str().unwrap().to_owned())
+        .collect();
+    let mut expected = vec![AWS_TEMPLATE.to_owned(), second];
+    expected.sort();
+    assert_eq!(
+        left, expected,
+        "the source, unused but not ours, and the clone in use stay"
+    );
+    // The OpenStack clone the other MachineSet waits for is wanted: kept.
+    assert_eq!(
+        api.get_json(["-n", NS, "openstackmachinetemplates"])["items"]
+            .as_array()
+            .unwrap()
+            .len(),
+        2
     );
 }

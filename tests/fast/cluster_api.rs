@@ -168,6 +168,27 @@ fn cluster_api_aws_an_old_ami_is_cloned_then_the_reference_moves() {
 }
 
 #[test]
+fn cluster_api_only_our_clones_nobody_keeps_are_retired() {
+    let _parallel = support::parallel();
+    let (template, ms) = aws();
+    let snap = aws_snapshot();
+    let none = BTreeMap::new();
+    let clone = decide(inputs(&ms, &template, &none), &snap).clone.unwrap();
+    let source = template["metadata"]["name"].as_str().unwrap().to_owned();
+    let templates = BTreeMap::from([
+        (source.clone(), template.clone()),
+        (clone.name.clone(), clone.object.clone()),
+    ]);
+    let keep = |names: &[&str]| names.iter().map(|n| n.to_string()).collect();
+    // Unused, the source is not ours: only the clone goes.
+    assert_eq!(
+        cluster_api::retired(&templates, &keep(&[])),
+        [clone.name.as_str()]
+    );
+    assert!(cluster_api::retired(&templates, &keep(&[&clone.name])).is_empty());
+}
+
+#[test]
 fn cluster_api_the_clone_name_is_its_content() {
     let _parallel = support::parallel();
     let (template, ms) = aws();

@@ -12,7 +12,7 @@
 //! MachineDeployment, a machine API twin still authoritative, a template that is missing or
 //! of a kind not served.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::{Map, Value, json};
 
@@ -244,6 +244,20 @@ fn rules(inputs: &Inputs<'_>, snap: &Snapshot) -> Result<ClusterApiDecision, Sto
     out.message = format!("{} (template {name} -> {})", d.message, clone.name);
     out.patch = repoint(ms, &clone.name, &target);
     Ok(*out)
+}
+
+/// The clones to retire among one kind's templates (by name): ours (the marker), and in
+/// `kept` neither as a template a MachineSet names nor as a clone a decision asks for. A
+/// template without the marker is never retired, used or not.
+pub fn retired<'t>(
+    templates: &'t BTreeMap<String, Value>,
+    kept: &BTreeSet<String>,
+) -> Vec<&'t str> {
+    templates
+        .iter()
+        .filter(|(name, t)| !kept.contains(*name) && template::is_marked(t))
+        .map(|(name, _)| name.as_str())
+        .collect()
 }
 
 /// A `cluster.x-k8s.io` MachineSet naming an infrastructure template.

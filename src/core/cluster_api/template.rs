@@ -165,12 +165,16 @@ pub fn clone_of(source: &Value, base: &str, sets: &[(&str, Value)]) -> Clone {
 /// Whether `there`, the template of the clone's name, is that clone: ours (the marker) and
 /// with its spec.
 pub fn is_clone(there: &Value, clone: &Clone) -> bool {
-    let marked = there
+    is_marked(there) && there.get("spec") == clone.object.get("spec")
+}
+
+/// Whether a template carries the marker of the clones this project made.
+pub fn is_marked(template: &Value) -> bool {
+    template
         .pointer("/metadata/labels")
         .and_then(|l| l.get(CLONE_LABEL))
         .and_then(Value::as_str)
-        == Some("true");
-    marked && there.get("spec") == clone.object.get("spec")
+        == Some("true")
 }
 
 /// `<base>-<hash>`: the first hex digits of SHA-256 over the spec with its keys sorted, so
