@@ -19,15 +19,15 @@ use support::cluster::*;
 use support::clusters::Profile;
 use support::{CURRENT_X86, Https, admin_get, update_review_of};
 
-/// The GCP cluster on 4.22, as OpenShift leaves it (`tests/fixtures/clusters/gcp-4.22`).
-const PROFILE: Profile = Profile {
-    platform: "gcp",
-    release: "4.22",
-};
+/// The GCP cluster as OpenShift leaves it on the release the apiserver runs
+/// (`tests/fixtures/clusters/gcp-<release>`).
+fn profile() -> Profile {
+    Profile::on_running_release("gcp")
+}
 
 /// The installer's MachineSets of the profile, sorted, and `more`.
 fn installers_and(more: &[&str]) -> Vec<String> {
-    let mut names: Vec<String> = PROFILE
+    let mut names: Vec<String> = profile()
         .machine_sets()
         .iter()
         .map(|ms| ms["metadata"]["name"].as_str().unwrap().to_owned())
@@ -44,7 +44,7 @@ fn installers_and(more: &[&str]) -> Vec<String> {
 #[test]
 fn the_gate_opens_on_a_finished_master_and_the_lease_holder_touches_exactly_what_needs_it() {
     let _parallel = support::parallel();
-    let c = Cluster::start_profile(PROFILE);
+    let c = Cluster::start_profile(profile());
     c.upgrade_in_progress("4.21.0");
     let a = c.holder(&[]);
     writes_pass_unchanged_and_nothing_is_touched_while_the_gate_is_closed(&c, &a);

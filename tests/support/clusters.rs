@@ -45,6 +45,18 @@ impl Profile {
             .collect()
     }
 
+    /// `platform`'s profile on the release whose CRDs the test apiserver holds: the
+    /// Kubernetes `KUBE_VERSION` picks runs OpenShift 4.17's CRDs on 1.30 and 4.22's (or
+    /// newer) otherwise (`scripts/test-apiserver versions`). A profile on CRDs older than its
+    /// release would lose the fields they lack.
+    #[allow(dead_code, reason = "only the suites run on every Kubernetes pick it")]
+    pub fn on_running_release(platform: &'static str) -> Profile {
+        let wanted = std::env::var("KUBE_VERSION").unwrap_or_default();
+        let minor: Vec<&str> = wanted.trim_start_matches('v').split('.').take(2).collect();
+        let release = if minor == ["1", "30"] { "4.17" } else { "4.22" };
+        Profile::new(platform, release)
+    }
+
     pub fn dir(&self) -> PathBuf {
         PathBuf::from(env!("CARGO_MANIFEST_DIR"))
             .join("tests/fixtures/clusters")
