@@ -456,3 +456,89 @@ fn cluster_api_the_machine_api_rules_decide_the_target() {
         decided(Reason::NoAMIID)
     );
 }
+
+/// A value for a field: absent, null, a wrong type, or a string the rules may meet.
+fn field_value() -> impl proptest::strategy::Strategy<Value = Option<Value>> {
+    use proptest::prelude::*;
+    prop_oneof![
+        Just(None),
+        Just(Some(Value::Null)),
+        Just(Some(json!(7))),
+        Just(Some(json!({"id": OLD_AMI}))),
+        Just(Some(json!(["a"]))),
+        "[a-z0-9.-]{0,12}".prop_map(|s| Some(json!(s))),
+        Just(Some(json!(OLD_AMI))),
+    ]
+}
+
+/// Where the field goes: the fields the decision reads, in the MachineSet and the template.
+const POINTERS: [(bool, &str); 8] = [
+    (true, "/spec/template/spec/infrastructureRef/kind"),
+    (true, "/spec/template/spec/infrastructureRef/apiGroup"),
+    (true, "/metadata/annotations"),
+    (true, "/metadata/ownerReferences"),
+    (true, "/spec/template/spec/bootstrap/dataSecretName"),
+    (false, "/spec/template/spec/ami"),
+    (false, "/spec/template/spec/ami/id"),
+    (false, "/metadata/labels"),
+];
+
+fn put(object: &mut Value, pointer: &str, value: Option<Value>) {
+    let (parent, key) = pointer.rsplit_once('/').unwrap();
+    if let Some(Value::Object(map)) = object.pointer_mut(parent) {
+        match value {
+            Some(v) => map.insert(key.to_owned(), v),
+            None => map.remove(key),
+        };
+    }
+}
+
+/// Built once: the snapshot parses the whole stream.
+static SNAPSHOT: std::sync::LazyLock<Snapshot> = std::sync::LazyLock::new(aws_snapshot);
+
+proptest::proptest! {
+    #![proptest_config(proptest::test_runner::Config {
+        cases: 64,
+        failure_persistence: None,
+        ..proptest::test_runner::Config::default()
+    })]
+
+    /// Never panics and always says why; a clone differs from its source only in the image,
+    /// and the patch moves nothing but the reference and the recorded image.
+    #[test]
+    fn cluster_api_any_input_is_decided_and_only_the_image_moves(
+        edits in proptest::collection::vec((0..POINTERS.len(), field_value()), 0..4),
+        made in proptest::bool::ANY,
+    ) {
+        let _parallel = support::parallel();
+        let (mut template, mut ms) = aws();
+        for (i, value) in edits {
+            let (on_ms, pointer) = POINTERS[i];
+            put(if on_ms { &mut ms } else { &mut template }, pointer, value);
+        }
+        let snap = &*SNAPSHOT;
+        let none = BTreeMap::new();
+        let first = cluster_api::decide(&inputs(&ms, &template, &none), snap);
+        proptest::prop_assert!(!first.message.is_empty());
+        let Some(clone) = first.clone.clone() else {
+            proptest::prop_assert!(first.patch.0.is_empty());
+            return Ok(());
+        };
+        let mut source = template["spec"].clone();
+        source["template"]["spec"]["ami"] = clone.object["spec"]["template"]["spec"]["ami"].clone();
+        proptest::prop_assert_eq!(&clone.object["spec"], &source);
+        let templates = if made {
+            BTreeMap::from([(clone.name.clone(), clone.object.clone())])
+        } else {
+            none
+        };
+        let d = cluster_api::decide(&inputs(&ms, &template, &templates), snap);
+        for op in &d.patch.0 {
+            proptest::prop_assert!(
+                op.path == INFRASTRUCTURE_REF_NAME || op.path.starts_with("/metadata/annotations"),
+                "{}", op.path
+            );
+        }
+        proptest::prop_assert_eq!(d.patch.0.is_empty(), d.reason != ClusterApiReason::Repointed);
+    }
+}
