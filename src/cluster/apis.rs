@@ -367,6 +367,52 @@ pub const ALL: &[Call] = &[
     APISERVER,
 ];
 
+/// Where OpenShift keeps its Cluster API objects.
+pub const CLUSTER_API_NAMESPACE: &str = "openshift-cluster-api";
+const LIST_GET_CREATE_DELETE: &[&str] = &["list", "get", "create", "delete"];
+
+pub const CLUSTER_API_MACHINESET: Call = Call {
+    group: "cluster.x-k8s.io",
+    version: "v1beta2",
+    kind: "MachineSet",
+    plural: "machinesets",
+    scope: Scope::Namespace(CLUSTER_API_NAMESPACE),
+    names: &[],
+    verbs: &["list"],
+    why: "cluster_api::pass: the Cluster API MachineSets decided",
+};
+pub const AWS_MACHINE_TEMPLATE: Call = Call {
+    group: "infrastructure.cluster.x-k8s.io",
+    version: "v1beta2",
+    kind: "AWSMachineTemplate",
+    plural: "awsmachinetemplates",
+    scope: Scope::Namespace(CLUSTER_API_NAMESPACE),
+    names: &[],
+    verbs: LIST_GET_CREATE_DELETE,
+    why: "cluster_api::pass: the templates the MachineSets name, the clones made (create; get when one exists) and retired (delete, ours only)",
+};
+pub const OPENSTACK_MACHINE_TEMPLATE: Call = Call {
+    group: "infrastructure.cluster.x-k8s.io",
+    version: "v1beta1",
+    kind: "OpenStackMachineTemplate",
+    plural: "openstackmachinetemplates",
+    why: "cluster_api::pass: the templates the MachineSets name, the clones made (create; get when one exists) and retired (delete, ours only)",
+    ..AWS_MACHINE_TEMPLATE
+};
+
+/// The calls of the Cluster API template maker (`cluster_api::pass`), an identity of its own
+/// that no component grants yet: it creates and retires templates and writes no MachineSet.
+pub const TEMPLATE_MAKER: &[Call] = &[
+    CLUSTER_API_MACHINESET,
+    AWS_MACHINE_TEMPLATE,
+    OPENSTACK_MACHINE_TEMPLATE,
+    Call {
+        verbs: &["list"],
+        why: "cluster_api::pass: the machine API twins' status.authoritativeAPI",
+        ..MACHINESET
+    },
+];
+
 /// The ServiceAccount of `skew keep` (`manifests/components/skew-record-keeper`), its own
 /// identity: it reads what the survey needs and writes MachineConfiguration `cluster` alone.
 pub const KEEPER_SERVICE_ACCOUNT: &str = "bootimage-webhook-skew-record-keeper";

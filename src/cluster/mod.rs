@@ -12,6 +12,7 @@ pub(crate) mod aws_credentials;
 pub(crate) mod aws_profile;
 pub(crate) mod aws_query;
 pub(crate) mod cause;
+pub mod cluster_api;
 pub(crate) mod ec2;
 pub mod egress;
 pub(crate) mod importer;

@@ -3,6 +3,7 @@
 
 pub(crate) mod age;
 pub(crate) mod arch;
+pub mod cluster_api;
 pub(crate) mod configmap;
 pub mod decision;
 pub(crate) mod document;

@@ -33,6 +33,7 @@ mod openstack_stopped;
 mod permissions;
 mod proxy;
 mod real_apiserver_admission;
+mod real_apiserver_cluster_api;
 mod real_apiserver_hive;
 mod real_apiserver_importer;
 mod real_apiserver_skew;

@@ -20,6 +20,7 @@ mod clouds;
 mod clouds_nutanix;
 mod clouds_openstack;
 mod clouds_vsphere;
+mod cluster_api;
 mod cluster_profiles;
 mod decision;
 mod decision_cpms;
