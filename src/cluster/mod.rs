@@ -14,7 +14,7 @@ pub(crate) mod aws_query;
 pub(crate) mod cause;
 pub(crate) mod ec2;
 pub mod egress;
-pub(crate) mod importer;
+pub mod importer;
 pub(crate) mod learned;
 pub(crate) mod lease;
 pub mod nutanix;

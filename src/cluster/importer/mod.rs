@@ -35,6 +35,7 @@ use crate::cluster::learned::LearnedCell;
 use crate::core::snapshot::Snapshot;
 
 pub use frame::Frame;
+pub use https::{HttpsError, MAX_ANSWER, MAX_LIST};
 pub use listing::{Listed, Lister, Waiting, provider_value, waiting_for};
 pub use retention::Retention;
 pub use warnings::{Warning, Warnings};
