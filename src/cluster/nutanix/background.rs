@@ -175,7 +175,7 @@ impl Adapter for Nutanix {
     }
 
     fn publish(cell: &LearnedCell, learned: Imported) {
-        cell.publish_nutanix(learned);
+        cell.publish(|now| now.with_nutanix(learned.clone()));
     }
 
     async fn read(kube: &kube::Client) -> Result<Credentials, NutanixError> {

@@ -143,7 +143,7 @@ impl Adapter for OpenStack {
     }
 
     fn publish(cell: &LearnedCell, learned: Imported) {
-        cell.publish_openstack(learned);
+        cell.publish(|now| now.with_openstack(learned.clone()));
     }
 
     async fn read(kube: &kube::Client) -> Result<Credentials, OpenStackError> {
