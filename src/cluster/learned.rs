@@ -4,7 +4,7 @@
 use arc_swap::ArcSwap;
 use tokio::sync::Notify;
 
-use crate::core::learned::{AwsLearned, Imported, Learned, VSphereLearned};
+use crate::core::learned::{AwsLearned, Learned};
 
 /// What the background learned, shared with the snapshot builder, which rebuilds when
 /// told.
@@ -15,26 +15,14 @@ pub struct LearnedCell {
 }
 
 impl LearnedCell {
-    /// Each importer publishes its own part; `rcu` keeps two publishing at once from
-    /// losing one's.
-    fn publish(&self, with: impl Fn(&Learned) -> Learned) {
+    /// Each importer publishes its own part (so a new one needs nothing here); `rcu`
+    /// keeps two publishing at once from losing one's.
+    pub fn publish(&self, with: impl Fn(&Learned) -> Learned) {
         self.facts.rcu(|now| with(now));
         self.changed.notify_one();
     }
 
     pub fn publish_aws(&self, aws: AwsLearned) {
         self.publish(|now| now.with_aws(aws.clone()));
-    }
-
-    pub fn publish_vsphere(&self, vsphere: VSphereLearned) {
-        self.publish(|now| now.with_vsphere(vsphere.clone()));
-    }
-
-    pub fn publish_openstack(&self, openstack: Imported) {
-        self.publish(|now| now.with_openstack(openstack.clone()));
-    }
-
-    pub fn publish_nutanix(&self, nutanix: Imported) {
-        self.publish(|now| now.with_nutanix(nutanix.clone()));
     }
 }

@@ -15,7 +15,7 @@ pub(crate) mod cause;
 pub mod cluster_api;
 pub(crate) mod ec2;
 pub mod egress;
-pub(crate) mod importer;
+pub mod importer;
 pub(crate) mod learned;
 pub(crate) mod lease;
 pub mod nutanix;

@@ -21,6 +21,7 @@ mod cluster_profiles;
 mod ec2;
 mod image;
 mod image_multiarch;
+mod importer_adapters;
 mod manifests;
 mod manifests_rbac;
 mod nutanix_bounds;

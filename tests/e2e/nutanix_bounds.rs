@@ -8,8 +8,9 @@ use crate::support;
 
 use std::collections::BTreeSet;
 
+use bootimage_webhook::cluster::importer::HttpsError;
+use bootimage_webhook::cluster::importer::{MAX_ANSWER, MAX_LIST};
 use bootimage_webhook::cluster::nutanix::NutanixError;
-use bootimage_webhook::cluster::openstack::{MAX_ANSWER, MAX_LIST};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn nutanix_an_oversized_answer_is_one_error_not_the_pod() {
@@ -20,7 +21,10 @@ async fn nutanix_an_oversized_answer_is_one_error_not_the_pod() {
     world.prism.pad_lists(MAX_ANSWER + 1);
     let e = importer.look(&want(&a, &named)).await.unwrap_err();
     let text = e.to_string();
-    assert!(matches!(e, NutanixError::Refused { .. }), "{text}");
+    assert!(
+        matches!(e, NutanixError::Https(HttpsError::TooLarge { .. })),
+        "{text}"
+    );
     assert!(
         text.contains(&format!("larger than {MAX_ANSWER} bytes")),
         "{text}"

@@ -23,9 +23,9 @@ use support::prism_double::{PrismDouble, SOMEONE_ELSE};
 
 const USER: &str = "admin";
 pub(crate) const PASSWORD: &str = "Nutanix/4u";
-const INFRA: &str = "ntnx-x7k2p";
+pub(crate) const INFRA: &str = "ntnx-x7k2p";
 pub(crate) const RELEASE_A: &str = "9.8.20260428-0";
-const RELEASE_B: &str = "9.8.20260601-0";
+pub(crate) const RELEASE_B: &str = "9.8.20260601-0";
 
 fn path(release: &str) -> String {
     format!("/art/rhcos-{release}-nutanix.x86_64.qcow2")
@@ -80,6 +80,11 @@ impl World {
             sha256: sha256(&self.data[release]),
             uncompressed_sha256: None,
         }
+    }
+
+    /// The bytes of a release's qcow2, as served.
+    pub(crate) fn data(&self, release: &str) -> Vec<u8> {
+        self.data[release].clone()
     }
 
     pub(crate) fn importer(&self, password: &str) -> Importer {

@@ -7,6 +7,7 @@ use crate::support;
 use std::collections::BTreeSet;
 
 use bootimage_webhook::cluster::egress::Proxy;
+use bootimage_webhook::cluster::importer::HttpsError;
 use bootimage_webhook::cluster::{nutanix, openstack};
 use bootimage_webhook::core::platforms::artifact::Artifact;
 
@@ -37,7 +38,10 @@ async fn openstack_a_plain_http_keystone_is_refused() {
     };
     let e = importer.look(&want).await.unwrap_err();
     assert!(
-        matches!(e, openstack::OpenStackError::PlainHttp { .. }),
+        matches!(
+            e,
+            openstack::OpenStackError::Https(HttpsError::PlainHttp { .. })
+        ),
         "{e}"
     );
     assert!(e.to_string().contains("http://127.0.0.1:9/v3"), "{e}");

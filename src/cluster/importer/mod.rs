@@ -18,10 +18,12 @@
 //! what the importers of Glance and Prism Central share: `https` (the client and its one
 //! error type) and `artifact` (the stream's qcow2, downloaded once, checked and cached).
 
+pub mod adapter;
 pub(crate) mod artifact;
 mod frame;
 pub(crate) mod https;
 mod listing;
+mod pass;
 pub mod publish;
 mod retention;
 mod warnings;
@@ -34,8 +36,11 @@ use crate::cluster::apis::Call;
 use crate::cluster::learned::LearnedCell;
 use crate::core::snapshot::Snapshot;
 
+pub use adapter::Adapter;
 pub use frame::Frame;
+pub use https::{HttpsError, MAX_ANSWER, MAX_LIST};
 pub use listing::{Listed, Lister, Waiting, provider_value, waiting_for};
+pub use pass::{Background, look};
 pub use retention::Retention;
 pub use warnings::{Warning, Warnings};
 

@@ -1,80 +1,46 @@
-//! Nutanix on the importer frame: every replica looks in Prism Central for the image of
-//! each of the stream's qcow2s and publishes the usable ones; the Lease holder imports what
-//! a MachineSet waits for, and retires images of ours that nothing has named for the
-//! retention.
+//! Nutanix behind the shared pass of [`importer`](crate::cluster::importer): the stream's
+//! qcow2s it wants under the cluster's names, and Prism Central's answers to the pass's
+//! questions (look, import, list ours, retire), each through [`Importer`].
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::time::Instant;
 
 use serde_json::Value;
 
 use crate::cluster::apis::{self, Call};
-use crate::cluster::importer::{
-    Kit, Listed, Pass, Plugin, Waiting, Warning, provider_value, waiting_for,
-};
+use crate::cluster::importer::adapter::{self, Adapter, Found, Ours, Want as Asked};
+use crate::cluster::importer::{Background as Shared, provider_value};
 use crate::cluster::learned::LearnedCell;
 use crate::core::arch::Arch;
+use crate::core::learned::Imported;
 use crate::core::platforms::artifact::Artifact;
-use crate::core::platforms::nutanix::NutanixLearned;
 use crate::core::platforms::{Platform, Target};
-use crate::core::reason::Reason;
 use crate::core::snapshot::Snapshot;
 
 use super::access::{self, Credentials};
 use super::error::NutanixError;
-use super::import::{Importer, Settings, Want};
+use super::import::{Importer, Look, Settings, Want};
 use super::marker::image_name;
 
-/// The importer's state between passes.
-pub struct Background {
-    client: kube::Client,
+/// Nutanix's importer on the frame.
+pub type Background = Shared<Nutanix>;
+/// An image the stream wants, of its qcow2.
+pub type Wanted = adapter::Wanted<Source>;
+/// What a pass works on.
+pub type Work = adapter::Work<Source>;
+
+/// The stream's qcow2 an image is made of, and the stream's name for the marker.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Source {
+    pub stream: String,
+    pub artifact: Artifact,
+}
+
+/// Prism Central behind the shared pass.
+pub struct Nutanix {
     settings: Settings,
-    /// The credentials last read, and the client made of them.
-    connected: Option<(Credentials, Importer)>,
-    /// The last pass had trouble: the credentials are read again (rotated, or fixed).
-    reread: bool,
     /// The artifact found bad (its checksum, its size) and why: not fetched again until the
     /// stream names another.
     bad: Option<(Artifact, NutanixError)>,
-}
-
-impl Background {
-    pub fn new(client: kube::Client, settings: Settings) -> Background {
-        Background {
-            client,
-            settings,
-            connected: None,
-            reread: false,
-            bad: None,
-        }
-    }
-}
-
-/// An image the stream wants: its name, its qcow2 and stream, the architectures it is for.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Wanted {
-    pub name: String,
-    /// The stream document's name, for the marker.
-    pub stream: String,
-    pub artifact: Artifact,
-    pub arches: BTreeSet<Arch>,
-}
-
-/// What a pass works on.
-#[derive(Debug, Default, PartialEq, Eq)]
-pub struct Work {
-    pub infra_id: String,
-    pub wanted: Vec<Wanted>,
-    /// Names two architectures' different qcow2s would share (the name has no
-    /// architecture): neither is imported, and why is said.
-    pub clashes: BTreeMap<String, String>,
-}
-
-impl Work {
-    /// An image of this name is current: never retired.
-    fn current(&self, name: &str) -> bool {
-        self.clashes.contains_key(name) || self.wanted.iter().any(|w| w.name == name)
-    }
 }
 
 /// The stream's Nutanix qcow2s the cluster's machines may boot (the control plane's
@@ -101,10 +67,7 @@ pub fn work(snap: &Snapshot) -> Option<Work> {
             by_name.entry(name).or_default().push(entry);
         }
     }
-    let mut work = Work {
-        infra_id,
-        ..Work::default()
-    };
+    let mut work = Work::new(infra_id);
     for (name, targets) in by_name {
         let (first_arch, stream, first) = &targets[0];
         match targets.iter().find(|(_, _, a)| a.sha256 != first.sha256) {
@@ -117,9 +80,12 @@ pub fn work(snap: &Snapshot) -> Option<Work> {
             }
             None => work.wanted.push(Wanted {
                 name,
-                stream: stream.clone(),
-                artifact: first.clone(),
+                target: Source {
+                    stream: stream.clone(),
+                    artifact: first.clone(),
+                },
                 arches: targets.iter().map(|(a, _, _)| *a).collect(),
+                arch: None,
             }),
         }
     }
@@ -128,41 +94,8 @@ pub fn work(snap: &Snapshot) -> Option<Work> {
 
 /// Which of the stream's images are usable in Prism Central, looked at without changing
 /// anything (`status`); `None` when this is not a Nutanix cluster with a qcow2 in its stream.
-pub async fn look(client: &kube::Client, snap: &Snapshot) -> Option<NutanixLearned> {
-    let work = work(snap)?;
-    let mut learned = NutanixLearned {
-        unavailable: work.clashes.values().next().cloned(),
-        ..NutanixLearned::default()
-    };
-    let connected = access::read(client).await;
-    let importer = match connected.and_then(|creds| access::connect(&creds)) {
-        Ok(importer) => importer,
-        Err(e) => {
-            learned.unavailable = Some(e.to_string());
-            return Some(learned);
-        }
-    };
-    for wanted in &work.wanted {
-        let want = Want {
-            infra_id: &work.infra_id,
-            stream: &wanted.stream,
-            artifact: &wanted.artifact,
-            named: None,
-        };
-        let why = match importer.look(&want).await {
-            Ok(look) if look.usable().is_some() => {
-                learned.images.insert(wanted.name.clone());
-                continue;
-            }
-            Ok(look) => match look.blocked(&wanted.name) {
-                Some(e) => e,
-                None => continue,
-            },
-            Err(e) => e,
-        };
-        learned.unavailable.get_or_insert(why.to_string());
-    }
-    Some(learned)
+pub async fn look(client: &kube::Client, snap: &Snapshot) -> Option<Imported> {
+    crate::cluster::importer::look::<Nutanix>(client, snap).await
 }
 
 /// The images an object names: its `image`'s name and uuid.
@@ -179,164 +112,6 @@ fn named(object: &Value) -> Vec<String> {
         .collect()
 }
 
-impl Plugin for Background {
-    type Work = Work;
-    type Learned = NutanixLearned;
-    /// The image's uuid.
-    type Key = String;
-
-    const TROUBLE: &'static str =
-        "cannot import the Nutanix image; those MachineSets keep their image until it is imported";
-    const AGAIN: &'static str =
-        "Prism Central answers again: Nutanix images are checked and imported";
-    const MACHINES: Call = apis::NUTANIX_MACHINE;
-
-    fn named(object: &Value) -> Vec<String> {
-        named(object)
-    }
-
-    fn work(&self, snap: &Snapshot) -> Option<Work> {
-        work(snap)
-    }
-
-    async fn pass(
-        &mut self,
-        kit: &mut Kit<String>,
-        snap: &Snapshot,
-        work: &Work,
-        listed: Option<&Listed>,
-    ) -> Pass<NutanixLearned> {
-        let mut learned = NutanixLearned::default();
-        let mut trouble = work.clashes.values().next().cloned();
-        let Background {
-            client,
-            settings,
-            connected,
-            reread,
-            bad,
-        } = self;
-        match connect(client, connected, *reread).await {
-            Err(e) => trouble = Some(e.to_string()),
-            Ok(importer) => {
-                let at = At {
-                    snap,
-                    infra_id: &work.infra_id,
-                    listed,
-                };
-                for wanted in &work.wanted {
-                    match image(importer, settings, kit, &at, wanted, bad).await {
-                        Ok(true) => {
-                            learned.images.insert(wanted.name.clone());
-                        }
-                        Ok(false) => {}
-                        Err(e) => {
-                            trouble.get_or_insert(e.to_string());
-                        }
-                    }
-                }
-                if let Some(listed) = listed
-                    && let Err(e) = retire(importer, kit, work, listed).await
-                {
-                    trouble.get_or_insert(e.to_string());
-                }
-            }
-        }
-        *reread = trouble.is_some();
-        learned.unavailable = trouble.clone();
-        Pass { learned, trouble }
-    }
-
-    fn publish(cell: &LearnedCell, learned: NutanixLearned) {
-        cell.publish_nutanix(learned);
-    }
-}
-
-/// The client of the credentials, read again when asked to (after trouble) and made anew
-/// only when they changed: a client keeps what it learned (its failed imports) across
-/// passes.
-async fn connect<'a>(
-    client: &kube::Client,
-    connected: &'a mut Option<(Credentials, Importer)>,
-    reread: bool,
-) -> Result<&'a mut Importer, NutanixError> {
-    if reread || connected.is_none() {
-        let creds = access::read(client).await?;
-        let same = |had: &Credentials| had.endpoint == creds.endpoint && had.auth == creds.auth;
-        if connected.as_ref().is_none_or(|(had, _)| !same(had)) {
-            let importer = access::connect(&creds)?;
-            *connected = Some((creds, importer));
-        }
-    }
-    match connected {
-        Some((_, importer)) => Ok(importer),
-        None => Err(NutanixError::Credentials {
-            secret: access::secret_name(),
-            why: "not read".into(),
-        }),
-    }
-}
-
-/// Where a pass is.
-struct At<'a> {
-    snap: &'a Snapshot,
-    infra_id: &'a str,
-    /// What the Lease holder listed (it imports only then).
-    listed: Option<&'a Listed>,
-}
-
-/// Whether the wanted image is usable, importing it when this replica leads and a
-/// MachineSet waits for it.
-async fn image(
-    importer: &mut Importer,
-    settings: &Settings,
-    kit: &mut Kit<String>,
-    at: &At<'_>,
-    wanted: &Wanted,
-    bad: &mut Option<(Artifact, NutanixError)>,
-) -> Result<bool, NutanixError> {
-    let want = Want {
-        infra_id: at.infra_id,
-        stream: &wanted.stream,
-        artifact: &wanted.artifact,
-        named: at.listed.map(|l| &l.named),
-    };
-    let look = importer.look(&want).await?;
-    if look.usable().is_some() {
-        return Ok(true);
-    }
-    let waiting: Vec<Waiting> = at
-        .listed
-        .map(|l| waiting_for(&l.sets, at.snap, Reason::ImageNotImported, &wanted.name))
-        .unwrap_or_default()
-        .into_iter()
-        .filter(|w| w.decision.arch.is_none_or(|a| wanted.arches.contains(&a)))
-        .collect();
-    if let Some(e) = look.blocked(&wanted.name) {
-        warn(kit, &waiting, &wanted.name, &e).await;
-        return Err(e);
-    }
-    if waiting.is_empty() {
-        return Ok(false);
-    }
-    if let Some((artifact, e)) = bad.as_ref().filter(|(a, _)| *a == wanted.artifact) {
-        tracing::debug!(image = %wanted.name, url = %artifact.location, "the stream's qcow2 was found bad: not fetched again");
-        warn(kit, &waiting, &wanted.name, e).await;
-        return Err(e.clone());
-    }
-    match importer.ensure(settings, &want).await {
-        Ok(_) => Ok(true),
-        Err(e) => {
-            if e.is_bad_artifact() {
-                *bad = Some((wanted.artifact.clone(), e.clone()));
-            }
-            if warns(&e) {
-                warn(kit, &waiting, &wanted.name, &e).await;
-            }
-            Err(e)
-        }
-    }
-}
-
 /// Whether only a person can unblock the import: a bad artifact, or a foreign image under
 /// our name or one the machine API could take for it.
 fn warns(e: &NutanixError) -> bool {
@@ -349,62 +124,139 @@ fn warns(e: &NutanixError) -> bool {
         )
 }
 
-/// A Warning Event on each waiting object, when only a person can unblock the import.
-async fn warn(kit: &mut Kit<String>, waiting: &[Waiting], name: &str, e: &NutanixError) {
-    let note = format!("image {name} cannot be imported: {e}");
-    let warning = Warning {
-        reason: Reason::ImageNotImported.as_str(),
-        action: "ImportImage",
-        note: &note,
-    };
-    let objects: Vec<&Value> = waiting.iter().map(|w| &w.object).collect();
-    kit.warnings.warn(objects, &warning).await;
+fn want<'a>(asked: &Asked<'a, Source>) -> Want<'a> {
+    Want {
+        infra_id: asked.infra_id,
+        stream: &asked.wanted.target.stream,
+        artifact: &asked.wanted.target.artifact,
+        named: asked.named,
+    }
 }
 
-/// Deletes the complete images of ours that nothing has named for the retention, each
-/// once the objects are listed again and Prism Central is asked again, right before.
-async fn retire(
-    importer: &mut Importer,
-    kit: &mut Kit<String>,
-    work: &Work,
-    listed: &Listed,
-) -> Result<(), NutanixError> {
-    let ours = importer.ours(&work.infra_id).await?;
-    let complete: Vec<_> = ours.iter().filter(|i| i.state == "COMPLETE").collect();
-    kit.retention
-        .keep_only(|uuid| complete.iter().any(|i| &i.uuid == uuid));
-    let now = Instant::now();
-    let mut due = Vec::new();
-    for image in complete {
-        let name = image.name.as_deref().unwrap_or_default();
-        let used =
-            listed.named.contains(&image.uuid) || listed.named.contains(name) || work.current(name);
-        if kit.retention.due(&image.uuid, used, now) {
-            due.push((image.uuid.clone(), name.to_owned()));
+/// What Prism Central holds, as the pass sees it.
+async fn found(
+    client: &Importer,
+    asked: &Asked<'_, Source>,
+) -> Result<Found<NutanixError>, NutanixError> {
+    let look: Look = client.look(&want(asked)).await?;
+    Ok(match (look.usable(), look.blocked(&asked.wanted.name)) {
+        (Some(_), _) => Found::Usable,
+        (None, Some(e)) => Found::Blocked(e),
+        (None, None) => Found::Absent,
+    })
+}
+
+impl Adapter for Nutanix {
+    type Settings = Settings;
+    type Target = Source;
+    type Credentials = Credentials;
+    type Client = Importer;
+    type Error = NutanixError;
+
+    const TROUBLE: &'static str =
+        "cannot import the Nutanix image; those MachineSets keep their image until it is imported";
+    const AGAIN: &'static str =
+        "Prism Central answers again: Nutanix images are checked and imported";
+    const MACHINES: Call = apis::NUTANIX_MACHINE;
+
+    fn new(settings: Settings) -> Nutanix {
+        Nutanix {
+            settings,
+            bad: None,
         }
     }
-    if due.is_empty() {
-        return Ok(());
+
+    fn named(object: &Value) -> Vec<String> {
+        named(object)
     }
-    let Some(again) = kit.lister.list().await else {
-        return Ok(());
-    };
-    for (uuid, name) in due {
-        match importer.retire(&uuid, &work.infra_id, &again.named).await {
-            Ok(()) => {
-                tracing::info!(image = %name, uuid, "deleted an image of ours that nothing has named for the retention");
-                kit.retention.forget(&uuid);
-            }
-            Err(e @ NutanixError::Busy { .. }) => {
-                tracing::info!(image = %name, uuid, reason = %e, "an image of ours due for deletion is kept");
-                kit.retention.forget(&uuid);
-            }
+
+    fn work(snap: &Snapshot) -> Option<Work> {
+        work(snap)
+    }
+
+    fn publish(cell: &LearnedCell, learned: Imported) {
+        cell.publish(|now| now.with_nutanix(learned.clone()));
+    }
+
+    async fn read(kube: &kube::Client) -> Result<Credentials, NutanixError> {
+        access::read(kube).await
+    }
+
+    fn connect(creds: &Credentials) -> Result<Importer, NutanixError> {
+        access::connect(creds)
+    }
+
+    fn same(had: &Credentials, now: &Credentials) -> bool {
+        had.endpoint == now.endpoint && had.auth == now.auth
+    }
+
+    async fn look(
+        &mut self,
+        client: &mut Importer,
+        asked: &Asked<'_, Source>,
+    ) -> Result<Found<NutanixError>, NutanixError> {
+        found(client, asked).await
+    }
+
+    async fn glance(
+        client: &mut Importer,
+        asked: &Asked<'_, Source>,
+    ) -> Result<Found<NutanixError>, NutanixError> {
+        found(client, asked).await
+    }
+
+    async fn ensure(
+        &mut self,
+        client: &mut Importer,
+        asked: &Asked<'_, Source>,
+        _current: Option<&str>,
+    ) -> Result<(), NutanixError> {
+        let artifact = &asked.wanted.target.artifact;
+        if let Some((bad, e)) = self.bad.as_ref().filter(|(a, _)| a == artifact) {
+            tracing::debug!(image = %asked.wanted.name, url = %bad.location, "the stream's qcow2 was found bad: not fetched again");
+            return Err(e.clone());
+        }
+        match client.ensure(&self.settings, &want(asked)).await {
+            Ok(_) => Ok(()),
             Err(e) => {
-                tracing::warn!(image = %name, uuid, error = %e, "cannot delete an unused image of ours");
+                if e.is_bad_artifact() {
+                    self.bad = Some((artifact.clone(), e.clone()));
+                }
+                Err(e)
             }
         }
     }
-    Ok(())
+
+    fn warns(e: &NutanixError) -> bool {
+        warns(e)
+    }
+
+    async fn ours(client: &mut Importer, infra_id: &str) -> Result<Vec<Ours>, NutanixError> {
+        let images = client.ours(infra_id).await?;
+        Ok(images
+            .into_iter()
+            .map(|i| Ours {
+                complete: i.state == "COMPLETE",
+                // Prism Central lists no image whose import failed: `ensure` clears them.
+                stopped: false,
+                name: i.name.unwrap_or_default(),
+                id: i.uuid,
+            })
+            .collect())
+    }
+
+    async fn retire(
+        client: &mut Importer,
+        id: &str,
+        infra_id: &str,
+        named: &BTreeSet<String>,
+    ) -> Result<(), NutanixError> {
+        client.retire(id, infra_id, named).await
+    }
+
+    fn kept(e: &NutanixError) -> bool {
+        matches!(e, NutanixError::Busy { .. })
+    }
 }
 
 #[cfg(test)]
@@ -412,7 +264,10 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+    use crate::cluster::importer::waiting_for;
     use crate::core::configmap::{BootImages, EMBEDDED_CONFIGMAP};
+    use crate::core::platforms::nutanix::NutanixLearned;
+    use crate::core::reason::Reason;
 
     const INFRA: &str = "ntnx-x7k2p";
     const RELEASE: &str = "9.8.20260428-0";
@@ -443,10 +298,16 @@ mod tests {
         };
         assert_eq!(wanted.name, format!("{INFRA}-rhcos-{RELEASE}"));
         assert_eq!(wanted.arches, [Arch::Amd64].into());
-        assert_eq!(wanted.stream, "rhcos-4.21");
-        assert_eq!(wanted.artifact.release, RELEASE);
-        assert!(wanted.artifact.location.ends_with("nutanix.x86_64.qcow2"));
-        assert_eq!(wanted.artifact.sha256.len(), 64);
+        assert_eq!(wanted.target.stream, "rhcos-4.21");
+        assert_eq!(wanted.target.artifact.release, RELEASE);
+        assert!(
+            wanted
+                .target
+                .artifact
+                .location
+                .ends_with("nutanix.x86_64.qcow2")
+        );
+        assert_eq!(wanted.target.artifact.sha256.len(), 64);
         assert!(work.current(&wanted.name));
         assert!(!work.current(&format!("{INFRA}-rhcos-9.6.20250101-0")));
         // The stream has a Nutanix qcow2 for x86_64 only: a multi-arch cluster wants it alone.

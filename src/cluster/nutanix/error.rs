@@ -2,8 +2,9 @@
 //! on (the Secret, Infrastructure, the URL, the image, what Prism Central said).
 
 use super::marker::Keep;
-pub use crate::cluster::cause::{Cause, cause, chain};
+pub use crate::cluster::cause::cause;
 use crate::cluster::importer::artifact::ArtifactError;
+use crate::cluster::importer::https::HttpsError;
 
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum NutanixError {
@@ -13,14 +14,9 @@ pub enum NutanixError {
         "Prism Central's endpoint (Infrastructure cluster spec.platformSpec.nutanix.prismCentral): {why}"
     )]
     Endpoint { why: String },
-    #[error("{url}: {}", chain(&**.cause))]
-    Send {
-        url: String,
-        #[source]
-        cause: Cause,
-    },
-    #[error("{why}")]
-    Refused { why: String },
+    /// The way there and back: plain http refused, an answer too large, a send that failed.
+    #[error(transparent)]
+    Https(#[from] HttpsError),
     #[error("Prism Central {what} ({url}): HTTP {status}: {said}")]
     Prism {
         what: String,

@@ -329,7 +329,7 @@ impl Importer {
             cause: cause(e),
         })?;
         // Prism Central fetches it: over https, as everything here.
-        https::require_https(&url).map_err(|e| NutanixError::Refused { why: e.to_string() })?;
+        https::require_https(&url)?;
         tracing::info!(image = %name, url, "importing the RHCOS qcow2 into Prism Central from its URL");
         let from_url = self.attempt(settings, want, &input(Some(&url)), None).await;
         let done = match (from_url, &settings.cache_dir) {

@@ -23,7 +23,7 @@ mod marker;
 mod prism;
 
 pub use access::{Credentials, connect, connect_via, read};
-pub use background::{Background, look};
+pub use background::{Background, Nutanix, Source, look};
 pub use credentials::{BasicAuth, SECRET_KEY, SECRET_NAME, SECRET_NAMESPACE, endpoint, parse};
 pub use error::NutanixError;
 pub use import::{Importer, Look, Settings, Want};

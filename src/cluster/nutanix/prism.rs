@@ -11,7 +11,7 @@ use k8s_openapi::jiff::Timestamp;
 use serde_json::{Value, json};
 
 use super::credentials::{self, BasicAuth};
-use super::error::{NutanixError, cause, said};
+use super::error::{NutanixError, said};
 use super::marker::{Marker, Seen};
 use crate::cluster::importer::https::{self, Answer, Body, Https, HttpsError, encode};
 
@@ -188,7 +188,7 @@ impl Prism {
             match self.http.send(req).await {
                 Err(HttpsError::Send { .. }) if resend && !resent => resent = true,
                 Ok(answer) => return Ok((answer, url)),
-                Err(e) => return Err(send_error(&url, e)),
+                Err(e) => return Err(e.into()),
             }
         }
     }
@@ -216,9 +216,7 @@ impl Prism {
             let (answer, url) = self
                 .call(Method::POST, "/images/list", Some(&body), true)
                 .await?;
-            budget
-                .charge(&url, &answer)
-                .map_err(|e| send_error(&url, e))?;
+            budget.charge(&url, &answer)?;
             let page = expect(&answer, &url, "list images", &[StatusCode::OK])?;
             now = now.or_else(|| date(&answer));
             let entities = page.get("entities").and_then(Value::as_array);
@@ -306,7 +304,7 @@ impl Prism {
             .header("X-Nutanix-Checksum-Bytes", sha256)
             .body(body)
             .map_err(|e| answer_error(&Method::PUT, &url, &e.to_string()))?;
-        let answer = self.http.send(req).await.map_err(|e| send_error(&url, e))?;
+        let answer = self.http.send(req).await?;
         expect(
             &answer,
             &url,
@@ -386,25 +384,6 @@ impl Prism {
             &[StatusCode::OK],
         )
         .map(|_| true)
-    }
-}
-
-fn send_error(url: &str, e: HttpsError) -> NutanixError {
-    match e {
-        e @ (HttpsError::PlainHttp { .. } | HttpsError::TooLarge { .. }) => {
-            NutanixError::Refused { why: e.to_string() }
-        }
-        HttpsError::Send { url, proxy, cause } => NutanixError::Send {
-            url: match proxy {
-                Some(p) => format!("{url} (through the proxy {p})"),
-                None => url,
-            },
-            cause,
-        },
-        other => NutanixError::Send {
-            url: url.to_owned(),
-            cause: cause(other),
-        },
     }
 }
 

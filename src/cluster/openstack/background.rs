@@ -1,73 +1,36 @@
-//! OpenStack on the importer frame: every replica looks in Glance for the image of each of
-//! the stream's qcow2s and publishes the usable ones; the Lease holder imports what a
-//! MachineSet waits for, and retires images of ours that nothing has named for the
-//! retention.
+//! OpenStack behind the shared pass of [`importer`](crate::cluster::importer): the stream's
+//! qcow2s it wants under the cluster's names, and Glance's answers to the pass's questions
+//! (look and prove, import, list ours, clear, retire), each through [`Importer`].
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::time::Instant;
 
 use serde_json::Value;
 
 use crate::cluster::apis::{self, Call};
-use crate::cluster::importer::{
-    Kit, Listed, Pass, Plugin, Waiting, Warning, provider_value, waiting_for,
-};
+use crate::cluster::importer::adapter::{self, Adapter, Found, Ours, Want as Asked};
+use crate::cluster::importer::artifact::Qcow2Target;
+use crate::cluster::importer::{Background as Shared, provider_value};
 use crate::cluster::learned::LearnedCell;
 use crate::core::arch::Arch;
-use crate::core::platforms::openstack::OpenStackLearned;
+use crate::core::learned::Imported;
 use crate::core::platforms::{Platform, Target};
-use crate::core::reason::Reason;
 use crate::core::snapshot::Snapshot;
 
 use super::access::{self, Credentials};
 use super::error::OpenStackError;
-use super::import::{Importer, Settings, Want};
+use super::import::{Importer, Look, Settings, Want};
 use super::marker::image_name_for;
-use crate::cluster::importer::artifact::Qcow2Target;
 
-/// The importer's state between passes.
-pub struct Background {
-    client: kube::Client,
-    settings: Settings,
-    /// The credentials last read, and the client made of them.
-    connected: Option<(Credentials, Importer)>,
-    /// The last pass had trouble: the credentials are read again (rotated, or fixed).
-    reread: bool,
-}
-
-impl Background {
-    pub fn new(client: kube::Client, settings: Settings) -> Background {
-        Background {
-            client,
-            settings,
-            connected: None,
-            reread: false,
-        }
-    }
-}
-
-/// An image the stream wants: its name, its qcow2, the architectures it is for.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Wanted {
-    pub name: String,
-    pub target: Qcow2Target,
-    pub arches: BTreeSet<Arch>,
-    /// The one architecture the name carries, on a multi-architecture cluster.
-    pub arch: Option<Arch>,
-}
-
+/// OpenStack's importer on the frame.
+pub type Background = Shared<OpenStack>;
+/// An image the stream wants, of its qcow2.
+pub type Wanted = adapter::Wanted<Qcow2Target>;
 /// What a pass works on.
-#[derive(Debug, Default, PartialEq, Eq)]
-pub struct Work {
-    pub infra_id: String,
-    pub wanted: Vec<Wanted>,
-}
+pub type Work = adapter::Work<Qcow2Target>;
 
-impl Work {
-    /// An image of this name is current: never retired.
-    fn current(&self, name: &str) -> bool {
-        self.wanted.iter().any(|w| w.name == name)
-    }
+/// Glance behind the shared pass.
+pub struct OpenStack {
+    settings: Settings,
 }
 
 /// The stream's qcow2s the cluster's machines may boot (the control plane's architecture,
@@ -112,45 +75,15 @@ pub fn work(snap: &Snapshot) -> Option<Work> {
             wanted.arches.insert(arch);
         }
     }
-    let wanted: Vec<Wanted> = by_name.into_values().collect();
-    (!wanted.is_empty()).then_some(Work { infra_id, wanted })
+    let mut work = Work::new(infra_id);
+    work.wanted = by_name.into_values().collect();
+    (!work.wanted.is_empty()).then_some(work)
 }
 
 /// Which of the stream's images are usable in Glance, looked at without changing anything
 /// (`status`); `None` when this is not an OpenStack cluster with a qcow2 in its stream.
-pub async fn look(client: &kube::Client, snap: &Snapshot) -> Option<OpenStackLearned> {
-    let work = work(snap)?;
-    let mut learned = OpenStackLearned::default();
-    let connected = access::read(client).await;
-    let mut importer = match connected.and_then(|creds| access::connect(&creds)) {
-        Ok(importer) => importer,
-        Err(e) => {
-            learned.unavailable = Some(e.to_string());
-            return Some(learned);
-        }
-    };
-    for wanted in &work.wanted {
-        let want = Want {
-            infra_id: &work.infra_id,
-            target: &wanted.target,
-            named: None,
-            carried: BTreeMap::new(),
-            arch: wanted.arch,
-        };
-        let why = match importer.look(&want).await {
-            Ok(look) if look.usable_once_proven().is_some() => {
-                learned.images.insert(wanted.name.clone());
-                continue;
-            }
-            Ok(look) => match look.blocked(&wanted.name) {
-                Some(e) => e,
-                None => continue,
-            },
-            Err(e) => e,
-        };
-        learned.unavailable.get_or_insert(why.to_string());
-    }
-    Some(learned)
+pub async fn look(client: &kube::Client, snap: &Snapshot) -> Option<Imported> {
+    crate::cluster::importer::look::<OpenStack>(client, snap).await
 }
 
 /// The images an object names: its `image`, and its root volume's `sourceUUID`.
@@ -167,249 +100,138 @@ fn named(object: &Value) -> Vec<String> {
         .collect()
 }
 
-impl Plugin for Background {
-    type Work = Work;
-    type Learned = OpenStackLearned;
-    /// The image's id.
-    type Key = String;
+/// What Glance holds, as the pass sees it.
+fn found(look: &Look, name: &str, usable: bool) -> Found<OpenStackError> {
+    match (usable, look.blocked(name)) {
+        (true, _) => Found::Usable,
+        (false, Some(e)) => Found::Blocked(e),
+        (false, None) => Found::Absent,
+    }
+}
+
+fn want<'a>(asked: &Asked<'a, Qcow2Target>) -> Want<'a> {
+    Want {
+        infra_id: asked.infra_id,
+        target: &asked.wanted.target,
+        named: asked.named,
+        carried: BTreeMap::new(),
+        arch: asked.wanted.arch,
+    }
+}
+
+impl Adapter for OpenStack {
+    type Settings = Settings;
+    type Target = Qcow2Target;
+    type Credentials = Credentials;
+    type Client = Importer;
+    type Error = OpenStackError;
 
     const TROUBLE: &'static str = "cannot import the OpenStack image; those MachineSets keep their image until it is imported";
     const AGAIN: &'static str = "Glance answers again: OpenStack images are checked and imported";
     const MACHINES: Call = apis::OPENSTACK_MACHINE;
 
+    fn new(settings: Settings) -> OpenStack {
+        OpenStack { settings }
+    }
+
     fn named(object: &Value) -> Vec<String> {
         named(object)
     }
 
-    fn work(&self, snap: &Snapshot) -> Option<Work> {
+    fn work(snap: &Snapshot) -> Option<Work> {
         work(snap)
     }
 
-    async fn pass(
+    fn publish(cell: &LearnedCell, learned: Imported) {
+        cell.publish(|now| now.with_openstack(learned.clone()));
+    }
+
+    async fn read(kube: &kube::Client) -> Result<Credentials, OpenStackError> {
+        access::read(kube).await
+    }
+
+    fn connect(creds: &Credentials) -> Result<Importer, OpenStackError> {
+        access::connect(creds)
+    }
+
+    fn same(had: &Credentials, now: &Credentials) -> bool {
+        had == now
+    }
+
+    async fn look(
         &mut self,
-        kit: &mut Kit<String>,
-        snap: &Snapshot,
-        work: &Work,
-        listed: Option<&Listed>,
-    ) -> Pass<OpenStackLearned> {
-        let mut learned = OpenStackLearned::default();
-        let mut trouble = None;
-        let Background {
-            client,
-            settings,
-            connected,
-            reread,
-        } = self;
-        match connect(client, connected, *reread).await {
-            Err(e) => trouble = Some(e.to_string()),
-            Ok(importer) => {
-                for wanted in &work.wanted {
-                    let at = At {
-                        snap,
-                        infra_id: &work.infra_id,
-                        listed,
-                    };
-                    match image(importer, settings, kit, &at, wanted).await {
-                        Ok(true) => {
-                            learned.images.insert(wanted.name.clone());
-                        }
-                        Ok(false) => {}
-                        Err(e) => {
-                            trouble.get_or_insert(e.to_string());
-                        }
-                    }
-                }
-                if let Some(listed) = listed
-                    && let Err(e) = retire(importer, kit, work, listed).await
-                {
-                    trouble.get_or_insert(e.to_string());
-                }
-            }
+        client: &mut Importer,
+        asked: &Asked<'_, Qcow2Target>,
+    ) -> Result<Found<OpenStackError>, OpenStackError> {
+        let look = client.look_proven(&self.settings, &want(asked)).await?;
+        Ok(found(&look, &asked.wanted.name, look.usable().is_some()))
+    }
+
+    async fn glance(
+        client: &mut Importer,
+        asked: &Asked<'_, Qcow2Target>,
+    ) -> Result<Found<OpenStackError>, OpenStackError> {
+        let look = client.look(&want(asked)).await?;
+        let usable = look.usable_once_proven().is_some();
+        Ok(found(&look, &asked.wanted.name, usable))
+    }
+
+    async fn ensure(
+        &mut self,
+        client: &mut Importer,
+        asked: &Asked<'_, Qcow2Target>,
+        current: Option<&str>,
+    ) -> Result<(), OpenStackError> {
+        let mut want = want(asked);
+        // How the cloud boots RHCOS, from the image the waiting MachineSets use now.
+        if let Some(current) = current {
+            want.carried = client.carried_from(current).await?;
         }
-        *reread = trouble.is_some();
-        learned.unavailable = trouble.clone();
-        Pass { learned, trouble }
+        client.ensure(&self.settings, &want).await.map(drop)
     }
 
-    fn publish(cell: &LearnedCell, learned: OpenStackLearned) {
-        cell.publish_openstack(learned);
+    fn warns(e: &OpenStackError) -> bool {
+        e.is_bad_artifact()
+            || matches!(
+                e,
+                OpenStackError::NameTaken { .. } | OpenStackError::LookAlike { .. }
+            )
     }
-}
 
-/// The client of the credentials, read again when asked to (after trouble) and made anew
-/// only when they changed: a client keeps what it learned (a bad artifact, its failed
-/// imports) across passes.
-async fn connect<'a>(
-    client: &kube::Client,
-    connected: &'a mut Option<(Credentials, Importer)>,
-    reread: bool,
-) -> Result<&'a mut Importer, OpenStackError> {
-    if reread || connected.is_none() {
-        let creds = access::read(client).await?;
-        if connected.as_ref().is_none_or(|(had, _)| *had != creds) {
-            let importer = access::connect(&creds)?;
-            *connected = Some((creds, importer));
-        }
+    async fn ours(client: &mut Importer, infra_id: &str) -> Result<Vec<Ours>, OpenStackError> {
+        let images = client.ours(infra_id).await?;
+        Ok(images
+            .into_iter()
+            .map(|i| Ours {
+                complete: i.status == "active",
+                // Glance keeps them, and one under a wanted name stops the move.
+                stopped: matches!(i.status.as_str(), "queued" | "killed"),
+                name: i.name.unwrap_or_default(),
+                id: i.id,
+            })
+            .collect())
     }
-    match connected {
-        Some((_, importer)) => Ok(importer),
-        None => Err(OpenStackError::Credentials {
-            secret: access::secret_name(),
-            why: "not read".into(),
-        }),
-    }
-}
 
-/// Where a pass is.
-struct At<'a> {
-    snap: &'a Snapshot,
-    infra_id: &'a str,
-    /// What the Lease holder listed (it imports only then).
-    listed: Option<&'a Listed>,
-}
+    async fn clear(
+        client: &mut Importer,
+        id: &str,
+        infra_id: &str,
+        named: &BTreeSet<String>,
+    ) -> Result<(), OpenStackError> {
+        client.clear(id, infra_id, named).await
+    }
 
-/// Whether the wanted image is usable, importing it when this replica leads and a
-/// MachineSet waits for it.
-async fn image(
-    importer: &mut Importer,
-    settings: &Settings,
-    kit: &mut Kit<String>,
-    at: &At<'_>,
-    wanted: &Wanted,
-) -> Result<bool, OpenStackError> {
-    let mut want = Want {
-        infra_id: at.infra_id,
-        target: &wanted.target,
-        named: at.listed.map(|l| &l.named),
-        carried: BTreeMap::new(),
-        arch: wanted.arch,
-    };
-    let look = importer.look_proven(settings, &want).await?;
-    if look.usable().is_some() {
-        return Ok(true);
+    async fn retire(
+        client: &mut Importer,
+        id: &str,
+        infra_id: &str,
+        named: &BTreeSet<String>,
+    ) -> Result<(), OpenStackError> {
+        client.retire(id, infra_id, named).await
     }
-    let waiting: Vec<Waiting> = at
-        .listed
-        .map(|l| waiting_for(&l.sets, at.snap, Reason::ImageNotImported, &wanted.name))
-        .unwrap_or_default()
-        .into_iter()
-        .filter(|w| w.decision.arch.is_none_or(|a| wanted.arches.contains(&a)))
-        .collect();
-    if let Some(e) = look.blocked(&wanted.name) {
-        warn(kit, &waiting, &wanted.name, &e).await;
-        return Err(e);
-    }
-    if waiting.is_empty() {
-        return Ok(false);
-    }
-    // How the cloud boots RHCOS, from the image the waiting MachineSets use now.
-    let current = waiting
-        .iter()
-        .find_map(|w| w.decision.current.as_deref().filter(|c| !c.is_empty()));
-    if let Some(current) = current {
-        want.carried = importer.carried_from(current).await?;
-    }
-    match importer.ensure(settings, &want).await {
-        Ok(_) => Ok(true),
-        Err(e) => {
-            if e.is_bad_artifact()
-                || matches!(
-                    e,
-                    OpenStackError::NameTaken { .. } | OpenStackError::LookAlike { .. }
-                )
-            {
-                warn(kit, &waiting, &wanted.name, &e).await;
-            }
-            Err(e)
-        }
-    }
-}
 
-/// A Warning Event on each waiting object, when only a person can unblock the import.
-async fn warn(kit: &mut Kit<String>, waiting: &[Waiting], name: &str, e: &OpenStackError) {
-    let note = format!("image {name} cannot be imported: {e}");
-    let warning = Warning {
-        reason: Reason::ImageNotImported.as_str(),
-        action: "ImportImage",
-        note: &note,
-    };
-    let objects: Vec<&Value> = waiting.iter().map(|w| &w.object).collect();
-    kit.warnings.warn(objects, &warning).await;
-}
-
-/// Deletes the active images of ours that nothing has named for the retention, each once
-/// the objects are listed again and Glance is asked again, right before.
-async fn retire(
-    importer: &mut Importer,
-    kit: &mut Kit<String>,
-    work: &Work,
-    listed: &Listed,
-) -> Result<(), OpenStackError> {
-    let ours = importer.ours(&work.infra_id).await?;
-    clear_stopped(importer, work, &ours, listed).await;
-    let active: Vec<_> = ours.iter().filter(|i| i.status == "active").collect();
-    kit.retention
-        .keep_only(|id| active.iter().any(|i| &i.id == id));
-    let now = Instant::now();
-    let mut due = Vec::new();
-    for image in active {
-        let name = image.name.as_deref().unwrap_or_default();
-        let used =
-            listed.named.contains(&image.id) || listed.named.contains(name) || work.current(name);
-        if kit.retention.due(&image.id, used, now) {
-            due.push((image.id.clone(), name.to_owned()));
-        }
-    }
-    if due.is_empty() {
-        return Ok(());
-    }
-    let Some(again) = kit.lister.list().await else {
-        return Ok(());
-    };
-    for (id, name) in due {
-        match importer.retire(&id, &work.infra_id, &again.named).await {
-            Ok(()) => {
-                tracing::info!(image = %name, id, "deleted an image of ours that nothing has named for the retention");
-                kit.retention.forget(&id);
-            }
-            Err(e @ OpenStackError::Busy { .. }) => {
-                tracing::info!(image = %name, id, reason = %e, "an image of ours due for deletion is kept");
-                kit.retention.forget(&id);
-            }
-            Err(e) => {
-                tracing::warn!(image = %name, id, error = %e, "cannot delete an unused image of ours");
-            }
-        }
-    }
-    Ok(())
-}
-
-/// Deletes the images of ours whose data never came (`queued`, `killed`), of any release,
-/// once their import provably stopped and nothing names them: Glance keeps them, and one
-/// under a wanted name stops the move.
-async fn clear_stopped(
-    importer: &mut Importer,
-    work: &Work,
-    ours: &[super::glance::Image],
-    listed: &Listed,
-) {
-    let stopped = ours
-        .iter()
-        .filter(|i| matches!(i.status.as_str(), "queued" | "killed"));
-    for image in stopped {
-        let name = image.name.as_deref().unwrap_or_default();
-        match importer
-            .clear(&image.id, &work.infra_id, &listed.named)
-            .await
-        {
-            Ok(()) => {}
-            Err(e @ OpenStackError::Busy { .. }) => {
-                tracing::debug!(image = %name, id = %image.id, reason = %e, "an unfinished image of ours is kept");
-            }
-            Err(e) => {
-                tracing::warn!(image = %name, id = %image.id, error = %e, "cannot delete an unfinished image of ours");
-            }
-        }
+    fn kept(e: &OpenStackError) -> bool {
+        matches!(e, OpenStackError::Busy { .. })
     }
 }
 
@@ -418,7 +240,10 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+    use crate::cluster::importer::waiting_for;
     use crate::core::configmap::{BootImages, EMBEDDED_CONFIGMAP};
+    use crate::core::platforms::openstack::OpenStackLearned;
+    use crate::core::reason::Reason;
 
     const INFRA: &str = "ostest-x7k2p";
     const RELEASE: &str = "9.8.20260428-0";

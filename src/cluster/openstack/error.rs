@@ -2,7 +2,7 @@
 //! on (the Secret, the URL, the image, what Keystone or Glance said).
 
 use super::marker::Keep;
-pub use crate::cluster::cause::{Cause, cause, chain};
+pub use crate::cluster::cause::cause;
 use crate::cluster::importer::artifact::ArtifactError;
 use crate::cluster::importer::https::HttpsError;
 
@@ -12,21 +12,9 @@ pub enum OpenStackError {
     Credentials { secret: String, why: String },
     #[error("the OpenStack CA bundle {from}: {why}")]
     CaBundle { from: String, why: String },
-    #[error(
-        "{url}: plain http:// is refused: Keystone, Glance, Prism Central and the artifacts' mirror are reached over https:// only (the tests' own servers are the one exception, with --allow-plain-http-for-tests)"
-    )]
-    PlainHttp { url: String },
-    #[error(
-        "{url}: the answer is larger than {limit} bytes: not read (the pod's memory is bounded)"
-    )]
-    TooLarge { url: String, limit: usize },
-    #[error("{url}{}: {}", proxy_note(.proxy), chain(&**.cause))]
-    Send {
-        url: String,
-        proxy: Option<String>,
-        #[source]
-        cause: Cause,
-    },
+    /// The way there and back: plain http refused, an answer too large, a send that failed.
+    #[error(transparent)]
+    Https(#[from] HttpsError),
     #[error("Keystone {url}: HTTP {status}: {said}")]
     Keystone {
         url: String,
@@ -102,24 +90,6 @@ pub enum OpenStackError {
         status: String,
         limit: std::time::Duration,
     },
-}
-
-impl From<HttpsError> for OpenStackError {
-    fn from(e: HttpsError) -> OpenStackError {
-        match e {
-            HttpsError::CaBundle { from, why } => OpenStackError::CaBundle { from, why },
-            HttpsError::PlainHttp { url } => OpenStackError::PlainHttp { url },
-            HttpsError::TooLarge { url, limit } => OpenStackError::TooLarge { url, limit },
-            HttpsError::Send { url, proxy, cause } => OpenStackError::Send { url, proxy, cause },
-        }
-    }
-}
-
-fn proxy_note(proxy: &Option<String>) -> String {
-    proxy
-        .as_ref()
-        .map(|p| format!(" (through the proxy {p})"))
-        .unwrap_or_default()
 }
 
 impl OpenStackError {

@@ -228,10 +228,10 @@ impl Glance {
         );
         let answer = match self.keystone.http.send(req).await {
             Ok(answer) => answer,
-            Err(HttpsError::Send { url, proxy, cause }) => {
+            Err(e @ HttpsError::Send { .. }) => {
                 return Err(OpenStackError::Interrupted {
                     what,
-                    sent: Box::new(OpenStackError::Send { url, proxy, cause }),
+                    sent: Box::new(OpenStackError::Https(e)),
                 });
             }
             Err(e) => return Err(e.into()),

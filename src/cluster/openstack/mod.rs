@@ -23,7 +23,7 @@ mod marker;
 pub use crate::cluster::importer::artifact::{ArtifactError, Qcow2Target};
 pub use crate::cluster::importer::https::{MAX_ANSWER, MAX_LIST};
 pub use access::{Credentials, connect, connect_cloud, read};
-pub use background::{Background, Wanted, Work, look, work};
+pub use background::{Background, OpenStack, Wanted, Work, look, work};
 pub use clouds::{CLOUD_NAME, Cloud, parse as parse_clouds};
 pub use error::OpenStackError;
 pub use glance::{Glance, Image};

@@ -119,7 +119,7 @@ impl Plugin for Background {
     }
 
     fn publish(cell: &LearnedCell, learned: VSphereLearned) {
-        cell.publish_vsphere(learned);
+        cell.publish(|now| now.with_vsphere(learned.clone()));
     }
 }
 
