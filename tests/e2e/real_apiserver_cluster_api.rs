@@ -36,19 +36,25 @@ fn stream() -> Value {
     support::fixture("stream-coreos-rhel-9.installer.json")
 }
 
-/// The real stream, EC2's word that the old AMI is Red Hat's, and our OpenStack image usable.
-fn snapshot() -> Snapshot {
+/// The ConfigMap of `stream` at `release`, stamped by a master done with it, on an amd64
+/// control plane.
+fn stamped(stream: &Value, release: &str) -> Snapshot {
     let data = BTreeMap::from([
-        ("stream".to_owned(), stream().to_string()),
-        ("releaseVersion".to_owned(), "4.21.0".to_owned()),
-        ("MCOReleaseImageVersion".to_owned(), "4.21.0".to_owned()),
+        ("stream".to_owned(), stream.to_string()),
+        ("releaseVersion".to_owned(), release.to_owned()),
+        ("MCOReleaseImageVersion".to_owned(), release.to_owned()),
     ]);
-    let base = Snapshot::offline(
+    Snapshot::offline(
         BootImages::from_data(&data).unwrap(),
         false,
         Some(Arch::Amd64),
         false,
-    );
+    )
+}
+
+/// The real stream, EC2's word that the old AMI is Red Hat's, and our OpenStack image usable.
+fn snapshot() -> Snapshot {
+    let base = stamped(&stream(), "4.21.0");
     let mut aws = AwsLearned::default();
     aws.images.insert(
         (REGION.into(), OLD_AMI.into()),
@@ -363,17 +369,7 @@ fn real_apiserver_cluster_api_old_clones_are_retired_and_nothing_else() {
     let mut next = stream();
     next["architectures"]["x86_64"]["images"]["aws"]["regions"][REGION]["image"] = json!(newer);
     let next = {
-        let data = BTreeMap::from([
-            ("stream".to_owned(), next.to_string()),
-            ("releaseVersion".to_owned(), "4.21.1".to_owned()),
-            ("MCOReleaseImageVersion".to_owned(), "4.21.1".to_owned()),
-        ]);
-        let base = Snapshot::offline(
-            BootImages::from_data(&data).unwrap(),
-            false,
-            Some(Arch::Amd64),
-            false,
-        );
+        let base = stamped(&next, "4.21.1");
         let mut aws = AwsLearned::default();
         aws.images.insert(
             (REGION.into(), stream_ami()),
